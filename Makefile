@@ -1,0 +1,50 @@
+# agenthost: `make run` starts the stack, `make test` runs the whole suite.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+BIN := $(VENV)/bin
+PROTOS := $(shell find proto -name '*.proto')
+STAMP_DEPS := $(VENV)/.deps-installed
+STAMP_GEN := gen/.generated
+
+.PHONY: all venv gen run test lint fmt bench clean
+
+all: gen
+
+$(STAMP_DEPS): pyproject.toml constraints.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip==26.3
+	$(PY) -m pip install --quiet -c constraints.txt -e '.[dev]'
+	$(PY) -c 'import site, pathlib; pathlib.Path(site.getsitepackages()[0], "agenthost-gen.pth").write_text(str(pathlib.Path("gen").resolve()) + "\n")'
+	touch $@
+
+venv: $(STAMP_DEPS)
+
+$(STAMP_GEN): $(STAMP_DEPS) $(PROTOS) tools/gen_protos.py
+	$(PY) tools/gen_protos.py --proto-dir proto --out gen
+	touch $@
+
+gen: $(STAMP_GEN)
+
+run: gen
+	$(PY) -m clients.cli up
+
+test: gen
+	$(BIN)/pytest
+
+lint: gen
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy services clients tests tools bench
+	$(PY) tools/buf_check.py
+
+fmt: $(STAMP_DEPS)
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+bench: gen
+	$(PY) -m bench
+
+clean:
+	rm -rf $(VENV) gen gen.tmp build .pytest_cache .mypy_cache .ruff_cache
