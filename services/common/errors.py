@@ -1,0 +1,82 @@
+"""Domain errors with stable reasons; the service runtime maps them to gRPC.
+
+Domain code raises these and knows nothing about gRPC: each class names the
+status code family, and `reason` is the stable `google.rpc.ErrorInfo` reason.
+"""
+
+from __future__ import annotations
+
+ERROR_DOMAIN = "agenthost"
+
+
+class DomainError(Exception):
+    """A failure the caller can act on: a stable reason plus details."""
+
+    status = "INTERNAL"
+
+    def __init__(self, reason: str, message: str, **metadata: str | int) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+        self.metadata = {key: str(value) for key, value in metadata.items()}
+
+
+class NotFound(DomainError):
+    status = "NOT_FOUND"
+
+
+class AlreadyExists(DomainError):
+    status = "ALREADY_EXISTS"
+
+
+class FailedPrecondition(DomainError):
+    status = "FAILED_PRECONDITION"
+
+
+class InvalidArgument(DomainError):
+    status = "INVALID_ARGUMENT"
+
+
+class OutOfRange(DomainError):
+    status = "OUT_OF_RANGE"
+
+
+class Unavailable(DomainError):
+    status = "UNAVAILABLE"
+
+
+class Unauthenticated(DomainError):
+    status = "UNAUTHENTICATED"
+
+
+class SessionNotFound(NotFound):
+    def __init__(self, session_id: str) -> None:
+        super().__init__("SESSION_NOT_FOUND", f"session {session_id!r} not found",
+                         session_id=session_id)
+
+
+class SessionConflict(AlreadyExists):
+    def __init__(self, session_id: str, cwd: str) -> None:
+        super().__init__("SESSION_CONFLICT",
+                         f"session {session_id!r} exists with another cwd than {cwd!r}",
+                         session_id=session_id)
+
+
+class WrongExpectedSeq(FailedPrecondition):
+    """An optimistic-concurrency miss; carries the log's current last seq."""
+
+    def __init__(self, session_id: str, expected: int, current_last_seq: int) -> None:
+        super().__init__("WRONG_EXPECTED_SEQ",
+                         f"session {session_id!r} ends at seq {current_last_seq}, "
+                         f"not {expected}",
+                         session_id=session_id, expected_last_seq=expected,
+                         current_last_seq=current_last_seq)
+        self.current_last_seq = current_last_seq
+
+
+class EventIdConflict(FailedPrecondition):
+    def __init__(self, session_id: str, event_id: str) -> None:
+        super().__init__("EVENT_ID_CONFLICT",
+                         f"event id {event_id!r} of session {session_id!r} was already "
+                         "used by a different batch",
+                         session_id=session_id, event_id=event_id)

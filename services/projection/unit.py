@@ -1,0 +1,36 @@
+"""The contract of a projection unit: a named view folded from a session's log."""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, TypeVar
+
+from agenthost.sessionlog.v1 import events_pb2
+
+State = TypeVar("State")
+
+# A view is JSON-shaped (it travels as google.protobuf.Value).
+View = dict[str, Any] | list[Any] | str | int | float | bool | None
+
+
+class ProjectionUnit(Protocol[State]):
+    """`apply` must return the very same state object when the event changes
+    nothing, so the engine can skip the view comparison and the checkpoint.
+    Bump `state_version` whenever `init`/`apply` change meaning: stored
+    checkpoints of an older version are refolded from the log."""
+
+    key: str
+    state_version: int
+
+    def init(self) -> State: ...
+
+    def apply(self, state: State, event: events_pb2.Event) -> State: ...
+
+    def view(self, state: State) -> View: ...
+
+    def dump(self, state: State) -> bytes:
+        """Serialize the state for a checkpoint."""
+        ...
+
+    def load(self, data: bytes) -> State:
+        """Inverse of `dump`."""
+        ...

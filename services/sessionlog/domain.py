@@ -1,0 +1,280 @@
+"""The session log: lazy sessions, optimistic appends, reads and subscriptions.
+
+Plain Python over a SessionStore; the servicer is a thin gRPC adapter.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+from services.common.errors import InvalidArgument, SessionConflict, SessionNotFound
+
+from .port import (
+    DEFAULT_HEARTBEAT_S,
+    DEFAULT_MESSAGE_LIMIT,
+    AppendResult,
+    CaughtUp,
+    Direction,
+    Heartbeat,
+    ReadResult,
+    SubscriptionItem,
+    TailPage,
+)
+from .sqlite_store import SqliteSessionStore
+from .store import Event, SessionHeader, SessionStore, SessionSummary, event_kind
+
+# Events read per store query while a subscriber catches up.
+CATCH_UP_BATCH = 500
+
+
+def now_us() -> int:
+    return time.time_ns() // 1000
+
+
+def generate_session_id() -> str:
+    return f"s-{uuid.uuid4().hex}"
+
+
+class ChangeSignal:
+    """Wakes waiters after an append. Waiters take `waiter()` before reading the
+    store, so an append that lands between their read and their wait is never
+    missed (the event they hold is already set)."""
+
+    def __init__(self) -> None:
+        self._event = asyncio.Event()
+
+    def waiter(self) -> asyncio.Event:
+        return self._event
+
+    def fire(self) -> None:
+        self._event.set()
+        self._event = asyncio.Event()
+
+
+class SessionLog:
+    def __init__(self, store: SessionStore, clock: Callable[[], int] = now_us) -> None:
+        self._store = store
+        self._clock = clock
+        # Created but never appended: not durable, gone after a restart.
+        self._lazy: dict[str, SessionHeader] = {}
+        self._session_signals: dict[str, ChangeSignal] = {}
+        self._all_signal = ChangeSignal()
+
+    # -- sessions ----------------------------------------------------------------
+
+    async def create_session(
+        self, session_id: str | None, cwd: str
+    ) -> tuple[SessionSummary, bool]:
+        session_id = session_id or generate_session_id()
+        existing = await self._header(session_id)
+        if existing is not None:
+            if existing.cwd != cwd:
+                raise SessionConflict(session_id, cwd)
+            return await self.get_session(session_id), False
+        header = SessionHeader(session_id, cwd, self._clock())
+        self._lazy[session_id] = header
+        return _lazy_summary(header), True
+
+    async def get_session(self, session_id: str) -> SessionSummary:
+        if session_id in self._lazy:
+            return _lazy_summary(self._lazy[session_id])
+        summary = await self._store.summary(session_id)
+        if summary is None:
+            raise SessionNotFound(session_id)
+        return summary
+
+    async def list_sessions(
+        self, page_size: int = 100, page_token: str = "", session_ids: Sequence[str] = ()
+    ) -> tuple[list[SessionSummary], str]:
+        offset = _decode_page_token(page_token)
+        sessions, more = await self._store.list_sessions(page_size, offset, session_ids)
+        return sessions, str(offset + page_size) if more else ""
+
+    async def fork(
+        self, session_id: str, up_to_seq: int | None = None, new_session_id: str | None = None
+    ) -> SessionSummary:
+        source = await self._require_header(session_id)
+        fork_id = new_session_id or generate_session_id()
+        if await self._header(fork_id) is not None:
+            raise SessionConflict(fork_id, source.cwd)
+        header = SessionHeader(fork_id, source.cwd, self._clock(), forked_from=session_id)
+        if session_id in self._lazy:
+            self._lazy[fork_id] = header
+            return _lazy_summary(header)
+        summary = await self._store.fork(session_id, up_to_seq, header, self._clock())
+        self._fire(fork_id)
+        return summary
+
+    # -- append --------------------------------------------------------------------
+
+    async def append(
+        self,
+        session_id: str,
+        events: Sequence[Event],
+        expected_last_seq: int | None = None,
+    ) -> AppendResult:
+        header = await self._require_header(session_id)
+        if not events:
+            last_seq = (await self.get_session(session_id)).last_seq
+            return AppendResult([], last_seq, duplicate=False)
+        batch = [self._prepared(event) for event in events]
+        result = await self._store.append(header, batch, expected_last_seq, self._clock())
+        self._lazy.pop(session_id, None)
+        if not result.duplicate:
+            self._fire(session_id)
+        return result
+
+    def _prepared(self, event: Event) -> Event:
+        event_kind(event)  # a body is required
+        prepared = Event()
+        prepared.CopyFrom(event)
+        if not prepared.id:
+            prepared.id = f"e-{uuid.uuid4().hex}"
+        if not prepared.HasField("time"):
+            prepared.time.FromMicroseconds(self._clock())
+        return prepared
+
+    # -- reads ---------------------------------------------------------------------
+
+    async def read(
+        self,
+        session_id: str,
+        *,
+        from_seq: int | None = None,
+        direction: Direction = Direction.FORWARD,
+        limit: int = 1000,
+    ) -> ReadResult:
+        if await self._is_lazy(session_id):
+            return ReadResult([], -1)
+        return await self._store.read(session_id, from_seq, direction, limit)
+
+    async def tail_page(
+        self,
+        session_id: str,
+        *,
+        before_seq: int | None = None,
+        message_limit: int = DEFAULT_MESSAGE_LIMIT,
+    ) -> TailPage:
+        if message_limit < 1:
+            raise InvalidArgument("BAD_PAGE_SIZE", "message_limit must be at least 1")
+        if await self._is_lazy(session_id):
+            return TailPage([], False, 0, -1)
+        return await self._store.tail_page(session_id, before_seq, message_limit)
+
+    # -- subscriptions ---------------------------------------------------------------
+
+    async def subscribe(
+        self, session_id: str, after_seq: int = -1, heartbeat_s: float = DEFAULT_HEARTBEAT_S
+    ) -> AsyncIterator[SubscriptionItem]:
+        await self._require_header(session_id)
+        cursor = after_seq
+
+        async def read_next() -> list[Event]:
+            if await self._is_lazy(session_id):
+                return []
+            result = await self._store.read(
+                session_id, cursor + 1, Direction.FORWARD, CATCH_UP_BATCH
+            )
+            return result.events
+
+        signal = self._session_signals.setdefault(session_id, ChangeSignal())
+        async for item in _follow(read_next, signal, heartbeat_s):
+            if isinstance(item, Event):
+                cursor = item.seq
+            elif isinstance(item, CaughtUp):
+                item = CaughtUp(last_seq=cursor, position=0)
+            yield item
+
+    async def subscribe_all(
+        self, after_position: int = 0, heartbeat_s: float = DEFAULT_HEARTBEAT_S
+    ) -> AsyncIterator[SubscriptionItem]:
+        cursor = after_position
+
+        async def read_next() -> list[Event]:
+            return await self._store.read_all(cursor, CATCH_UP_BATCH)
+
+        async for item in _follow(read_next, self._all_signal, heartbeat_s):
+            if isinstance(item, Event):
+                cursor = item.position
+            elif isinstance(item, CaughtUp):
+                item = CaughtUp(last_seq=-1, position=cursor)
+            yield item
+
+    # -- internals ---------------------------------------------------------------------
+
+    def _fire(self, session_id: str) -> None:
+        signal = self._session_signals.get(session_id)
+        if signal is not None:
+            signal.fire()
+        self._all_signal.fire()
+
+    async def _header(self, session_id: str) -> SessionHeader | None:
+        if session_id in self._lazy:
+            return self._lazy[session_id]
+        return await self._store.get_header(session_id)
+
+    async def _require_header(self, session_id: str) -> SessionHeader:
+        header = await self._header(session_id)
+        if header is None:
+            raise SessionNotFound(session_id)
+        return header
+
+    async def _is_lazy(self, session_id: str) -> bool:
+        await self._require_header(session_id)
+        return session_id in self._lazy
+
+
+async def _follow(
+    read_next: Callable[[], Awaitable[list[Event]]],
+    signal: ChangeSignal,
+    heartbeat_s: float,
+) -> AsyncIterator[SubscriptionItem]:
+    """Catch up from the store, mark the switch to live once, then follow the
+    store as appends signal it; heartbeats while nothing happens."""
+    caught_up = False
+    while True:
+        waiter = signal.waiter()
+        events = await read_next()
+        for event in events:
+            yield event
+        if len(events) == CATCH_UP_BATCH:
+            continue
+        if not caught_up:
+            caught_up = True
+            yield CaughtUp(last_seq=-1, position=0)
+        try:
+            await asyncio.wait_for(waiter.wait(), timeout=heartbeat_s)
+        except TimeoutError:
+            yield Heartbeat()
+
+
+def _lazy_summary(header: SessionHeader) -> SessionSummary:
+    summary = SessionSummary(id=header.id, cwd=header.cwd, last_seq=-1, blank=True,
+                             forked_from=header.forked_from)
+    summary.created_at.FromMicroseconds(header.created_at_us)
+    summary.updated_at.FromMicroseconds(header.created_at_us)
+    return summary
+
+
+def _decode_page_token(token: str) -> int:
+    if not token:
+        return 0
+    if not token.isdigit():
+        raise InvalidArgument("BAD_PAGE_TOKEN", f"page token {token!r} is not one we issued")
+    return int(token)
+
+
+@asynccontextmanager
+async def open_session_log(path: Path) -> AsyncIterator[SessionLog]:
+    """An embedded session log on a SQLite file, closed on exit."""
+    store = SqliteSessionStore(path)
+    await store.open()
+    try:
+        yield SessionLog(store)
+    finally:
+        await store.close()

@@ -1,0 +1,117 @@
+"""What other services may ask of the session log.
+
+Both the in-process `SessionLog` (domain.py) and the gRPC `SessionLogClient`
+(client.py) satisfy this protocol, so a service's domain code is written once
+and runs embedded or against the remote session-log service. Errors are the
+domain errors of services.common.errors (SessionNotFound, SessionConflict,
+WrongExpectedSeq, EventIdConflict), raised identically by both.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from agenthost.sessionlog.v1 import events_pb2, session_log_pb2
+
+Event = events_pb2.Event
+SessionSummary = session_log_pb2.SessionSummary
+
+DEFAULT_MESSAGE_LIMIT = 50
+DEFAULT_HEARTBEAT_S = 15.0
+
+
+class Direction(enum.Enum):
+    FORWARD = "forward"
+    BACKWARD = "backward"
+
+
+@dataclass(frozen=True)
+class AppendResult:
+    seqs: list[int]
+    last_seq: int
+    # Every event id was already present: nothing was written.
+    duplicate: bool
+
+
+@dataclass(frozen=True)
+class ReadResult:
+    events: list[Event]
+    last_seq: int
+
+
+@dataclass(frozen=True)
+class TailPage:
+    events: list[Event]
+    has_more: bool
+    before_seq: int
+    last_seq: int
+
+
+@dataclass(frozen=True)
+class CaughtUp:
+    """In-band marker: catch-up ended here, live delivery follows."""
+
+    last_seq: int
+    position: int
+
+
+@dataclass(frozen=True)
+class Heartbeat:
+    pass
+
+
+SubscriptionItem = Event | CaughtUp | Heartbeat
+
+
+class SessionLogPort(Protocol):
+    async def create_session(
+        self, session_id: str | None, cwd: str
+    ) -> tuple[SessionSummary, bool]: ...
+
+    async def get_session(self, session_id: str) -> SessionSummary: ...
+
+    async def append(
+        self,
+        session_id: str,
+        events: Sequence[Event],
+        expected_last_seq: int | None = None,
+    ) -> AppendResult: ...
+
+    async def read(
+        self,
+        session_id: str,
+        *,
+        from_seq: int | None = None,
+        direction: Direction = Direction.FORWARD,
+        limit: int = 1000,
+    ) -> ReadResult: ...
+
+    async def tail_page(
+        self,
+        session_id: str,
+        *,
+        before_seq: int | None = None,
+        message_limit: int = DEFAULT_MESSAGE_LIMIT,
+    ) -> TailPage: ...
+
+    def subscribe(
+        self, session_id: str, after_seq: int = -1, heartbeat_s: float = DEFAULT_HEARTBEAT_S
+    ) -> AsyncIterator[SubscriptionItem]: ...
+
+    def subscribe_all(
+        self, after_position: int = 0, heartbeat_s: float = DEFAULT_HEARTBEAT_S
+    ) -> AsyncIterator[SubscriptionItem]: ...
+
+    async def list_sessions(
+        self,
+        page_size: int = 100,
+        page_token: str = "",
+        session_ids: Sequence[str] = (),
+    ) -> tuple[list[SessionSummary], str]: ...
+
+    async def fork(
+        self, session_id: str, up_to_seq: int | None = None, new_session_id: str | None = None
+    ) -> SessionSummary: ...

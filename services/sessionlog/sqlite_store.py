@@ -1,0 +1,397 @@
+"""SQLite backend of the session log (the embedded default).
+
+WAL with synchronous=FULL: an acknowledged append is a promise to the caller,
+so every commit reaches the disk before we answer. NORMAL would survive a
+killed process but could drop the last commits on power loss; the log is the
+source of truth for every other service, so we pay the fsync.
+
+All statements run on two dedicated threads: one writer connection (SQLite
+has a single writer anyway) and one reader connection, which WAL lets read
+while the writer commits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import TypeVar
+
+from services.common.errors import EventIdConflict, SessionNotFound, WrongExpectedSeq
+
+from .port import AppendResult, Direction, ReadResult, TailPage
+from .store import (
+    MESSAGE_KINDS,
+    TURN_KINDS,
+    Event,
+    SessionHeader,
+    SessionSummary,
+    event_kind,
+)
+
+T = TypeVar("T")
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS sessions (
+    id TEXT PRIMARY KEY,
+    cwd TEXT NOT NULL,
+    created_at_us INTEGER NOT NULL,
+    updated_at_us INTEGER NOT NULL,
+    last_seq INTEGER NOT NULL,
+    blank INTEGER NOT NULL,
+    title TEXT NOT NULL DEFAULT '',
+    forked_from TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX IF NOT EXISTS sessions_by_update ON sessions (updated_at_us DESC, id);
+CREATE TABLE IF NOT EXISTS events (
+    position INTEGER PRIMARY KEY AUTOINCREMENT,
+    session_id TEXT NOT NULL REFERENCES sessions (id),
+    seq INTEGER NOT NULL,
+    event_id TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    is_message INTEGER NOT NULL,
+    body BLOB NOT NULL,
+    UNIQUE (session_id, seq),
+    UNIQUE (session_id, event_id)
+);
+CREATE INDEX IF NOT EXISTS events_messages ON events (session_id, is_message, seq);
+"""
+
+EVENT_COLUMNS = "session_id, seq, position, body"
+
+
+def _to_event(row: tuple[str, int, int, bytes]) -> Event:
+    session_id, seq, position, body = row
+    event = Event.FromString(body)
+    event.session_id = session_id
+    event.seq = seq
+    event.position = position
+    return event
+
+
+def _to_summary(row: sqlite3.Row) -> SessionSummary:
+    summary = SessionSummary(
+        id=row["id"],
+        cwd=row["cwd"],
+        title=row["title"],
+        last_seq=row["last_seq"],
+        blank=bool(row["blank"]),
+        forked_from=row["forked_from"],
+    )
+    summary.created_at.FromMicroseconds(row["created_at_us"])
+    summary.updated_at.FromMicroseconds(row["updated_at_us"])
+    return summary
+
+
+def _storable(event: Event) -> bytes:
+    """The event as stored: position, seq and session id live in columns."""
+    stored = Event()
+    stored.CopyFrom(event)
+    stored.ClearField("seq")
+    stored.ClearField("session_id")
+    stored.ClearField("position")
+    return stored.SerializeToString()
+
+
+class SqliteSessionStore:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sessionlog-w")
+        self._reader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sessionlog-r")
+        self._write_db: sqlite3.Connection | None = None
+        self._read_db: sqlite3.Connection | None = None
+
+    # -- lifecycle -----------------------------------------------------------
+
+    async def open(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._write_db = await self._on(self._writer, self._connect)
+        await self._on(self._writer, lambda: self._db(write=True).executescript(SCHEMA))
+        self._read_db = await self._on(self._reader, self._connect)
+
+    async def close(self) -> None:
+        if self._write_db is not None:
+            await self._on(self._writer, self._write_db.close)
+            self._write_db = None
+        if self._read_db is not None:
+            await self._on(self._reader, self._read_db.close)
+            self._read_db = None
+        self._writer.shutdown(wait=True)
+        self._reader.shutdown(wait=True)
+
+    def _connect(self) -> sqlite3.Connection:
+        db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        db.row_factory = sqlite3.Row
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=FULL")
+        db.execute("PRAGMA busy_timeout=5000")
+        return db
+
+    def _db(self, *, write: bool = False) -> sqlite3.Connection:
+        db = self._write_db if write else self._read_db
+        if db is None:
+            raise RuntimeError("session store is not open")
+        return db
+
+    @staticmethod
+    async def _on(executor: ThreadPoolExecutor, work: Callable[[], T]) -> T:
+        return await asyncio.get_running_loop().run_in_executor(executor, work)
+
+    async def _read(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        return await self._on(self._reader, lambda: work(self._db()))
+
+    async def _write(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        return await self._on(self._writer, lambda: _in_transaction(self._db(write=True), work))
+
+    # -- sessions --------------------------------------------------------------
+
+    async def get_header(self, session_id: str) -> SessionHeader | None:
+        def query(db: sqlite3.Connection) -> SessionHeader | None:
+            row = db.execute(
+                "SELECT id, cwd, created_at_us, forked_from FROM sessions WHERE id = ?",
+                (session_id,),
+            ).fetchone()
+            if row is None:
+                return None
+            return SessionHeader(row["id"], row["cwd"], row["created_at_us"], row["forked_from"])
+
+        return await self._read(query)
+
+    async def summary(self, session_id: str) -> SessionSummary | None:
+        def query(db: sqlite3.Connection) -> SessionSummary | None:
+            row = db.execute("SELECT * FROM sessions WHERE id = ?", (session_id,)).fetchone()
+            return None if row is None else _to_summary(row)
+
+        return await self._read(query)
+
+    async def list_sessions(
+        self, limit: int, offset: int, session_ids: Sequence[str]
+    ) -> tuple[list[SessionSummary], bool]:
+        def query(db: sqlite3.Connection) -> tuple[list[SessionSummary], bool]:
+            where, args = "", [*session_ids]
+            if session_ids:
+                where = f"WHERE id IN ({','.join('?' * len(session_ids))})"
+            rows = db.execute(
+                f"SELECT * FROM sessions {where} ORDER BY updated_at_us DESC, id "
+                "LIMIT ? OFFSET ?",
+                (*args, limit + 1, offset),
+            ).fetchall()
+            return [_to_summary(r) for r in rows[:limit]], len(rows) > limit
+
+        return await self._read(query)
+
+    # -- append ----------------------------------------------------------------
+
+    async def append(
+        self,
+        header: SessionHeader,
+        events: Sequence[Event],
+        expected_last_seq: int | None,
+        now_us: int,
+    ) -> AppendResult:
+        return await self._write(
+            lambda db: _append(db, header, events, expected_last_seq, now_us)
+        )
+
+    # -- reads -------------------------------------------------------------------
+
+    async def read(
+        self, session_id: str, from_seq: int | None, direction: Direction, limit: int
+    ) -> ReadResult:
+        def query(db: sqlite3.Connection) -> ReadResult:
+            last_seq = _last_seq(db, session_id)
+            if direction is Direction.FORWARD:
+                rows = db.execute(
+                    f"SELECT {EVENT_COLUMNS} FROM events WHERE session_id = ? AND seq >= ? "
+                    "ORDER BY seq LIMIT ?",
+                    (session_id, from_seq or 0, limit),
+                ).fetchall()
+            else:
+                start = last_seq if from_seq is None else from_seq
+                rows = db.execute(
+                    f"SELECT {EVENT_COLUMNS} FROM events WHERE session_id = ? AND seq <= ? "
+                    "ORDER BY seq DESC LIMIT ?",
+                    (session_id, start, limit),
+                ).fetchall()
+            return ReadResult([_to_event(tuple(r)) for r in rows], last_seq)
+
+        return await self._read(query)
+
+    async def tail_page(
+        self, session_id: str, before_seq: int | None, message_limit: int
+    ) -> TailPage:
+        def query(db: sqlite3.Connection) -> TailPage:
+            last_seq = _last_seq(db, session_id)
+            end = last_seq + 1 if before_seq is None else min(before_seq, last_seq + 1)
+            start = _page_start(db, session_id, end, message_limit)
+            rows = db.execute(
+                f"SELECT {EVENT_COLUMNS} FROM events WHERE session_id = ? AND seq >= ? "
+                "AND seq < ? ORDER BY seq",
+                (session_id, start, end),
+            ).fetchall()
+            return TailPage([_to_event(tuple(r)) for r in rows], start > 0, start, last_seq)
+
+        return await self._read(query)
+
+    async def read_all(self, after_position: int, limit: int) -> list[Event]:
+        def query(db: sqlite3.Connection) -> list[Event]:
+            rows = db.execute(
+                f"SELECT {EVENT_COLUMNS} FROM events WHERE position > ? ORDER BY position LIMIT ?",
+                (after_position, limit),
+            ).fetchall()
+            return [_to_event(tuple(r)) for r in rows]
+
+        return await self._read(query)
+
+    async def last_position(self) -> int:
+        def query(db: sqlite3.Connection) -> int:
+            row = db.execute("SELECT MAX(position) FROM events").fetchone()
+            return int(row[0] or 0)
+
+        return await self._read(query)
+
+    # -- fork --------------------------------------------------------------------
+
+    async def fork(
+        self, source_id: str, up_to_seq: int | None, header: SessionHeader, now_us: int
+    ) -> SessionSummary:
+        return await self._write(lambda db: _fork(db, source_id, up_to_seq, header, now_us))
+
+
+def _in_transaction(db: sqlite3.Connection, work: Callable[[sqlite3.Connection], T]) -> T:
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        result = work(db)
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+    db.execute("COMMIT")
+    return result
+
+
+def _last_seq(db: sqlite3.Connection, session_id: str) -> int:
+    row = db.execute("SELECT last_seq FROM sessions WHERE id = ?", (session_id,)).fetchone()
+    if row is None:
+        raise SessionNotFound(session_id)
+    return int(row[0])
+
+
+def _page_start(db: sqlite3.Connection, session_id: str, end: int, message_limit: int) -> int:
+    """First seq of the page ending before `end`: the oldest of its
+    `message_limit` messages, or 0 when no older message exists."""
+    row = db.execute(
+        "SELECT seq FROM events WHERE session_id = ? AND is_message = 1 AND seq < ? "
+        "ORDER BY seq DESC LIMIT 1 OFFSET ?",
+        (session_id, end, message_limit - 1),
+    ).fetchone()
+    if row is None:
+        return 0
+    start = int(row[0])
+    older = db.execute(
+        "SELECT 1 FROM events WHERE session_id = ? AND is_message = 1 AND seq < ? LIMIT 1",
+        (session_id, start),
+    ).fetchone()
+    return start if older is not None else 0
+
+
+def _existing_seqs(db: sqlite3.Connection, session_id: str, ids: list[str]) -> dict[str, int]:
+    found: dict[str, int] = {}
+    for chunk_start in range(0, len(ids), 500):
+        chunk = ids[chunk_start : chunk_start + 500]
+        rows = db.execute(
+            f"SELECT event_id, seq FROM events WHERE session_id = ? "
+            f"AND event_id IN ({','.join('?' * len(chunk))})",
+            (session_id, *chunk),
+        ).fetchall()
+        found.update({r[0]: int(r[1]) for r in rows})
+    return found
+
+
+def _append(
+    db: sqlite3.Connection,
+    header: SessionHeader,
+    events: Sequence[Event],
+    expected_last_seq: int | None,
+    now_us: int,
+) -> AppendResult:
+    row = db.execute("SELECT last_seq FROM sessions WHERE id = ?", (header.id,)).fetchone()
+    last_seq = -1 if row is None else int(row[0])
+    ids = [e.id for e in events]
+    existing = _existing_seqs(db, header.id, ids) if row is not None else {}
+    if existing:
+        if len(existing) != len(ids):
+            raise EventIdConflict(header.id, next(i for i in ids if i in existing))
+        return AppendResult([existing[i] for i in ids], last_seq, duplicate=True)
+    if expected_last_seq is not None and expected_last_seq != last_seq:
+        raise WrongExpectedSeq(header.id, expected_last_seq, last_seq)
+    if row is None:
+        db.execute(
+            "INSERT INTO sessions (id, cwd, created_at_us, updated_at_us, last_seq, blank, "
+            "forked_from) VALUES (?, ?, ?, ?, -1, 1, ?)",
+            (header.id, header.cwd, header.created_at_us, now_us, header.forked_from),
+        )
+    seqs = _insert_events(db, header.id, last_seq + 1, events)
+    _touch_session(db, header.id, events, seqs[-1], now_us)
+    return AppendResult(seqs, seqs[-1], duplicate=False)
+
+
+def _insert_events(
+    db: sqlite3.Connection, session_id: str, first_seq: int, events: Sequence[Event]
+) -> list[int]:
+    seqs = list(range(first_seq, first_seq + len(events)))
+    db.executemany(
+        "INSERT INTO events (session_id, seq, event_id, kind, is_message, body) "
+        "VALUES (?, ?, ?, ?, ?, ?)",
+        [
+            (session_id, seq, e.id, event_kind(e), int(event_kind(e) in MESSAGE_KINDS),
+             _storable(e))
+            for seq, e in zip(seqs, events, strict=True)
+        ],
+    )
+    return seqs
+
+
+def _touch_session(
+    db: sqlite3.Connection, session_id: str, events: Sequence[Event], last_seq: int, now_us: int
+) -> None:
+    kinds = [event_kind(e) for e in events]
+    titles = [e.session_title.title for e in events if e.HasField("session_title")]
+    db.execute(
+        "UPDATE sessions SET last_seq = ?, updated_at_us = ?, "
+        "blank = blank AND ?, title = COALESCE(?, title) WHERE id = ?",
+        (
+            last_seq,
+            now_us,
+            int(not TURN_KINDS.intersection(kinds)),
+            titles[-1] if titles else None,
+            session_id,
+        ),
+    )
+
+
+def _fork(
+    db: sqlite3.Connection,
+    source_id: str,
+    up_to_seq: int | None,
+    header: SessionHeader,
+    now_us: int,
+) -> SessionSummary:
+    source_last = _last_seq(db, source_id)
+    last = source_last if up_to_seq is None else min(up_to_seq, source_last)
+    db.execute(
+        "INSERT INTO sessions (id, cwd, created_at_us, updated_at_us, last_seq, blank, "
+        "forked_from) VALUES (?, ?, ?, ?, -1, 1, ?)",
+        (header.id, header.cwd, header.created_at_us, now_us, source_id),
+    )
+    rows = db.execute(
+        f"SELECT {EVENT_COLUMNS} FROM events WHERE session_id = ? AND seq <= ? ORDER BY seq",
+        (source_id, last),
+    ).fetchall()
+    events = [_to_event(tuple(r)) for r in rows]
+    if events:
+        _insert_events(db, header.id, 0, events)
+        _touch_session(db, header.id, events, events[-1].seq, now_us)
+    row = db.execute("SELECT * FROM sessions WHERE id = ?", (header.id,)).fetchone()
+    return _to_summary(row)

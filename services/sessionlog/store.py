@@ -1,0 +1,94 @@
+"""The storage interface of the session log; every backend passes tests/contract.
+
+A store only ever sees durable sessions: the domain keeps lazily created
+sessions in memory and hands their header to the store with the first append,
+which writes header and events in one transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from agenthost.sessionlog.v1 import events_pb2, session_log_pb2
+
+from .port import AppendResult, Direction, ReadResult, TailPage
+
+Event = events_pb2.Event
+SessionSummary = session_log_pb2.SessionSummary
+
+# Event kinds (oneof field names) that end a session's blank state.
+TURN_KINDS = frozenset({"turn_start", "user_message"})
+# Event kinds counted when a tail page is cut on message boundaries.
+MESSAGE_KINDS = frozenset({"user_message", "assistant_message"})
+
+
+@dataclass(frozen=True)
+class SessionHeader:
+    """The immutable part of a session, fixed at creation."""
+
+    id: str
+    cwd: str
+    created_at_us: int
+    forked_from: str = ""
+
+
+def event_kind(event: Event) -> str:
+    kind = event.WhichOneof("body")
+    if kind is None:
+        raise ValueError("event has no body")
+    return kind
+
+
+class SessionStore(Protocol):
+    async def open(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+    async def get_header(self, session_id: str) -> SessionHeader | None: ...
+
+    async def summary(self, session_id: str) -> SessionSummary | None: ...
+
+    async def append(
+        self,
+        header: SessionHeader,
+        events: Sequence[Event],
+        expected_last_seq: int | None,
+        now_us: int,
+    ) -> AppendResult:
+        """Atomically append a non-empty batch whose events all have ids.
+
+        Creates the session row from `header` when absent. A batch whose ids
+        are all present returns the original seqs (duplicate=True); a batch
+        mixing old and new ids raises EventIdConflict; a mismatching
+        expected_last_seq raises WrongExpectedSeq. Idempotency is checked
+        first, so the retry of a batch that succeeded is not a conflict."""
+        ...
+
+    async def read(
+        self, session_id: str, from_seq: int | None, direction: Direction, limit: int
+    ) -> ReadResult: ...
+
+    async def tail_page(
+        self, session_id: str, before_seq: int | None, message_limit: int
+    ) -> TailPage: ...
+
+    async def read_all(self, after_position: int, limit: int) -> list[Event]:
+        """Events of every session with position > after_position, in order."""
+        ...
+
+    async def last_position(self) -> int: ...
+
+    async def list_sessions(
+        self, limit: int, offset: int, session_ids: Sequence[str]
+    ) -> tuple[list[SessionSummary], bool]:
+        """Most recently updated first; the bool says whether more follow."""
+        ...
+
+    async def fork(
+        self, source_id: str, up_to_seq: int | None, header: SessionHeader, now_us: int
+    ) -> SessionSummary:
+        """Copy the source's events up to `up_to_seq` (inclusive) into a new
+        durable session described by `header`."""
+        ...
