@@ -6,19 +6,38 @@ status code family, and `reason` is the stable `google.rpc.ErrorInfo` reason.
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 ERROR_DOMAIN = "agenthost"
 
 
 class DomainError(Exception):
-    """A failure the caller can act on: a stable reason plus details."""
+    """A failure the caller can act on: a stable reason plus details.
+
+    Subclasses that stand for one reason set REASON; they are registered so a
+    client can rebuild the same exception type from a gRPC status."""
 
     status = "INTERNAL"
+    REASON = ""
+    by_reason: ClassVar[dict[str, type[DomainError]]] = {}
 
     def __init__(self, reason: str, message: str, **metadata: str | int) -> None:
         super().__init__(message)
         self.reason = reason
         self.message = message
         self.metadata = {key: str(value) for key, value in metadata.items()}
+
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.REASON:
+            DomainError.by_reason[cls.REASON] = cls
+
+    @classmethod
+    def from_wire(cls, reason: str, message: str, metadata: dict[str, str]) -> DomainError:
+        """The error as the server raised it, typed by its reason when known."""
+        error = cls.__new__(cls)
+        DomainError.__init__(error, reason, message, **metadata)
+        return error
 
 
 class NotFound(DomainError):
@@ -50,12 +69,16 @@ class Unauthenticated(DomainError):
 
 
 class SessionNotFound(NotFound):
+    REASON = "SESSION_NOT_FOUND"
+
     def __init__(self, session_id: str) -> None:
         super().__init__("SESSION_NOT_FOUND", f"session {session_id!r} not found",
                          session_id=session_id)
 
 
 class SessionConflict(AlreadyExists):
+    REASON = "SESSION_CONFLICT"
+
     def __init__(self, session_id: str, cwd: str) -> None:
         super().__init__("SESSION_CONFLICT",
                          f"session {session_id!r} exists with another cwd than {cwd!r}",
@@ -65,16 +88,23 @@ class SessionConflict(AlreadyExists):
 class WrongExpectedSeq(FailedPrecondition):
     """An optimistic-concurrency miss; carries the log's current last seq."""
 
+    REASON = "WRONG_EXPECTED_SEQ"
+
     def __init__(self, session_id: str, expected: int, current_last_seq: int) -> None:
         super().__init__("WRONG_EXPECTED_SEQ",
                          f"session {session_id!r} ends at seq {current_last_seq}, "
                          f"not {expected}",
                          session_id=session_id, expected_last_seq=expected,
                          current_last_seq=current_last_seq)
-        self.current_last_seq = current_last_seq
+
+    @property
+    def current_last_seq(self) -> int:
+        return int(self.metadata["current_last_seq"])
 
 
 class EventIdConflict(FailedPrecondition):
+    REASON = "EVENT_ID_CONFLICT"
+
     def __init__(self, session_id: str, event_id: str) -> None:
         super().__init__("EVENT_ID_CONFLICT",
                          f"event id {event_id!r} of session {session_id!r} was already "

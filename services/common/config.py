@@ -1,0 +1,42 @@
+"""Service configuration from the environment, overridable by arguments."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+DEFAULT_DATA_DIR = Path(".agenthost")
+
+
+@dataclass(frozen=True)
+class ServiceConfig:
+    """Where a service listens and keeps its data.
+
+    Environment: AGENTHOST_LISTEN (host:port), AGENTHOST_DATA_DIR,
+    AGENTHOST_GRACE_S (shutdown grace period), AGENTHOST_DRAIN_S (how long
+    health reports NOT_SERVING while still serving, before shutdown starts,
+    so a load balancer can stop routing), AGENTHOST_LOG_LEVEL.
+    """
+
+    name: str
+    listen: str = "127.0.0.1:0"
+    data_dir: Path = DEFAULT_DATA_DIR
+    grace_s: float = 5.0
+    drain_s: float = 0.0
+    log_level: str = "INFO"
+    extra: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_env(cls, name: str, env: dict[str, str] | None = None, **overrides: object) -> ServiceConfig:
+        env = dict(os.environ) if env is None else env
+        values: dict[str, object] = {
+            "name": name,
+            "listen": env.get("AGENTHOST_LISTEN", "127.0.0.1:0"),
+            "data_dir": Path(env.get("AGENTHOST_DATA_DIR", str(DEFAULT_DATA_DIR))),
+            "grace_s": float(env.get("AGENTHOST_GRACE_S", "5")),
+            "drain_s": float(env.get("AGENTHOST_DRAIN_S", "0")),
+            "log_level": env.get("AGENTHOST_LOG_LEVEL", "INFO"),
+        }
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**values)  # type: ignore[arg-type]

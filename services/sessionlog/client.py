@@ -1,0 +1,134 @@
+"""SessionLogPort over gRPC: what other services use to reach the session log."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+
+import grpc
+from agenthost.sessionlog.v1 import session_log_pb2 as pb
+from agenthost.sessionlog.v1 import session_log_pb2_grpc as pb_grpc
+
+from services.common.client import call_timeout, raising_domain_errors, stream_raising_domain_errors
+
+from .port import (
+    DEFAULT_HEARTBEAT_S,
+    DEFAULT_MESSAGE_LIMIT,
+    AppendResult,
+    CaughtUp,
+    Direction,
+    Event,
+    Heartbeat,
+    ReadResult,
+    SessionSummary,
+    SubscriptionItem,
+    TailPage,
+)
+
+_DIRECTIONS = {Direction.FORWARD: pb.READ_DIRECTION_FORWARD,
+               Direction.BACKWARD: pb.READ_DIRECTION_BACKWARD}
+
+
+def _item(response: pb.SubscribeResponse | pb.SubscribeAllResponse) -> SubscriptionItem:
+    kind = response.WhichOneof("message")
+    if kind == "event":
+        return response.event
+    if kind == "caught_up":
+        return CaughtUp(response.caught_up.last_seq, response.caught_up.position)
+    return Heartbeat()
+
+
+class SessionLogClient:
+    def __init__(self, channel: grpc.aio.Channel) -> None:
+        self._stub = pb_grpc.SessionLogServiceStub(channel)
+
+    @raising_domain_errors
+    async def create_session(
+        self, session_id: str | None, cwd: str
+    ) -> tuple[SessionSummary, bool]:
+        reply = await self._stub.CreateSession(
+            pb.CreateSessionRequest(session_id=session_id or "", cwd=cwd), timeout=call_timeout())
+        return reply.session, reply.created
+
+    @raising_domain_errors
+    async def get_session(self, session_id: str) -> SessionSummary:
+        reply: pb.GetSessionResponse = await self._stub.GetSession(
+            pb.GetSessionRequest(session_id=session_id), timeout=call_timeout())
+        return reply.session
+
+    @raising_domain_errors
+    async def append(
+        self, session_id: str, events: Sequence[Event], expected_last_seq: int | None = None
+    ) -> AppendResult:
+        request = pb.AppendRequest(session_id=session_id, events=events)
+        if expected_last_seq is not None:
+            request.expected_last_seq = expected_last_seq
+        reply = await self._stub.Append(request, timeout=call_timeout())
+        return AppendResult(list(reply.seqs), reply.last_seq, reply.duplicate)
+
+    @raising_domain_errors
+    async def read(
+        self,
+        session_id: str,
+        *,
+        from_seq: int | None = None,
+        direction: Direction = Direction.FORWARD,
+        limit: int = 1000,
+    ) -> ReadResult:
+        request = pb.ReadEventsRequest(session_id=session_id, direction=_DIRECTIONS[direction],
+                                       limit=limit)
+        if from_seq is not None:
+            request.from_seq = from_seq
+        reply = await self._stub.ReadEvents(request, timeout=call_timeout())
+        return ReadResult(list(reply.events), reply.last_seq)
+
+    @raising_domain_errors
+    async def tail_page(
+        self,
+        session_id: str,
+        *,
+        before_seq: int | None = None,
+        message_limit: int = DEFAULT_MESSAGE_LIMIT,
+    ) -> TailPage:
+        request = pb.TailPageRequest(session_id=session_id, message_limit=message_limit)
+        if before_seq is not None:
+            request.before_seq = before_seq
+        reply = await self._stub.TailPage(request, timeout=call_timeout())
+        return TailPage(list(reply.events), reply.has_more, reply.before_seq, reply.last_seq)
+
+    async def subscribe(
+        self, session_id: str, after_seq: int = -1, heartbeat_s: float = DEFAULT_HEARTBEAT_S
+    ) -> AsyncIterator[SubscriptionItem]:
+        request = pb.SubscribeRequest(session_id=session_id, after_seq=after_seq,
+                                      heartbeat_ms=int(heartbeat_s * 1000))
+        async for response in stream_raising_domain_errors(self._stub.Subscribe(request)):
+            yield _item(response)
+
+    async def subscribe_all(
+        self, after_position: int = 0, heartbeat_s: float = DEFAULT_HEARTBEAT_S
+    ) -> AsyncIterator[SubscriptionItem]:
+        request = pb.SubscribeAllRequest(after_position=after_position,
+                                         heartbeat_ms=int(heartbeat_s * 1000))
+        async for response in stream_raising_domain_errors(self._stub.SubscribeAll(request)):
+            yield _item(response)
+
+    @raising_domain_errors
+    async def list_sessions(
+        self, page_size: int = 100, page_token: str = "", session_ids: Sequence[str] = ()
+    ) -> tuple[list[SessionSummary], str]:
+        reply = await self._stub.ListSessions(
+            pb.ListSessionsRequest(page_size=page_size, page_token=page_token,
+                                   session_ids=session_ids),
+            timeout=call_timeout())
+        return list(reply.sessions), reply.next_page_token
+
+    @raising_domain_errors
+    async def fork(
+        self, session_id: str, up_to_seq: int | None = None, new_session_id: str | None = None
+    ) -> SessionSummary:
+        request = pb.ForkSessionRequest(session_id=session_id,
+                                        new_session_id=new_session_id or "")
+        if up_to_seq is not None:
+            request.up_to_seq = up_to_seq
+        reply: pb.ForkSessionResponse = await self._stub.ForkSession(request,
+                                                                     timeout=call_timeout())
+        return reply.session

@@ -1,0 +1,123 @@
+"""gRPC adapter of the session log: requests in, domain calls, replies out."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import grpc
+from agenthost.sessionlog.v1 import session_log_pb2 as pb
+from agenthost.sessionlog.v1 import session_log_pb2_grpc as pb_grpc
+from google.protobuf.timestamp_pb2 import Timestamp
+
+from .domain import SessionLog
+from .port import DEFAULT_HEARTBEAT_S, DEFAULT_MESSAGE_LIMIT, CaughtUp, Direction, Heartbeat
+
+SERVICE_NAME = pb.DESCRIPTOR.services_by_name["SessionLogService"].full_name
+
+_DIRECTIONS = {
+    pb.READ_DIRECTION_FORWARD: Direction.FORWARD,
+    pb.READ_DIRECTION_BACKWARD: Direction.BACKWARD,
+}
+
+
+def _heartbeat_s(request: pb.SubscribeRequest | pb.SubscribeAllRequest) -> float:
+    return request.heartbeat_ms / 1000 if request.HasField("heartbeat_ms") else DEFAULT_HEARTBEAT_S
+
+
+def _heartbeat() -> pb.Heartbeat:
+    now = Timestamp()
+    now.GetCurrentTime()
+    return pb.Heartbeat(time=now)
+
+
+class SessionLogServicer(pb_grpc.SessionLogServiceServicer):
+    def __init__(self, log: SessionLog) -> None:
+        self.log = log
+
+    async def CreateSession(
+        self, request: pb.CreateSessionRequest, context: grpc.aio.ServicerContext
+    ) -> pb.CreateSessionResponse:
+        summary, created = await self.log.create_session(request.session_id or None, request.cwd)
+        return pb.CreateSessionResponse(session=summary, created=created)
+
+    async def GetSession(
+        self, request: pb.GetSessionRequest, context: grpc.aio.ServicerContext
+    ) -> pb.GetSessionResponse:
+        return pb.GetSessionResponse(session=await self.log.get_session(request.session_id))
+
+    async def Append(
+        self, request: pb.AppendRequest, context: grpc.aio.ServicerContext
+    ) -> pb.AppendResponse:
+        expected = request.expected_last_seq if request.HasField("expected_last_seq") else None
+        result = await self.log.append(request.session_id, request.events, expected)
+        return pb.AppendResponse(seqs=result.seqs, last_seq=result.last_seq,
+                                 duplicate=result.duplicate)
+
+    async def ReadEvents(
+        self, request: pb.ReadEventsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ReadEventsResponse:
+        result = await self.log.read(
+            request.session_id,
+            from_seq=request.from_seq if request.HasField("from_seq") else None,
+            direction=_DIRECTIONS[request.direction],
+            limit=request.limit,
+        )
+        return pb.ReadEventsResponse(events=result.events, last_seq=result.last_seq)
+
+    async def TailPage(
+        self, request: pb.TailPageRequest, context: grpc.aio.ServicerContext
+    ) -> pb.TailPageResponse:
+        page = await self.log.tail_page(
+            request.session_id,
+            before_seq=request.before_seq if request.HasField("before_seq") else None,
+            message_limit=(request.message_limit if request.HasField("message_limit")
+                           else DEFAULT_MESSAGE_LIMIT),
+        )
+        return pb.TailPageResponse(events=page.events, has_more=page.has_more,
+                                   before_seq=page.before_seq, last_seq=page.last_seq)
+
+    async def Subscribe(
+        self, request: pb.SubscribeRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[pb.SubscribeResponse]:
+        after = request.after_seq if request.HasField("after_seq") else -1
+        async for item in self.log.subscribe(request.session_id, after, _heartbeat_s(request)):
+            if isinstance(item, CaughtUp):
+                yield pb.SubscribeResponse(
+                    caught_up=pb.CaughtUp(last_seq=item.last_seq, position=item.position))
+            elif isinstance(item, Heartbeat):
+                yield pb.SubscribeResponse(heartbeat=_heartbeat())
+            else:
+                yield pb.SubscribeResponse(event=item)
+
+    async def SubscribeAll(
+        self, request: pb.SubscribeAllRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[pb.SubscribeAllResponse]:
+        after = request.after_position if request.HasField("after_position") else 0
+        async for item in self.log.subscribe_all(after, _heartbeat_s(request)):
+            if isinstance(item, CaughtUp):
+                yield pb.SubscribeAllResponse(
+                    caught_up=pb.CaughtUp(last_seq=item.last_seq, position=item.position))
+            elif isinstance(item, Heartbeat):
+                yield pb.SubscribeAllResponse(heartbeat=_heartbeat())
+            else:
+                yield pb.SubscribeAllResponse(event=item)
+
+    async def ListSessions(
+        self, request: pb.ListSessionsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListSessionsResponse:
+        sessions, token = await self.log.list_sessions(
+            request.page_size if request.HasField("page_size") else 100,
+            request.page_token,
+            list(request.session_ids),
+        )
+        return pb.ListSessionsResponse(sessions=sessions, next_page_token=token)
+
+    async def ForkSession(
+        self, request: pb.ForkSessionRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ForkSessionResponse:
+        summary = await self.log.fork(
+            request.session_id,
+            request.up_to_seq if request.HasField("up_to_seq") else None,
+            request.new_session_id or None,
+        )
+        return pb.ForkSessionResponse(session=summary)

@@ -1,0 +1,34 @@
+"""Fixtures shared by the suites: real stores, real servers on loopback."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import grpc
+import pytest
+from agenthost.sessionlog.v1 import session_log_pb2_grpc
+
+from services.sessionlog.domain import SessionLog, open_session_log
+from services.sessionlog.service import session_log_service
+from tests.support.hosts import running_host
+
+
+@pytest.fixture
+async def session_log(tmp_path: Path) -> AsyncIterator[SessionLog]:
+    async with open_session_log(tmp_path / "sessionlog.db") as log:
+        yield log
+
+
+@pytest.fixture
+async def session_log_channel(tmp_path: Path) -> AsyncIterator[grpc.aio.Channel]:
+    definition = session_log_service(tmp_path / "sessionlog.db")
+    async with running_host("sessionlog", definition, tmp_path) as (_, channel):
+        yield channel
+
+
+@pytest.fixture
+def session_log_stub(
+    session_log_channel: grpc.aio.Channel,
+) -> session_log_pb2_grpc.SessionLogServiceStub:
+    return session_log_pb2_grpc.SessionLogServiceStub(session_log_channel)

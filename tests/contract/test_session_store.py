@@ -1,0 +1,308 @@
+"""The session-log contract every storage backend must pass.
+
+Each test runs the domain (lazy sessions, signals) over one backend; a new
+backend only adds a parameter to `backend`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+
+import pytest
+
+from services.common.errors import EventIdConflict, SessionConflict, SessionNotFound, WrongExpectedSeq
+from services.sessionlog.domain import SessionLog
+from services.sessionlog.port import CaughtUp, Direction, Heartbeat
+from services.sessionlog.sqlite_store import SqliteSessionStore
+from services.sessionlog.store import SessionStore
+from tests.support.events import assistant, kinds, plan_mode, title, tool_call, tool_result, user
+
+OpenLog = Callable[[], Awaitable[SessionLog]]
+
+WAIT_S = 10.0
+
+
+def sqlite_backend(tmp_path: Path) -> Callable[[], SessionStore]:
+    return lambda: SqliteSessionStore(tmp_path / "sessionlog.db")
+
+
+BACKENDS = {"sqlite": sqlite_backend}
+
+
+@pytest.fixture(params=sorted(BACKENDS))
+async def reopen(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[OpenLog]:
+    """Opens the log on the backend; calling it again simulates a restart."""
+    make_store = BACKENDS[request.param](tmp_path)
+    opened: list[SessionStore] = []
+
+    async def open_log() -> SessionLog:
+        for store in opened:
+            await store.close()
+        opened.clear()
+        store = make_store()
+        await store.open()
+        opened.append(store)
+        return SessionLog(store)
+
+    yield open_log
+    for store in opened:
+        await store.close()
+
+
+@pytest.fixture
+async def log(reopen: OpenLog) -> SessionLog:
+    return await reopen()
+
+
+async def test_create_is_idempotent_for_same_cwd_and_conflicts_on_another(log: SessionLog) -> None:
+    first, created = await log.create_session("s1", "/work/a")
+    again, created_again = await log.create_session("s1", "/work/a")
+    assert (created, created_again) == (True, False)
+    assert again.id == first.id == "s1"
+    with pytest.raises(SessionConflict):
+        await log.create_session("s1", "/work/b")
+    await log.append("s1", [user("hi")])
+    with pytest.raises(SessionConflict) as raised:
+        await log.create_session("s1", "/work/b")
+    assert raised.value.reason == "SESSION_CONFLICT"
+
+
+async def test_generated_ids_are_distinct(log: SessionLog) -> None:
+    a, _ = await log.create_session(None, "/w")
+    b, _ = await log.create_session(None, "/w")
+    assert a.id and b.id and a.id != b.id
+
+
+async def test_never_appended_session_is_not_listed_and_gone_after_restart(
+    reopen: OpenLog,
+) -> None:
+    log = await reopen()
+    await log.create_session("lazy", "/w")
+    await log.create_session("kept", "/w")
+    assert (await log.append("lazy", [])).seqs == []
+    await log.append("kept", [user("hello")])
+    listed, _ = await log.list_sessions()
+    assert [s.id for s in listed] == ["kept"]
+    assert (await log.get_session("lazy")).last_seq == -1
+
+    log = await reopen()
+    with pytest.raises(SessionNotFound):
+        await log.get_session("lazy")
+    assert (await log.get_session("kept")).last_seq == 0
+
+
+async def test_append_assigns_gapless_seqs_from_zero(log: SessionLog) -> None:
+    await log.create_session("s", "/w")
+    first = await log.append("s", [user("a"), assistant("b")], expected_last_seq=-1)
+    second = await log.append("s", [user("c")], expected_last_seq=1)
+    assert first.seqs == [0, 1] and second.seqs == [2] and second.last_seq == 2
+    read = await log.read("s", from_seq=0, direction=Direction.FORWARD, limit=10)
+    assert [e.seq for e in read.events] == [0, 1, 2]
+    assert read.events[2].user_message.text == "c"
+    assert all(e.session_id == "s" and e.id for e in read.events)
+
+
+async def test_wrong_expected_seq_reports_current_and_writes_nothing(log: SessionLog) -> None:
+    await log.create_session("s", "/w")
+    await log.append("s", [user("a"), assistant("b")])
+    with pytest.raises(WrongExpectedSeq) as raised:
+        await log.append("s", [user("late")], expected_last_seq=0)
+    assert raised.value.current_last_seq == 1
+    assert raised.value.reason == "WRONG_EXPECTED_SEQ"
+    assert (await log.get_session("s")).last_seq == 1
+
+
+async def test_retried_batch_returns_original_seqs_and_writes_nothing(log: SessionLog) -> None:
+    await log.create_session("s", "/w")
+    batch = [user("a", event_id="e1"), assistant("b", event_id="e2")]
+    first = await log.append("s", batch, expected_last_seq=-1)
+    await log.append("s", [user("c", event_id="e3")])
+    retry = await log.append("s", batch, expected_last_seq=-1)
+    assert retry.seqs == first.seqs == [0, 1] and retry.duplicate
+    assert (await log.get_session("s")).last_seq == 2
+
+
+async def test_batch_mixing_used_and_new_ids_is_refused_whole(log: SessionLog) -> None:
+    await log.create_session("s", "/w")
+    await log.append("s", [user("a", event_id="e1")])
+    with pytest.raises(EventIdConflict):
+        await log.append("s", [user("b", event_id="e2"), user("a", event_id="e1")])
+    assert (await log.get_session("s")).last_seq == 0
+
+
+async def test_concurrent_appenders_lose_nothing_and_duplicate_nothing(log: SessionLog) -> None:
+    await log.create_session("s", "/w")
+    acknowledged: list[str] = []
+
+    async def appender(worker: int) -> None:
+        for n in range(15):
+            event_id = f"w{worker}-{n}"
+            while True:
+                last = (await log.get_session("s")).last_seq
+                try:
+                    await log.append("s", [user(event_id, event_id=event_id)], last)
+                except WrongExpectedSeq:
+                    continue
+                acknowledged.append(event_id)
+                break
+
+    await asyncio.gather(*(appender(w) for w in range(8)))
+    events = (await log.read("s", from_seq=0, limit=1000)).events
+    assert [e.seq for e in events] == list(range(len(events)))
+    assert sorted(e.id for e in events) == sorted(acknowledged)
+    assert len(acknowledged) == 8 * 15
+
+
+async def test_read_backwards_from_a_seq_and_from_the_end(log: SessionLog) -> None:
+    await log.create_session("s", "/w")
+    await log.append("s", [user(str(n)) for n in range(10)])
+    tail = await log.read("s", direction=Direction.BACKWARD, limit=3)
+    assert [e.seq for e in tail.events] == [9, 8, 7]
+    middle = await log.read("s", from_seq=4, direction=Direction.BACKWARD, limit=10)
+    assert [e.seq for e in middle.events] == [4, 3, 2, 1, 0]
+    forward = await log.read("s", from_seq=8, limit=10)
+    assert [e.seq for e in forward.events] == [8, 9] and forward.last_seq == 9
+
+
+async def test_unknown_session_is_not_found(log: SessionLog) -> None:
+    for call in (
+        log.get_session("nope"),
+        log.append("nope", [user("x")]),
+        log.read("nope", limit=1),
+        log.tail_page("nope"),
+    ):
+        with pytest.raises(SessionNotFound):
+            await call
+
+
+async def _conversation(log: SessionLog, session_id: str, messages: int) -> None:
+    """`messages` user/assistant messages with tool and plan events between."""
+    batch = []
+    for n in range(messages):
+        if n % 2 == 0:
+            batch.append(user(f"m{n}"))
+        else:
+            batch += [tool_call(f"c{n}"), tool_result(f"c{n}"), assistant(f"m{n}")]
+        if n % 10 == 0:
+            batch.append(plan_mode(n % 20 == 0))
+    await log.append(session_id, batch)
+
+
+async def test_tail_pages_cut_on_messages_are_contiguous(log: SessionLog) -> None:
+    await log.create_session("s", "/w")
+    await _conversation(log, "s", 120)
+    last_seq = (await log.get_session("s")).last_seq
+
+    page = await log.tail_page("s")
+    pages = [page]
+    while page.has_more:
+        page = await log.tail_page("s", before_seq=page.before_seq)
+        pages.append(page)
+
+    messages = [sum(k in ("user_message", "assistant_message") for k in kinds(p.events))
+                for p in pages]
+    assert messages == [50, 50, 20]
+    assert [p.has_more for p in pages] == [True, True, False]
+    assert pages[0].events[-1].seq == last_seq
+    assert pages[0].events[0].WhichOneof("body") in ("user_message", "assistant_message")
+    seqs = [e.seq for p in reversed(pages) for e in p.events]
+    assert seqs == list(range(last_seq + 1)), "pages overlap or leave a gap"
+
+
+async def test_tail_page_of_lazy_and_small_sessions(log: SessionLog) -> None:
+    await log.create_session("s", "/w")
+    empty = await log.tail_page("s")
+    assert (empty.events, empty.has_more) == ([], False)
+    await log.append("s", [plan_mode(True), user("only")])
+    page = await log.tail_page("s")
+    assert kinds(page.events) == ["plan_mode", "user_message"] and not page.has_more
+
+
+async def test_subscriber_gets_every_later_event_once_with_one_caught_up(log: SessionLog) -> None:
+    await log.create_session("s", "/w")
+    await log.append("s", [user(str(n)) for n in range(5)])
+    live_written = asyncio.Event()
+    received: list[int] = []
+    markers: list[tuple[int, int]] = []  # (caught_up last_seq, events seen before it)
+
+    async def subscriber() -> None:
+        async for item in log.subscribe("s", after_seq=2, heartbeat_s=0.05):
+            if isinstance(item, CaughtUp):
+                markers.append((item.last_seq, len(received)))
+            elif not isinstance(item, Heartbeat):
+                received.append(item.seq)
+            if len(received) == 2 + 30:
+                return
+
+    async def writer() -> None:
+        for n in range(30):
+            await log.append("s", [user(f"live{n}")])
+        live_written.set()
+
+    await asyncio.wait_for(asyncio.gather(subscriber(), writer()), WAIT_S)
+    assert received == list(range(3, 35))
+    assert len(markers) == 1
+    caught_up_seq, seen_before = markers[0]
+    assert received[seen_before - 1] == caught_up_seq
+
+
+async def test_subscribe_all_sees_a_new_sessions_first_events(log: SessionLog) -> None:
+    await log.create_session("old", "/w")
+    await log.append("old", [user("before")])
+    stream = log.subscribe_all(after_position=0, heartbeat_s=0.05)
+    seen: list[tuple[str, int]] = []
+    caught_up = False
+    async with asyncio.timeout(WAIT_S):
+        async for item in stream:
+            if isinstance(item, CaughtUp):
+                caught_up = True
+                await log.create_session("new", "/w")
+                await log.append("new", [user("first"), assistant("reply")])
+            elif not isinstance(item, Heartbeat):
+                seen.append((item.session_id, item.seq))
+            if ("new", 1) in seen:
+                break
+    assert caught_up
+    assert seen == [("old", 0), ("new", 0), ("new", 1)]
+
+
+async def test_list_shows_summaries_with_blank_and_title(log: SessionLog) -> None:
+    await log.create_session("planned", "/w")
+    await log.append("planned", [plan_mode(True), title("Only plan")])
+    await log.create_session("talked", "/w")
+    await log.append("talked", [user("hi")])
+    listed = {s.id: s for s in (await log.list_sessions())[0]}
+    assert listed["planned"].blank and listed["planned"].title == "Only plan"
+    assert not listed["talked"].blank
+    newest_first = [s.id for s in (await log.list_sessions())[0]]
+    assert newest_first == ["talked", "planned"]
+    page, token = await log.list_sessions(page_size=1)
+    rest, end = await log.list_sessions(page_size=1, page_token=token)
+    assert [page[0].id, rest[0].id] == newest_first and end == ""
+    only, _ = await log.list_sessions(session_ids=["planned"])
+    assert [s.id for s in only] == ["planned"]
+
+
+async def test_fork_inherits_events_up_to_seq(log: SessionLog) -> None:
+    await log.create_session("src", "/w")
+    await log.append("src", [user("a"), plan_mode(True), assistant("b"), plan_mode(False)])
+    fork = await log.fork("src", up_to_seq=1, new_session_id="child")
+    assert (fork.id, fork.cwd, fork.last_seq, fork.forked_from) == ("child", "/w", 1, "src")
+    copied = (await log.read("child", limit=10)).events
+    assert kinds(copied) == ["user_message", "plan_mode"] and copied[1].plan_mode.active
+    await log.append("child", [user("diverge")])
+    assert (await log.get_session("src")).last_seq == 3
+    with pytest.raises(SessionConflict):
+        await log.fork("src", new_session_id="child")
+
+
+async def test_acknowledged_events_survive_restart(reopen: OpenLog) -> None:
+    log = await reopen()
+    await log.create_session("s", "/w")
+    await log.append("s", [user("a"), assistant("b")])
+    log = await reopen()
+    events = (await log.read("s", limit=10)).events
+    assert [e.assistant_message.text or e.user_message.text for e in events] == ["a", "b"]
+    assert (await log.create_session("s", "/w"))[1] is False

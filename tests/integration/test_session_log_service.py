@@ -1,0 +1,183 @@
+"""The session-log service over gRPC on loopback."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import grpc
+import pytest
+from agenthost.planmode.v1 import plan_mode_pb2
+from agenthost.sessionlog.v1 import events_pb2 as ev
+from agenthost.sessionlog.v1 import session_log_pb2 as pb
+from agenthost.sessionlog.v1 import session_log_pb2_grpc as pb_grpc
+from grpc_health.v1 import health_pb2
+from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+
+from services.common.errors import SessionConflict, WrongExpectedSeq
+from services.common.interceptors import violations_of
+from services.common.server import ServiceDefinition
+from services.sessionlog.client import SessionLogClient
+from services.sessionlog.port import CaughtUp
+from services.sessionlog.service import session_log_service
+from tests.support.events import assistant, user
+from tests.support.hosts import health_status, running_host
+from tests.support.rpc import expect_rpc_error, reason_of, violated_fields
+
+Stub = pb_grpc.SessionLogServiceStub
+INVALID = grpc.StatusCode.INVALID_ARGUMENT
+
+
+async def test_same_id_and_cwd_is_the_same_session_other_cwd_conflicts(stub: Stub) -> None:
+    first = await stub.CreateSession(pb.CreateSessionRequest(session_id="s1", cwd="/a"))
+    again = await stub.CreateSession(pb.CreateSessionRequest(session_id="s1", cwd="/a"))
+    assert first.created and not again.created and again.session.id == "s1"
+    error = await expect_rpc_error(
+        stub.CreateSession(pb.CreateSessionRequest(session_id="s1", cwd="/b")),
+        grpc.StatusCode.ALREADY_EXISTS)
+    assert reason_of(error) == "SESSION_CONFLICT"
+
+
+async def test_wrong_expected_seq_is_typed_with_current_last_seq(stub: Stub) -> None:
+    await stub.CreateSession(pb.CreateSessionRequest(session_id="s", cwd="/a"))
+    await stub.Append(pb.AppendRequest(session_id="s", events=[user("a"), assistant("b")]))
+    error = await expect_rpc_error(
+        stub.Append(pb.AppendRequest(session_id="s", expected_last_seq=0, events=[user("x")])),
+        grpc.StatusCode.FAILED_PRECONDITION)
+    assert reason_of(error) == "WRONG_EXPECTED_SEQ"
+    got = await stub.GetSession(pb.GetSessionRequest(session_id="s"))
+    assert got.session.last_seq == 1
+
+
+async def test_client_raises_the_same_domain_errors(session_log_channel: grpc.aio.Channel) -> None:
+    client = SessionLogClient(session_log_channel)
+    await client.create_session("s", "/a")
+    await client.append("s", [user("a")])
+    with pytest.raises(WrongExpectedSeq) as raised:
+        await client.append("s", [user("b")], expected_last_seq=5)
+    assert raised.value.current_last_seq == 0
+    with pytest.raises(SessionConflict):
+        await client.create_session("s", "/elsewhere")
+
+
+async def test_subscription_over_grpc_catches_up_then_follows(
+    session_log_channel: grpc.aio.Channel,
+) -> None:
+    client = SessionLogClient(session_log_channel)
+    await client.create_session("s", "/a")
+    await client.append("s", [user("a"), assistant("b")])
+    seqs: list[int] = []
+    async with asyncio.timeout(10):
+        async for item in client.subscribe("s", after_seq=0, heartbeat_s=0.05):
+            if isinstance(item, CaughtUp):
+                assert item.last_seq == 1
+                await client.append("s", [user("c")])
+            elif isinstance(item, ev.Event):
+                seqs.append(item.seq)
+                if item.seq == 2:
+                    break
+    assert seqs == [1, 2]
+
+
+@pytest.mark.parametrize(
+    ("request_", "fields"),
+    [
+        (pb.CreateSessionRequest(session_id="ok", cwd="relative/dir"), ["cwd"]),
+        (pb.CreateSessionRequest(session_id="bad id!", cwd="/a"), ["session_id"]),
+        (pb.CreateSessionRequest(session_id="x" * 129, cwd="/a"), ["session_id"]),
+        (pb.GetSessionRequest(session_id=""), ["session_id"]),
+        (pb.TailPageRequest(session_id="s", message_limit=0), ["message_limit"]),
+        (pb.TailPageRequest(session_id="s", message_limit=1_000_000), ["message_limit"]),
+        (pb.ReadEventsRequest(session_id="s", direction=pb.READ_DIRECTION_FORWARD, limit=0),
+         ["limit"]),
+        (pb.ListSessionsRequest(page_size=5000), ["page_size"]),
+    ],
+)
+async def test_invalid_requests_name_the_violated_fields(
+    stub: Stub, request_: object, fields: list[str]
+) -> None:
+    method = getattr(stub, type(request_).__name__.removesuffix("Request"))
+    error = await expect_rpc_error(method(request_), INVALID)
+    assert sorted(set(violated_fields(error))) == fields
+
+
+async def test_oversize_or_bodiless_events_are_refused_and_nothing_is_written(stub: Stub) -> None:
+    await stub.CreateSession(pb.CreateSessionRequest(session_id="s", cwd="/a"))
+    await stub.Append(pb.AppendRequest(session_id="s", events=[user("ok")]))
+    oversize = user("x" * 300_000)
+    error = await expect_rpc_error(
+        stub.Append(pb.AppendRequest(session_id="s", events=[user("fine"), oversize])), INVALID)
+    assert violated_fields(error) == ["events[1].user_message.text"]
+    error = await expect_rpc_error(
+        stub.Append(pb.AppendRequest(session_id="s", events=[ev.Event(id="no-body")])), INVALID)
+    assert violated_fields(error) == ["events[0].body"]
+    error = await expect_rpc_error(stub.Append(pb.AppendRequest(session_id="", events=[])),
+                                   INVALID)
+    assert set(violated_fields(error)) == {"session_id"}
+    got = await stub.GetSession(pb.GetSessionRequest(session_id="s"))
+    assert got.session.last_seq == 0
+
+
+def test_plan_state_with_pending_equal_to_active_is_invalid() -> None:
+    bad = plan_mode_pb2.PlanModeState(active=True, pending=True)
+    assert violations_of(bad) == [("", "plan_state.pending_differs: pending must differ from active")]
+    assert violations_of(plan_mode_pb2.PlanModeState(active=True, pending=False)) == []
+    assert violations_of(plan_mode_pb2.PlanModeState(active=False)) == []
+
+
+async def test_reflection_lists_the_service(session_log_channel: grpc.aio.Channel) -> None:
+    stub = reflection_pb2_grpc.ServerReflectionStub(session_log_channel)
+
+    async def ask() -> reflection_pb2.ServerReflectionRequest:
+        yield reflection_pb2.ServerReflectionRequest(list_services="")
+
+    names: list[str] = []
+    async for reply in stub.ServerReflectionInfo(ask()):
+        names = [s.name for s in reply.list_services_response.service]
+    assert "agenthost.sessionlog.v1.SessionLogService" in names
+    assert "grpc.health.v1.Health" in names
+
+
+async def test_health_is_not_serving_until_storage_opens(tmp_path: Path) -> None:
+    real = session_log_service(tmp_path / "sessionlog.db")
+    opening, release = asyncio.Event(), asyncio.Event()
+
+    async def slow_open() -> None:
+        opening.set()
+        await release.wait()
+        assert real.open is not None
+        await real.open()
+
+    gated = ServiceDefinition(real.service_names, real.register, open=slow_open,
+                              close=real.close)
+    from services.common.client import open_channel
+    from services.common.config import ServiceConfig
+    from services.common.server import ServiceHost
+
+    host = ServiceHost(ServiceConfig(name="sessionlog", data_dir=tmp_path, grace_s=1), gated)
+    starting = asyncio.create_task(host.start())
+    await asyncio.wait_for(opening.wait(), 10)
+    channel = open_channel(host.address)
+    try:
+        assert await health_status(channel) == health_pb2.HealthCheckResponse.NOT_SERVING
+        name = "agenthost.sessionlog.v1.SessionLogService"
+        assert await health_status(channel, name) == health_pb2.HealthCheckResponse.NOT_SERVING
+        release.set()
+        await asyncio.wait_for(starting, 10)
+        assert await health_status(channel) == health_pb2.HealthCheckResponse.SERVING
+        assert await health_status(channel, name) == health_pb2.HealthCheckResponse.SERVING
+    finally:
+        await channel.close()
+        await host.stop()
+
+
+@pytest.fixture
+def stub(session_log_stub: Stub) -> Stub:
+    return session_log_stub
+
+
+async def test_in_process_host_fixture_cleans_up(tmp_path: Path) -> None:
+    async with running_host("sessionlog", session_log_service(tmp_path / "db"), tmp_path) as (
+        host, channel):
+        assert await health_status(channel) == health_pb2.HealthCheckResponse.SERVING
+    assert host.port > 0

@@ -1,0 +1,40 @@
+"""Small constructors for session events used across the suites."""
+
+from __future__ import annotations
+
+from agenthost.sessionlog.v1 import events_pb2 as ev
+
+Event = ev.Event
+
+
+def user(text: str, event_id: str = "") -> Event:
+    return Event(id=event_id, user_message=ev.UserMessage(
+        text=text, source=ev.MessageSource(kind=ev.SOURCE_KIND_USER)))
+
+
+def assistant(text: str, event_id: str = "") -> Event:
+    return Event(id=event_id, assistant_message=ev.AssistantMessage(text=text))
+
+
+def tool_call(call_id: str, name: str = "read_file", args_json: str = "{}") -> Event:
+    return Event(tool_call=ev.ToolCall(call_id=call_id, name=name, args_json=args_json))
+
+
+def tool_result(call_id: str, output: str = "ok") -> Event:
+    return Event(tool_result=ev.ToolResult(call_id=call_id, ok=True, output=output))
+
+
+def plan_mode(active: bool) -> Event:
+    return Event(plan_mode=ev.PlanMode(active=active))
+
+
+def turn_start(turn_id: str = "t") -> Event:
+    return Event(turn_start=ev.TurnStart(turn_id=turn_id))
+
+
+def title(text: str) -> Event:
+    return Event(session_title=ev.SessionTitle(title=text))
+
+
+def kinds(events: list[Event]) -> list[str]:
+    return [e.WhichOneof("body") or "" for e in events]

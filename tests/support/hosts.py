@@ -1,0 +1,106 @@
+"""Real services for tests: in-process hosts on loopback and service processes."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from services.common.client import open_channel
+from services.common.config import ServiceConfig
+from services.common.server import ServiceDefinition, ServiceHost
+
+REPO = Path(__file__).resolve().parents[2]
+START_TIMEOUT_S = 30.0
+
+
+@asynccontextmanager
+async def running_host(
+    name: str, definition: ServiceDefinition, data_dir: Path
+) -> AsyncIterator[tuple[ServiceHost, grpc.aio.Channel]]:
+    """A service on 127.0.0.1 with an ephemeral port, and a channel to it."""
+    host = ServiceHost(ServiceConfig(name=name, data_dir=data_dir, grace_s=1.0), definition)
+    await host.start()
+    channel = open_channel(host.address)
+    try:
+        yield host, channel
+    finally:
+        await channel.close()
+        await host.stop()
+
+
+async def health_status(channel: grpc.aio.Channel, service: str = "") -> int:
+    stub = health_pb2_grpc.HealthStub(channel)
+    reply = await stub.Check(health_pb2.HealthCheckRequest(service=service), timeout=5)
+    return int(reply.status)
+
+
+async def wait_for_health(channel: grpc.aio.Channel, wanted: int, service: str = "") -> None:
+    """Follow the health Watch stream until it reports `wanted`."""
+    stub = health_pb2_grpc.HealthStub(channel)
+
+    async def follow() -> None:
+        async for reply in stub.Watch(health_pb2.HealthCheckRequest(service=service)):
+            if reply.status == wanted:
+                return
+
+    await asyncio.wait_for(follow(), START_TIMEOUT_S)
+
+
+@dataclass
+class ServiceProcess:
+    """A service run as `python -m services.<name>`, as `make run` does."""
+
+    module: str
+    data_dir: Path
+    listen: str = "127.0.0.1:0"
+    process: subprocess.Popen[bytes] | None = None
+    address: str = ""
+
+    async def start(self) -> str:
+        env = {**os.environ, "AGENTHOST_DATA_DIR": str(self.data_dir),
+               "AGENTHOST_LISTEN": self.listen, "AGENTHOST_GRACE_S": "2"}
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", self.module], cwd=REPO, env=env,
+            stderr=subprocess.PIPE, stdout=subprocess.DEVNULL,
+        )
+        self.address = await asyncio.wait_for(asyncio.to_thread(self._read_address),
+                                              START_TIMEOUT_S)
+        # Keep the port on restarts so clients can reconnect to the same address.
+        self.listen = self.address
+        return self.address
+
+    def _read_address(self) -> str:
+        assert self.process is not None and self.process.stderr is not None
+        for raw in self.process.stderr:
+            line = raw.decode(errors="replace").strip()
+            try:
+                entry = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if entry.get("msg") == "listening":
+                return str(entry["address"])
+        raise RuntimeError(f"{self.module} exited with {self.process.wait()} before listening")
+
+    def signal(self, signum: signal.Signals) -> None:
+        assert self.process is not None
+        self.process.send_signal(signum)
+
+    async def wait(self, timeout: float = START_TIMEOUT_S) -> int:
+        assert self.process is not None
+        return await asyncio.wait_for(asyncio.to_thread(self.process.wait), timeout)
+
+    def kill(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
