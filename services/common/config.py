@@ -28,7 +28,9 @@ class ServiceConfig:
     extra: dict[str, str] = field(default_factory=dict)
 
     @classmethod
-    def from_env(cls, name: str, env: dict[str, str] | None = None, **overrides: object) -> ServiceConfig:
+    def from_env(
+        cls, name: str, env: dict[str, str] | None = None, **overrides: object
+    ) -> ServiceConfig:
         env = dict(os.environ) if env is None else env
         values: dict[str, object] = {
             "name": name,

@@ -72,17 +72,20 @@ class SessionNotFound(NotFound):
     REASON = "SESSION_NOT_FOUND"
 
     def __init__(self, session_id: str) -> None:
-        super().__init__("SESSION_NOT_FOUND", f"session {session_id!r} not found",
-                         session_id=session_id)
+        super().__init__(
+            "SESSION_NOT_FOUND", f"session {session_id!r} not found", session_id=session_id
+        )
 
 
 class SessionConflict(AlreadyExists):
     REASON = "SESSION_CONFLICT"
 
     def __init__(self, session_id: str, cwd: str) -> None:
-        super().__init__("SESSION_CONFLICT",
-                         f"session {session_id!r} exists with another cwd than {cwd!r}",
-                         session_id=session_id)
+        super().__init__(
+            "SESSION_CONFLICT",
+            f"session {session_id!r} exists with another cwd than {cwd!r}",
+            session_id=session_id,
+        )
 
 
 class WrongExpectedSeq(FailedPrecondition):
@@ -91,11 +94,13 @@ class WrongExpectedSeq(FailedPrecondition):
     REASON = "WRONG_EXPECTED_SEQ"
 
     def __init__(self, session_id: str, expected: int, current_last_seq: int) -> None:
-        super().__init__("WRONG_EXPECTED_SEQ",
-                         f"session {session_id!r} ends at seq {current_last_seq}, "
-                         f"not {expected}",
-                         session_id=session_id, expected_last_seq=expected,
-                         current_last_seq=current_last_seq)
+        super().__init__(
+            "WRONG_EXPECTED_SEQ",
+            f"session {session_id!r} ends at seq {current_last_seq}, not {expected}",
+            session_id=session_id,
+            expected_last_seq=expected,
+            current_last_seq=current_last_seq,
+        )
 
     @property
     def current_last_seq(self) -> int:
@@ -106,7 +111,10 @@ class EventIdConflict(FailedPrecondition):
     REASON = "EVENT_ID_CONFLICT"
 
     def __init__(self, session_id: str, event_id: str) -> None:
-        super().__init__("EVENT_ID_CONFLICT",
-                         f"event id {event_id!r} of session {session_id!r} was already "
-                         "used by a different batch",
-                         session_id=session_id, event_id=event_id)
+        super().__init__(
+            "EVENT_ID_CONFLICT",
+            f"event id {event_id!r} of session {session_id!r} was already "
+            "used by a different batch",
+            session_id=session_id,
+            event_id=event_id,
+        )

@@ -48,8 +48,10 @@ def field_path(violation: validate_pb2.Violation) -> str:
 
 def violations_of(request: Message) -> list[tuple[str, str]]:
     # Re-read each violation as our generated buf.validate type.
-    found = [validate_pb2.Violation.FromString(v.proto.to_binary())
-             for v in _validator.collect_violations(request)]
+    found = [
+        validate_pb2.Violation.FromString(v.proto.to_binary())
+        for v in _validator.collect_violations(request)
+    ]
     return [(field_path(v), f"{v.rule_id}: {v.message}") for v in found]
 
 
@@ -81,8 +83,10 @@ class ServiceInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
 async def _reject_invalid(request: Message, context: grpc.aio.ServicerContext) -> None:
     violations = violations_of(request)
     if violations:
-        status = bad_request_status(violations, f"invalid {request.DESCRIPTOR.name}: " +
-                                    "; ".join(f"{f}: {d}" for f, d in violations))
+        status = bad_request_status(
+            violations,
+            f"invalid {request.DESCRIPTOR.name}: " + "; ".join(f"{f}: {d}" for f, d in violations),
+        )
         await context.abort(status.code, status.details, status.trailing_metadata)
 
 
@@ -92,8 +96,14 @@ async def _abort_domain(error: DomainError, context: grpc.aio.ServicerContext) -
 
 
 def _log_call(method: str, started: float, outcome: str) -> None:
-    log.info("rpc", extra={"method": method, "code": outcome,
-                           "ms": round((time.monotonic() - started) * 1000, 2)})
+    log.info(
+        "rpc",
+        extra={
+            "method": method,
+            "code": outcome,
+            "ms": round((time.monotonic() - started) * 1000, 2),
+        },
+    )
 
 
 def _unary(method: str, behavior: UnaryBehavior) -> UnaryBehavior:

@@ -67,12 +67,12 @@ class ServiceHost:
 
     async def start(self) -> None:
         self.health = health.aio.HealthServicer()
-        self.server = server = grpc.aio.server(interceptors=[ServiceInterceptor()],
-                                               options=SERVER_OPTIONS)
+        self.server = server = grpc.aio.server(
+            interceptors=[ServiceInterceptor()], options=SERVER_OPTIONS
+        )
         self.definition.register(server)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
-        names = [*self.definition.service_names, health.SERVICE_NAME,
-                 reflection.SERVICE_NAME]
+        names = [*self.definition.service_names, health.SERVICE_NAME, reflection.SERVICE_NAME]
         reflection.enable_server_reflection(names, server)
         await self._set_health(health_pb2.HealthCheckResponse.NOT_SERVING)
         self.port = server.add_insecure_port(self.config.listen)

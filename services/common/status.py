@@ -23,8 +23,15 @@ from .errors import (
 
 _BY_STATUS: dict[str, type[DomainError]] = {
     cls.status: cls
-    for cls in (NotFound, AlreadyExists, FailedPrecondition, InvalidArgument, OutOfRange,
-                Unavailable, Unauthenticated)
+    for cls in (
+        NotFound,
+        AlreadyExists,
+        FailedPrecondition,
+        InvalidArgument,
+        OutOfRange,
+        Unavailable,
+        Unauthenticated,
+    )
 }
 
 
@@ -35,10 +42,12 @@ def _packed(message: error_details_pb2.ErrorInfo | error_details_pb2.BadRequest)
 
 
 def domain_error_status(error: DomainError) -> grpc.Status:
-    info = error_details_pb2.ErrorInfo(reason=error.reason, domain=ERROR_DOMAIN,
-                                       metadata=error.metadata)
-    status = status_pb2.Status(code=getattr(code_pb2, error.status), message=error.message,
-                               details=[_packed(info)])
+    info = error_details_pb2.ErrorInfo(
+        reason=error.reason, domain=ERROR_DOMAIN, metadata=error.metadata
+    )
+    status = status_pb2.Status(
+        code=getattr(code_pb2, error.status), message=error.message, details=[_packed(info)]
+    )
     return rpc_status.to_status(status)
 
 
@@ -51,8 +60,11 @@ def bad_request_status(violations: Iterable[tuple[str, str]], message: str) -> g
         ]
     )
     info = error_details_pb2.ErrorInfo(reason="INVALID_REQUEST", domain=ERROR_DOMAIN)
-    status = status_pb2.Status(code=code_pb2.INVALID_ARGUMENT, message=message,
-                               details=[_packed(bad_request), _packed(info)])
+    status = status_pb2.Status(
+        code=code_pb2.INVALID_ARGUMENT,
+        message=message,
+        details=[_packed(bad_request), _packed(info)],
+    )
     return rpc_status.to_status(status)
 
 

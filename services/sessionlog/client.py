@@ -24,8 +24,10 @@ from .port import (
     TailPage,
 )
 
-_DIRECTIONS = {Direction.FORWARD: pb.READ_DIRECTION_FORWARD,
-               Direction.BACKWARD: pb.READ_DIRECTION_BACKWARD}
+_DIRECTIONS = {
+    Direction.FORWARD: pb.READ_DIRECTION_FORWARD,
+    Direction.BACKWARD: pb.READ_DIRECTION_BACKWARD,
+}
 
 
 def _item(response: pb.SubscribeResponse | pb.SubscribeAllResponse) -> SubscriptionItem:
@@ -42,17 +44,17 @@ class SessionLogClient:
         self._stub = pb_grpc.SessionLogServiceStub(channel)
 
     @raising_domain_errors
-    async def create_session(
-        self, session_id: str | None, cwd: str
-    ) -> tuple[SessionSummary, bool]:
+    async def create_session(self, session_id: str | None, cwd: str) -> tuple[SessionSummary, bool]:
         reply = await self._stub.CreateSession(
-            pb.CreateSessionRequest(session_id=session_id or "", cwd=cwd), timeout=call_timeout())
+            pb.CreateSessionRequest(session_id=session_id or "", cwd=cwd), timeout=call_timeout()
+        )
         return reply.session, reply.created
 
     @raising_domain_errors
     async def get_session(self, session_id: str) -> SessionSummary:
         reply: pb.GetSessionResponse = await self._stub.GetSession(
-            pb.GetSessionRequest(session_id=session_id), timeout=call_timeout())
+            pb.GetSessionRequest(session_id=session_id), timeout=call_timeout()
+        )
         return reply.session
 
     @raising_domain_errors
@@ -74,8 +76,9 @@ class SessionLogClient:
         direction: Direction = Direction.FORWARD,
         limit: int = 1000,
     ) -> ReadResult:
-        request = pb.ReadEventsRequest(session_id=session_id, direction=_DIRECTIONS[direction],
-                                       limit=limit)
+        request = pb.ReadEventsRequest(
+            session_id=session_id, direction=_DIRECTIONS[direction], limit=limit
+        )
         if from_seq is not None:
             request.from_seq = from_seq
         reply = await self._stub.ReadEvents(request, timeout=call_timeout())
@@ -98,16 +101,18 @@ class SessionLogClient:
     async def subscribe(
         self, session_id: str, after_seq: int = -1, heartbeat_s: float = DEFAULT_HEARTBEAT_S
     ) -> AsyncIterator[SubscriptionItem]:
-        request = pb.SubscribeRequest(session_id=session_id, after_seq=after_seq,
-                                      heartbeat_ms=int(heartbeat_s * 1000))
+        request = pb.SubscribeRequest(
+            session_id=session_id, after_seq=after_seq, heartbeat_ms=int(heartbeat_s * 1000)
+        )
         async for response in stream_raising_domain_errors(self._stub.Subscribe(request)):
             yield _item(response)
 
     async def subscribe_all(
         self, after_position: int = 0, heartbeat_s: float = DEFAULT_HEARTBEAT_S
     ) -> AsyncIterator[SubscriptionItem]:
-        request = pb.SubscribeAllRequest(after_position=after_position,
-                                         heartbeat_ms=int(heartbeat_s * 1000))
+        request = pb.SubscribeAllRequest(
+            after_position=after_position, heartbeat_ms=int(heartbeat_s * 1000)
+        )
         async for response in stream_raising_domain_errors(self._stub.SubscribeAll(request)):
             yield _item(response)
 
@@ -116,19 +121,21 @@ class SessionLogClient:
         self, page_size: int = 100, page_token: str = "", session_ids: Sequence[str] = ()
     ) -> tuple[list[SessionSummary], str]:
         reply = await self._stub.ListSessions(
-            pb.ListSessionsRequest(page_size=page_size, page_token=page_token,
-                                   session_ids=session_ids),
-            timeout=call_timeout())
+            pb.ListSessionsRequest(
+                page_size=page_size, page_token=page_token, session_ids=session_ids
+            ),
+            timeout=call_timeout(),
+        )
         return list(reply.sessions), reply.next_page_token
 
     @raising_domain_errors
     async def fork(
         self, session_id: str, up_to_seq: int | None = None, new_session_id: str | None = None
     ) -> SessionSummary:
-        request = pb.ForkSessionRequest(session_id=session_id,
-                                        new_session_id=new_session_id or "")
+        request = pb.ForkSessionRequest(session_id=session_id, new_session_id=new_session_id or "")
         if up_to_seq is not None:
             request.up_to_seq = up_to_seq
-        reply: pb.ForkSessionResponse = await self._stub.ForkSession(request,
-                                                                     timeout=call_timeout())
+        reply: pb.ForkSessionResponse = await self._stub.ForkSession(
+            request, timeout=call_timeout()
+        )
         return reply.session

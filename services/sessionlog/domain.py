@@ -67,9 +67,7 @@ class SessionLog:
 
     # -- sessions ----------------------------------------------------------------
 
-    async def create_session(
-        self, session_id: str | None, cwd: str
-    ) -> tuple[SessionSummary, bool]:
+    async def create_session(self, session_id: str | None, cwd: str) -> tuple[SessionSummary, bool]:
         session_id = session_id or generate_session_id()
         existing = await self._header(session_id)
         if existing is not None:
@@ -123,6 +121,7 @@ class SessionLog:
             last_seq = (await self.get_session(session_id)).last_seq
             return AppendResult([], last_seq, duplicate=False)
         batch = [self._prepared(event) for event in events]
+        _refuse_repeated_ids(batch)
         result = await self._store.append(header, batch, expected_last_seq, self._clock())
         self._lazy.pop(session_id, None)
         if not result.duplicate:
@@ -253,9 +252,22 @@ async def _follow(
             yield Heartbeat()
 
 
+def _refuse_repeated_ids(batch: Sequence[Event]) -> None:
+    seen: set[str] = set()
+    for event in batch:
+        if event.id in seen:
+            raise InvalidArgument(
+                "DUPLICATE_EVENT_ID",
+                f"event id {event.id!r} appears twice in one batch",
+                event_id=event.id,
+            )
+        seen.add(event.id)
+
+
 def _lazy_summary(header: SessionHeader) -> SessionSummary:
-    summary = SessionSummary(id=header.id, cwd=header.cwd, last_seq=-1, blank=True,
-                             forked_from=header.forked_from)
+    summary = SessionSummary(
+        id=header.id, cwd=header.cwd, last_seq=-1, blank=True, forked_from=header.forked_from
+    )
     summary.created_at.FromMicroseconds(header.created_at_us)
     summary.updated_at.FromMicroseconds(header.created_at_us)
     return summary

@@ -15,9 +15,7 @@ from .sqlite_store import SqliteSessionStore
 from .store import SessionStore
 
 
-def session_log_service(
-    db_path: Path, store: SessionStore | None = None
-) -> ServiceDefinition:
+def session_log_service(db_path: Path, store: SessionStore | None = None) -> ServiceDefinition:
     """Storage opens before health turns SERVING and closes after shutdown."""
     store = store or SqliteSessionStore(db_path)
     servicer = SessionLogServicer(SessionLog(store))

@@ -50,8 +50,9 @@ class SessionLogServicer(pb_grpc.SessionLogServiceServicer):
     ) -> pb.AppendResponse:
         expected = request.expected_last_seq if request.HasField("expected_last_seq") else None
         result = await self.log.append(request.session_id, request.events, expected)
-        return pb.AppendResponse(seqs=result.seqs, last_seq=result.last_seq,
-                                 duplicate=result.duplicate)
+        return pb.AppendResponse(
+            seqs=result.seqs, last_seq=result.last_seq, duplicate=result.duplicate
+        )
 
     async def ReadEvents(
         self, request: pb.ReadEventsRequest, context: grpc.aio.ServicerContext
@@ -70,11 +71,18 @@ class SessionLogServicer(pb_grpc.SessionLogServiceServicer):
         page = await self.log.tail_page(
             request.session_id,
             before_seq=request.before_seq if request.HasField("before_seq") else None,
-            message_limit=(request.message_limit if request.HasField("message_limit")
-                           else DEFAULT_MESSAGE_LIMIT),
+            message_limit=(
+                request.message_limit
+                if request.HasField("message_limit")
+                else DEFAULT_MESSAGE_LIMIT
+            ),
         )
-        return pb.TailPageResponse(events=page.events, has_more=page.has_more,
-                                   before_seq=page.before_seq, last_seq=page.last_seq)
+        return pb.TailPageResponse(
+            events=page.events,
+            has_more=page.has_more,
+            before_seq=page.before_seq,
+            last_seq=page.last_seq,
+        )
 
     async def Subscribe(
         self, request: pb.SubscribeRequest, context: grpc.aio.ServicerContext
@@ -83,7 +91,8 @@ class SessionLogServicer(pb_grpc.SessionLogServiceServicer):
         async for item in self.log.subscribe(request.session_id, after, _heartbeat_s(request)):
             if isinstance(item, CaughtUp):
                 yield pb.SubscribeResponse(
-                    caught_up=pb.CaughtUp(last_seq=item.last_seq, position=item.position))
+                    caught_up=pb.CaughtUp(last_seq=item.last_seq, position=item.position)
+                )
             elif isinstance(item, Heartbeat):
                 yield pb.SubscribeResponse(heartbeat=_heartbeat())
             else:
@@ -96,7 +105,8 @@ class SessionLogServicer(pb_grpc.SessionLogServiceServicer):
         async for item in self.log.subscribe_all(after, _heartbeat_s(request)):
             if isinstance(item, CaughtUp):
                 yield pb.SubscribeAllResponse(
-                    caught_up=pb.CaughtUp(last_seq=item.last_seq, position=item.position))
+                    caught_up=pb.CaughtUp(last_seq=item.last_seq, position=item.position)
+                )
             elif isinstance(item, Heartbeat):
                 yield pb.SubscribeAllResponse(heartbeat=_heartbeat())
             else:

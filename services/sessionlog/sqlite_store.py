@@ -174,8 +174,7 @@ class SqliteSessionStore:
             if session_ids:
                 where = f"WHERE id IN ({','.join('?' * len(session_ids))})"
             rows = db.execute(
-                f"SELECT * FROM sessions {where} ORDER BY updated_at_us DESC, id "
-                "LIMIT ? OFFSET ?",
+                f"SELECT * FROM sessions {where} ORDER BY updated_at_us DESC, id LIMIT ? OFFSET ?",
                 (*args, limit + 1, offset),
             ).fetchall()
             return [_to_summary(r) for r in rows[:limit]], len(rows) > limit
@@ -191,9 +190,7 @@ class SqliteSessionStore:
         expected_last_seq: int | None,
         now_us: int,
     ) -> AppendResult:
-        return await self._write(
-            lambda db: _append(db, header, events, expected_last_seq, now_us)
-        )
+        return await self._write(lambda db: _append(db, header, events, expected_last_seq, now_us))
 
     # -- reads -------------------------------------------------------------------
 
@@ -345,8 +342,14 @@ def _insert_events(
         "INSERT INTO events (session_id, seq, event_id, kind, is_message, body) "
         "VALUES (?, ?, ?, ?, ?, ?)",
         [
-            (session_id, seq, e.id, event_kind(e), int(event_kind(e) in MESSAGE_KINDS),
-             _storable(e))
+            (
+                session_id,
+                seq,
+                e.id,
+                event_kind(e),
+                int(event_kind(e) in MESSAGE_KINDS),
+                _storable(e),
+            )
             for seq, e in zip(seqs, events, strict=True)
         ],
     )

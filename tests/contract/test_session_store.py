@@ -12,7 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from services.common.errors import EventIdConflict, SessionConflict, SessionNotFound, WrongExpectedSeq
+from services.common.errors import (
+    EventIdConflict,
+    InvalidArgument,
+    SessionConflict,
+    SessionNotFound,
+    WrongExpectedSeq,
+)
 from services.sessionlog.domain import SessionLog
 from services.sessionlog.port import CaughtUp, Direction, Heartbeat
 from services.sessionlog.sqlite_store import SqliteSessionStore
@@ -132,6 +138,14 @@ async def test_batch_mixing_used_and_new_ids_is_refused_whole(log: SessionLog) -
     assert (await log.get_session("s")).last_seq == 0
 
 
+async def test_batch_repeating_an_id_is_invalid(log: SessionLog) -> None:
+    await log.create_session("s", "/w")
+    with pytest.raises(InvalidArgument) as raised:
+        await log.append("s", [user("a", event_id="d"), user("b", event_id="d")])
+    assert raised.value.reason == "DUPLICATE_EVENT_ID"
+    assert (await log.get_session("s")).last_seq == -1
+
+
 async def test_concurrent_appenders_lose_nothing_and_duplicate_nothing(log: SessionLog) -> None:
     await log.create_session("s", "/w")
     acknowledged: list[str] = []
@@ -201,8 +215,9 @@ async def test_tail_pages_cut_on_messages_are_contiguous(log: SessionLog) -> Non
         page = await log.tail_page("s", before_seq=page.before_seq)
         pages.append(page)
 
-    messages = [sum(k in ("user_message", "assistant_message") for k in kinds(p.events))
-                for p in pages]
+    messages = [
+        sum(k in ("user_message", "assistant_message") for k in kinds(p.events)) for p in pages
+    ]
     assert messages == [50, 50, 20]
     assert [p.has_more for p in pages] == [True, True, False]
     assert pages[0].events[-1].seq == last_seq

@@ -34,7 +34,8 @@ async def test_same_id_and_cwd_is_the_same_session_other_cwd_conflicts(stub: Stu
     assert first.created and not again.created and again.session.id == "s1"
     error = await expect_rpc_error(
         stub.CreateSession(pb.CreateSessionRequest(session_id="s1", cwd="/b")),
-        grpc.StatusCode.ALREADY_EXISTS)
+        grpc.StatusCode.ALREADY_EXISTS,
+    )
     assert reason_of(error) == "SESSION_CONFLICT"
 
 
@@ -43,7 +44,8 @@ async def test_wrong_expected_seq_is_typed_with_current_last_seq(stub: Stub) -> 
     await stub.Append(pb.AppendRequest(session_id="s", events=[user("a"), assistant("b")]))
     error = await expect_rpc_error(
         stub.Append(pb.AppendRequest(session_id="s", expected_last_seq=0, events=[user("x")])),
-        grpc.StatusCode.FAILED_PRECONDITION)
+        grpc.StatusCode.FAILED_PRECONDITION,
+    )
     assert reason_of(error) == "WRONG_EXPECTED_SEQ"
     got = await stub.GetSession(pb.GetSessionRequest(session_id="s"))
     assert got.session.last_seq == 1
@@ -88,8 +90,10 @@ async def test_subscription_over_grpc_catches_up_then_follows(
         (pb.GetSessionRequest(session_id=""), ["session_id"]),
         (pb.TailPageRequest(session_id="s", message_limit=0), ["message_limit"]),
         (pb.TailPageRequest(session_id="s", message_limit=1_000_000), ["message_limit"]),
-        (pb.ReadEventsRequest(session_id="s", direction=pb.READ_DIRECTION_FORWARD, limit=0),
-         ["limit"]),
+        (
+            pb.ReadEventsRequest(session_id="s", direction=pb.READ_DIRECTION_FORWARD, limit=0),
+            ["limit"],
+        ),
         (pb.ListSessionsRequest(page_size=5000), ["page_size"]),
     ],
 )
@@ -106,13 +110,14 @@ async def test_oversize_or_bodiless_events_are_refused_and_nothing_is_written(st
     await stub.Append(pb.AppendRequest(session_id="s", events=[user("ok")]))
     oversize = user("x" * 300_000)
     error = await expect_rpc_error(
-        stub.Append(pb.AppendRequest(session_id="s", events=[user("fine"), oversize])), INVALID)
+        stub.Append(pb.AppendRequest(session_id="s", events=[user("fine"), oversize])), INVALID
+    )
     assert violated_fields(error) == ["events[1].user_message.text"]
     error = await expect_rpc_error(
-        stub.Append(pb.AppendRequest(session_id="s", events=[ev.Event(id="no-body")])), INVALID)
+        stub.Append(pb.AppendRequest(session_id="s", events=[ev.Event(id="no-body")])), INVALID
+    )
     assert violated_fields(error) == ["events[0].body"]
-    error = await expect_rpc_error(stub.Append(pb.AppendRequest(session_id="", events=[])),
-                                   INVALID)
+    error = await expect_rpc_error(stub.Append(pb.AppendRequest(session_id="", events=[])), INVALID)
     assert set(violated_fields(error)) == {"session_id"}
     got = await stub.GetSession(pb.GetSessionRequest(session_id="s"))
     assert got.session.last_seq == 0
@@ -120,7 +125,9 @@ async def test_oversize_or_bodiless_events_are_refused_and_nothing_is_written(st
 
 def test_plan_state_with_pending_equal_to_active_is_invalid() -> None:
     bad = plan_mode_pb2.PlanModeState(active=True, pending=True)
-    assert violations_of(bad) == [("", "plan_state.pending_differs: pending must differ from active")]
+    assert violations_of(bad) == [
+        ("", "plan_state.pending_differs: pending must differ from active")
+    ]
     assert violations_of(plan_mode_pb2.PlanModeState(active=True, pending=False)) == []
     assert violations_of(plan_mode_pb2.PlanModeState(active=False)) == []
 
@@ -148,8 +155,7 @@ async def test_health_is_not_serving_until_storage_opens(tmp_path: Path) -> None
         assert real.open is not None
         await real.open()
 
-    gated = ServiceDefinition(real.service_names, real.register, open=slow_open,
-                              close=real.close)
+    gated = ServiceDefinition(real.service_names, real.register, open=slow_open, close=real.close)
     from services.common.client import open_channel
     from services.common.config import ServiceConfig
     from services.common.server import ServiceHost
@@ -178,6 +184,8 @@ def stub(session_log_stub: Stub) -> Stub:
 
 async def test_in_process_host_fixture_cleans_up(tmp_path: Path) -> None:
     async with running_host("sessionlog", session_log_service(tmp_path / "db"), tmp_path) as (
-        host, channel):
+        host,
+        channel,
+    ):
         assert await health_status(channel) == health_pb2.HealthCheckResponse.SERVING
     assert host.port > 0

@@ -8,8 +8,10 @@ Event = ev.Event
 
 
 def user(text: str, event_id: str = "") -> Event:
-    return Event(id=event_id, user_message=ev.UserMessage(
-        text=text, source=ev.MessageSource(kind=ev.SOURCE_KIND_USER)))
+    return Event(
+        id=event_id,
+        user_message=ev.UserMessage(text=text, source=ev.MessageSource(kind=ev.SOURCE_KIND_USER)),
+    )
 
 
 def assistant(text: str, event_id: str = "") -> Event:

@@ -68,14 +68,22 @@ class ServiceProcess:
     address: str = ""
 
     async def start(self) -> str:
-        env = {**os.environ, "AGENTHOST_DATA_DIR": str(self.data_dir),
-               "AGENTHOST_LISTEN": self.listen, "AGENTHOST_GRACE_S": "2"}
+        env = {
+            **os.environ,
+            "AGENTHOST_DATA_DIR": str(self.data_dir),
+            "AGENTHOST_LISTEN": self.listen,
+            "AGENTHOST_GRACE_S": "2",
+        }
         self.process = subprocess.Popen(
-            [sys.executable, "-m", self.module], cwd=REPO, env=env,
-            stderr=subprocess.PIPE, stdout=subprocess.DEVNULL,
+            [sys.executable, "-m", self.module],
+            cwd=REPO,
+            env=env,
+            stderr=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
         )
-        self.address = await asyncio.wait_for(asyncio.to_thread(self._read_address),
-                                              START_TIMEOUT_S)
+        self.address = await asyncio.wait_for(
+            asyncio.to_thread(self._read_address), START_TIMEOUT_S
+        )
         # Keep the port on restarts so clients can reconnect to the same address.
         self.listen = self.address
         return self.address
@@ -96,9 +104,9 @@ class ServiceProcess:
         assert self.process is not None
         self.process.send_signal(signum)
 
-    async def wait(self, timeout: float = START_TIMEOUT_S) -> int:
+    async def wait(self, within_s: float = START_TIMEOUT_S) -> int:
         assert self.process is not None
-        return await asyncio.wait_for(asyncio.to_thread(self.process.wait), timeout)
+        return await asyncio.wait_for(asyncio.to_thread(self.process.wait), within_s)
 
     def kill(self) -> None:
         if self.process is not None and self.process.poll() is None:

@@ -22,7 +22,7 @@ async def expect_rpc_error(call: Awaitable[Any], code: grpc.StatusCode) -> grpc.
 def reason_of(error: grpc.aio.AioRpcError) -> str:
     info = error_info(error)
     assert info is not None, "the status carries no google.rpc.ErrorInfo"
-    return info.reason
+    return str(info.reason)
 
 
 def violated_fields(error: grpc.aio.AioRpcError) -> list[str]:
