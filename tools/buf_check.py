@@ -19,8 +19,17 @@ OUR_FILES = "agenthost"
 
 def build_image(proto_dir: Path, image: Path) -> None:
     subprocess.run(
-        [sys.executable, str(ROOT / "tools" / "gen_protos.py"), "--proto-dir", str(proto_dir),
-         "--out", str(image.parent / "unused"), "--image", str(image), "--image-only"],
+        [
+            sys.executable,
+            str(ROOT / "tools" / "gen_protos.py"),
+            "--proto-dir",
+            str(proto_dir),
+            "--out",
+            str(image.parent / "unused"),
+            "--image",
+            str(image),
+            "--image-only",
+        ],
         check=True,
     )
 
@@ -31,8 +40,9 @@ def main_proto_tree(into: Path) -> Path | None:
     if ref is None or not _git("ls-tree", "-d", ref, "proto"):
         return None
     into.mkdir(parents=True, exist_ok=True)
-    archive = subprocess.run(["git", "archive", ref, "proto"], cwd=ROOT, capture_output=True,
-                             check=True).stdout
+    archive = subprocess.run(
+        ["git", "archive", ref, "proto"], cwd=ROOT, capture_output=True, check=True
+    ).stdout
     subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
     return into / "proto"
 
@@ -48,8 +58,9 @@ def main() -> int:
         current = work / "current.binpb"
         build_image(ROOT / "proto", current)
         config = ["--config", str(ROOT / "buf.yaml")]
-        lint = subprocess.run([str(BUF), "lint", str(current), "--path", OUR_FILES, *config],
-                              check=False)
+        lint = subprocess.run(
+            [str(BUF), "lint", str(current), "--path", OUR_FILES, *config], check=False
+        )
         if lint.returncode != 0:
             return lint.returncode
         base_tree = main_proto_tree(work / "main")
@@ -58,8 +69,19 @@ def main() -> int:
             return 0
         against = work / "main.binpb"
         build_image(base_tree, against)
-        breaking = subprocess.run([str(BUF), "breaking", str(current), "--against", str(against),
-                                   "--path", OUR_FILES, *config], check=False)
+        breaking = subprocess.run(
+            [
+                str(BUF),
+                "breaking",
+                str(current),
+                "--against",
+                str(against),
+                "--path",
+                OUR_FILES,
+                *config,
+            ],
+            check=False,
+        )
         shutil.rmtree(work / "main", ignore_errors=True)
         return breaking.returncode
 

@@ -57,12 +57,16 @@ def main() -> None:
     work.mkdir(parents=True)
     deps = work / "deps.binpb"
     deps.write_bytes(dependency_descriptor_set())
-    sources = sorted(str(p.relative_to(options.proto_dir)) for p in options.proto_dir.rglob("*.proto"))
+    sources = sorted(
+        str(p.relative_to(options.proto_dir)) for p in options.proto_dir.rglob("*.proto")
+    )
     base = [f"--descriptor_set_in={deps}", f"-I{options.proto_dir}"]
 
     if options.image:
         options.image.parent.mkdir(parents=True, exist_ok=True)
-        protoc([*base, "--include_imports", "--include_source_info", f"-o{options.image}", *sources])
+        protoc(
+            [*base, "--include_imports", "--include_source_info", f"-o{options.image}", *sources]
+        )
     if options.image_only:
         shutil.rmtree(work)
         return

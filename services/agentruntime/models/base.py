@@ -1,0 +1,152 @@
+"""The model adapter interface used by the agent runtime's turn loop.
+
+A `ModelAdapter` turns one `ModelRequest` (prompt sections, tool schemas and the
+conversation) into a stream of `ModelChunk`s: text deltas as they arrive, complete
+tool calls, and one final `Finish`. Failures are `ModelError`s.
+
+Cancellation: the runtime cancels the task consuming `stream()`. Consumers should
+iterate under `contextlib.aclosing(adapter.stream(request))` so an adapter also
+releases its resources when iteration stops between chunks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from agenthost.sessionlog.v1 import events_pb2
+
+# Finish reasons the runtime can rely on; providers may report others verbatim.
+FINISH_STOP = "stop"
+FINISH_TOOL_CALLS = "tool_calls"
+FINISH_LENGTH = "length"
+
+
+class ModelError(Exception):
+    """A failed model request. `retryable` says whether trying again may help."""
+
+    def __init__(self, message: str, *, retryable: bool, status: int | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.retryable = retryable
+        self.status = status
+
+    def __repr__(self) -> str:
+        return f"ModelError({self.message!r}, retryable={self.retryable}, status={self.status})"
+
+
+# --- conversation messages -------------------------------------------------
+
+
+@dataclass(frozen=True)
+class UserMessage:
+    text: str
+
+
+@dataclass(frozen=True)
+class ToolCallRequest:
+    """A complete tool call asked for by the model (also a stream chunk)."""
+
+    call_id: str
+    name: str
+    # JSON object of the arguments, as the model wrote it.
+    args_json: str
+
+
+@dataclass(frozen=True)
+class AssistantMessage:
+    text: str = ""
+    tool_calls: tuple[ToolCallRequest, ...] = ()
+
+
+@dataclass(frozen=True)
+class ToolResultMessage:
+    """What a tool call returned; `content` is the output, or the error when not ok."""
+
+    call_id: str
+    content: str
+    ok: bool = True
+
+
+ChatMessage = UserMessage | AssistantMessage | ToolResultMessage
+
+
+# --- request and stream chunks ---------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelRequest:
+    """One model request. Sequences are stored as tuples so a recorded request
+    keeps the shape it was sent with."""
+
+    messages: Sequence[ChatMessage]
+    sections: Sequence[events_pb2.PromptSection] = ()
+    tools: Sequence[events_pb2.ToolSchema] = ()
+    # Empty means "the adapter's configured model".
+    model: str = ""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "messages", tuple(self.messages))
+        object.__setattr__(self, "sections", tuple(self.sections))
+        object.__setattr__(self, "tools", tuple(self.tools))
+
+    def system_prompt(self) -> str:
+        return join_sections(self.sections)
+
+
+def join_sections(sections: Iterable[events_pb2.PromptSection]) -> str:
+    """Sections in ascending `order` (stable for equal orders), blank ones dropped."""
+    ordered = sorted(sections, key=lambda section: section.order)
+    return "\n\n".join(section.text for section in ordered if section.text.strip())
+
+
+@dataclass(frozen=True)
+class TextDelta:
+    text: str
+
+
+@dataclass(frozen=True)
+class Finish:
+    reason: str = FINISH_STOP
+
+
+ModelChunk = TextDelta | ToolCallRequest | Finish
+
+
+@dataclass
+class StreamedAnswer:
+    """A whole answer folded from chunks (convenient for callers and tests)."""
+
+    text: str = ""
+    tool_calls: list[ToolCallRequest] = field(default_factory=list)
+    finish: Finish | None = None
+
+    def add(self, chunk: ModelChunk) -> None:
+        match chunk:
+            case TextDelta(text=text):
+                self.text += text
+            case ToolCallRequest():
+                self.tool_calls.append(chunk)
+            case Finish():
+                self.finish = chunk
+
+
+class ModelAdapter(Protocol):
+    @property
+    def name(self) -> str:
+        """The adapter kind, e.g. "builtin" or "openai-compatible"."""
+        ...
+
+    @property
+    def model(self) -> str:
+        """The model used when a request names none (logged in request/header)."""
+        ...
+
+    def stream(self, request: ModelRequest) -> AsyncGenerator[ModelChunk, None]:
+        """Text deltas and complete tool calls in order, then one Finish."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release shared resources (HTTP connections); the adapter is unusable after."""
+        ...

@@ -1,0 +1,238 @@
+"""The deterministic built-in model: the embedded default for demos and tests.
+
+Without a script it answers "Echo: <last user message>" and never calls tools.
+Scripted replies are consumed in order, one per request; once the queue is empty
+it echoes again. Each `ScriptedReply` is also the test's handle on that reply:
+
+    reply = adapter.enqueue(ScriptedReply(text="Planning…", hold=True))
+    await asyncio.wait_for(reply.started.wait(), 5)   # the model is "generating"
+    ...                                               # act mid-request
+    reply.release()                                   # let it finish
+
+A separately started runtime is scripted with a JSON file (see `load_script`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import math
+from collections import deque
+from collections.abc import AsyncGenerator, Iterable
+from contextlib import aclosing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from services.agentruntime.models.base import (
+    FINISH_STOP,
+    FINISH_TOOL_CALLS,
+    Finish,
+    ModelChunk,
+    ModelError,
+    ModelRequest,
+    TextDelta,
+    ToolCallRequest,
+    UserMessage,
+)
+
+BUILTIN_NAME = "builtin"
+BUILTIN_MODEL = "builtin-echo"
+# Replies are cut into this many deltas so consumers see a real stream.
+DELTA_PARTS = 3
+
+Outcome = Literal["completed", "error", "cancelled", "closed"]
+
+
+@dataclass
+class ScriptedToolCall:
+    name: str
+    args: dict[str, Any] = field(default_factory=dict)
+    # Generated ("builtin-call-<n>") when not given.
+    call_id: str | None = None
+
+
+@dataclass(eq=False)
+class ScriptedReply:
+    """One scripted answer: text deltas, then (after the gate when `hold`) either
+    the scripted error or the tool calls and Finish."""
+
+    text: str = ""
+    tool_calls: list[ScriptedToolCall] = field(default_factory=list)
+    error: ModelError | None = None
+    # When true the reply waits for `release()` after its text, before finishing.
+    hold: bool = False
+    # Set when a request starts consuming this reply; `request` is that request.
+    started: asyncio.Event = field(default_factory=asyncio.Event, init=False)
+    # Set when the reply stops streaming for any reason; `outcome` says which.
+    ended: asyncio.Event = field(default_factory=asyncio.Event, init=False)
+    request: ModelRequest | None = field(default=None, init=False)
+    outcome: Outcome | None = field(default=None, init=False)
+    _gate: asyncio.Event = field(default_factory=asyncio.Event, init=False, repr=False)
+
+    def release(self) -> None:
+        """Let a held reply finish (harmless when not held or already released)."""
+        self._gate.set()
+
+    async def wait_released(self) -> None:
+        if self.hold:
+            await self._gate.wait()
+
+
+class BuiltinAdapter:
+    """Deterministic scripted model; records every request it receives."""
+
+    name = BUILTIN_NAME
+
+    def __init__(
+        self, replies: Iterable[ScriptedReply] = (), *, model: str = BUILTIN_MODEL
+    ) -> None:
+        self.model = model
+        self.requests: list[ModelRequest] = []
+        self._replies: deque[ScriptedReply] = deque(replies)
+        self._call_ids = itertools.count(1)
+
+    @classmethod
+    def from_script_file(cls, path: str | Path, *, model: str = BUILTIN_MODEL) -> BuiltinAdapter:
+        return cls(load_script(path), model=model)
+
+    def enqueue(self, reply: ScriptedReply) -> ScriptedReply:
+        self._replies.append(reply)
+        return reply
+
+    @property
+    def pending(self) -> int:
+        """Scripted replies not consumed yet."""
+        return len(self._replies)
+
+    async def stream(self, request: ModelRequest) -> AsyncGenerator[ModelChunk, None]:
+        self.requests.append(request)
+        reply = self._replies.popleft() if self._replies else self._echo(request)
+        reply.request = request
+        reply.started.set()
+        outcome: Outcome = "closed"
+        try:
+            async with aclosing(self._play(reply)) as chunks:
+                async for chunk in chunks:
+                    yield chunk
+            outcome = "completed"
+        except ModelError:
+            outcome = "error"
+            raise
+        except asyncio.CancelledError:
+            outcome = "cancelled"
+            raise
+        finally:
+            reply.outcome = outcome
+            reply.ended.set()
+
+    async def aclose(self) -> None:
+        """Nothing to release."""
+
+    async def _play(self, reply: ScriptedReply) -> AsyncGenerator[ModelChunk, None]:
+        for piece in split_deltas(reply.text):
+            yield TextDelta(piece)
+            # Give other tasks a turn between deltas, as a network stream would.
+            await asyncio.sleep(0)
+        await reply.wait_released()
+        if reply.error is not None:
+            raise reply.error
+        for call in reply.tool_calls:
+            yield self._tool_call(call)
+        yield Finish(FINISH_TOOL_CALLS if reply.tool_calls else FINISH_STOP)
+
+    def _tool_call(self, call: ScriptedToolCall) -> ToolCallRequest:
+        call_id = call.call_id or f"builtin-call-{next(self._call_ids)}"
+        return ToolCallRequest(call_id, call.name, json.dumps(call.args, ensure_ascii=False))
+
+    @staticmethod
+    def _echo(request: ModelRequest) -> ScriptedReply:
+        last_user = next(
+            (
+                message.text
+                for message in reversed(request.messages)
+                if isinstance(message, UserMessage)
+            ),
+            "",
+        )
+        return ScriptedReply(text=f"Echo: {last_user}")
+
+
+def split_deltas(text: str, parts: int = DELTA_PARTS) -> list[str]:
+    """Cut text into at most `parts` non-empty pieces that join back to it."""
+    if not text:
+        return []
+    size = math.ceil(len(text) / parts)
+    return [text[start : start + size] for start in range(0, len(text), size)]
+
+
+# --- JSON script files -----------------------------------------------------
+
+_REPLY_KEYS = {"text", "tool_calls", "error"}
+_CALL_KEYS = {"name", "args", "call_id"}
+_ERROR_KEYS = {"message", "retryable", "status"}
+
+
+def load_script(path: str | Path) -> list[ScriptedReply]:
+    """Read scripted replies from JSON: `{"replies": [...]}` or a bare list, each
+    `{"text"?, "tool_calls"?: [{"name", "args"?, "call_id"?}],
+    "error"?: {"message", "retryable"?, "status"?}}`. Unknown keys are errors."""
+    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    if isinstance(data, dict):
+        _check_keys(data, {"replies"}, "script")
+        data = data.get("replies", [])
+    if not isinstance(data, list):
+        raise ValueError(f"{path}: a script is a list of replies")
+    return [parse_reply(item, f"{path}: reply {index}") for index, item in enumerate(data)]
+
+
+def parse_reply(data: object, where: str) -> ScriptedReply:
+    reply = _object(data, _REPLY_KEYS, where)
+    text = reply.get("text", "")
+    calls = reply.get("tool_calls", [])
+    if not isinstance(text, str) or not isinstance(calls, list):
+        raise ValueError(f"{where}: text is a string and tool_calls a list")
+    error = reply.get("error")
+    return ScriptedReply(
+        text=text,
+        tool_calls=[_parse_call(call, f"{where}: tool call {n}") for n, call in enumerate(calls)],
+        error=None if error is None else _parse_error(error, f"{where}: error"),
+    )
+
+
+def _parse_call(data: object, where: str) -> ScriptedToolCall:
+    call = _object(data, _CALL_KEYS, where)
+    name, args, call_id = call.get("name"), call.get("args", {}), call.get("call_id")
+    if not isinstance(name, str) or not name or not isinstance(args, dict):
+        raise ValueError(f"{where}: needs a non-empty name and an args object")
+    if call_id is not None and not isinstance(call_id, str):
+        raise ValueError(f"{where}: call_id is a string")
+    return ScriptedToolCall(name=name, args=args, call_id=call_id)
+
+
+def _parse_error(data: object, where: str) -> ModelError:
+    error = _object(data, _ERROR_KEYS, where)
+    message, retryable, status = (
+        error.get("message"),
+        error.get("retryable", False),
+        error.get("status"),
+    )
+    if not isinstance(message, str) or not isinstance(retryable, bool):
+        raise ValueError(f"{where}: needs a message string and a boolean retryable")
+    if status is not None and not isinstance(status, int):
+        raise ValueError(f"{where}: status is an integer")
+    return ModelError(message, retryable=retryable, status=status)
+
+
+def _object(data: object, allowed: set[str], where: str) -> dict[str, Any]:
+    if not isinstance(data, dict):
+        raise ValueError(f"{where}: expected a JSON object")
+    _check_keys(data, allowed, where)
+    return data
+
+
+def _check_keys(data: dict[str, Any], allowed: set[str], where: str) -> None:
+    unknown = sorted(set(data) - allowed)
+    if unknown:
+        raise ValueError(f"{where}: unknown keys {unknown}")

@@ -1,0 +1,34 @@
+"""Choose the model adapter from the environment.
+
+The built-in adapter is the default; AGENTHOST_MODEL_BASE_URL selects the
+OpenAI-compatible one. AGENTHOST_BUILTIN_SCRIPT (or `builtin_script`) scripts
+the built-in adapter from a JSON file.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+from services.agentruntime.models.base import ModelAdapter
+from services.agentruntime.models.builtin import BuiltinAdapter
+from services.agentruntime.models.openai_compat import (
+    ENV_BASE_URL,
+    OpenAICompatAdapter,
+    OpenAICompatConfig,
+)
+
+ENV_BUILTIN_SCRIPT = "AGENTHOST_BUILTIN_SCRIPT"
+
+
+def adapter_from_env(
+    env: Mapping[str, str] | None = None, *, builtin_script: str | Path | None = None
+) -> ModelAdapter:
+    env = os.environ if env is None else env
+    if env.get(ENV_BASE_URL):
+        return OpenAICompatAdapter(OpenAICompatConfig.from_env(env))
+    script = builtin_script or env.get(ENV_BUILTIN_SCRIPT)
+    if script:
+        return BuiltinAdapter.from_script_file(script)
+    return BuiltinAdapter()

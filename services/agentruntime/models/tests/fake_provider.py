@@ -1,0 +1,151 @@
+"""A fake OpenAI-compatible model provider: a real aiohttp server on 127.0.0.1.
+
+Each request takes the next scripted `ProviderReply`: an error status with an
+OpenAI-style error body, a dropped connection, or a 200 event stream. A stream's
+items are sent in order: a dict is one `data:` chunk, a string is sent raw as
+`data:` (e.g. "[DONE]"), and an `asyncio.Event` makes the server wait until it
+is set, so a test controls exactly what the client has seen. The server records
+every request and notices when a client goes away mid-stream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+DONE = "[DONE]"
+StreamItem = dict[str, Any] | str | asyncio.Event
+
+
+@dataclass
+class ProviderReply:
+    status: int = 200
+    stream: list[StreamItem] = field(default_factory=list)
+    error_message: str = ""
+    # Close the connection: before answering, or after the stream items when 200.
+    drop: bool = False
+
+
+@dataclass(frozen=True)
+class RecordedRequest:
+    path: str
+    headers: dict[str, str]
+    body: dict[str, Any]
+
+
+class FakeProvider:
+    def __init__(self) -> None:
+        self.replies: deque[ProviderReply] = deque()
+        self.requests: list[RecordedRequest] = []
+        # Set when a client disconnects while its stream is being served.
+        self.disconnected = asyncio.Event()
+        self.url = ""
+        self._runner: web.AppRunner | None = None
+
+    def enqueue(self, *replies: ProviderReply) -> None:
+        self.replies.extend(replies)
+
+    async def start(self) -> None:
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", self._completions)
+        # handler_cancellation: a client disconnect cancels the handler, which is
+        # how the server observes it.
+        self._runner = web.AppRunner(app, handler_cancellation=True)
+        await self._runner.setup()
+        await web.TCPSite(self._runner, "127.0.0.1", 0).start()
+        host, port = self._runner.addresses[0][:2]
+        self.url = f"http://{host}:{port}/v1"
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    async def _completions(self, request: web.Request) -> web.StreamResponse:
+        self.requests.append(
+            RecordedRequest(
+                request.path,
+                {key.lower(): value for key, value in request.headers.items()},
+                await request.json(),
+            )
+        )
+        if not self.replies:
+            return _error_response(500, "the test scripted no reply")
+        reply = self.replies.popleft()
+        if reply.drop and reply.status == 200 and not reply.stream:
+            return _drop(request)
+        if reply.status != 200:
+            return _error_response(reply.status, reply.error_message)
+        return await self._serve_stream(request, reply)
+
+    async def _serve_stream(self, request: web.Request, reply: ProviderReply) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        try:
+            for item in reply.stream:
+                if isinstance(item, asyncio.Event):
+                    await item.wait()
+                else:
+                    payload = item if isinstance(item, str) else json.dumps(item)
+                    await response.write(f"data: {payload}\n\n".encode())
+        except asyncio.CancelledError:
+            self.disconnected.set()
+            raise
+        if reply.drop:
+            return _drop(request)
+        await response.write_eof()
+        return response
+
+
+def _error_response(status: int, message: str) -> web.Response:
+    body = {"error": {"message": message, "type": "invalid_request_error", "code": None}}
+    return web.json_response(body, status=status)
+
+
+def _drop(request: web.Request) -> web.Response:
+    assert request.transport is not None
+    request.transport.close()
+    return web.Response()
+
+
+# --- chat.completion.chunk builders ----------------------------------------
+
+
+def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-1",
+        "object": "chat.completion.chunk",
+        "model": "deepseek-chat",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}],
+    }
+
+
+def text_chunk(text: str) -> dict[str, Any]:
+    return chunk({"content": text})
+
+
+def tool_fragment(
+    index: int, *, call_id: str | None = None, name: str | None = None, arguments: str = ""
+) -> dict[str, Any]:
+    fragment: dict[str, Any] = {"index": index, "function": {"arguments": arguments}}
+    if call_id is not None:
+        fragment |= {"id": call_id, "type": "function"}
+        fragment["function"]["name"] = name
+    return chunk({"tool_calls": [fragment]})
+
+
+def finish_chunk(reason: str) -> dict[str, Any]:
+    return chunk({}, finish_reason=reason)
+
+
+def usage_chunk() -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-1",
+        "object": "chat.completion.chunk",
+        "choices": [],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+    }
