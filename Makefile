@@ -46,5 +46,8 @@ fmt: $(STAMP_DEPS)
 bench: gen
 	$(PY) -m bench
 
+# Container image, compose and Kubernetes targets live with the deploy files.
+-include deploy/image.mk
+
 clean:
 	rm -rf $(VENV) gen gen.tmp build .pytest_cache .mypy_cache .ruff_cache
