@@ -1,0 +1,90 @@
+"""One directory, one spelling: symlinks, trailing slashes and `..` do not
+make a second workspace."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from services.workspace.domain import Workspaces
+from services.workspace.errors import InvalidWorkspacePath
+from services.workspace.paths import canonical_path
+
+
+def test_a_symlink_resolves_to_its_target(tmp_path: Path) -> None:
+    target = tmp_path / "repo"
+    target.mkdir()
+    link = tmp_path / "link"
+    link.symlink_to(target)
+
+    assert canonical_path(str(link)) == str(target.resolve())
+
+
+def test_a_symlink_inside_the_path_resolves_too(tmp_path: Path) -> None:
+    (tmp_path / "real" / "pkg").mkdir(parents=True)
+    (tmp_path / "alias").symlink_to(tmp_path / "real")
+
+    assert canonical_path(f"{tmp_path}/alias/pkg") == str((tmp_path / "real" / "pkg").resolve())
+
+
+def test_trailing_and_repeated_slashes_are_removed(tmp_path: Path) -> None:
+    real = str(tmp_path.resolve())
+
+    assert canonical_path(real + "/") == real
+    assert canonical_path(real + "///") == real
+    assert canonical_path(real.replace("/", "//")) == real
+
+
+def test_dot_segments_are_resolved(tmp_path: Path) -> None:
+    (tmp_path / "a").mkdir()
+    real = str(tmp_path.resolve())
+
+    assert canonical_path(f"{real}/a/./../a/") == f"{real}/a"
+
+
+def test_the_root_stays_the_root() -> None:
+    assert canonical_path("/") == "/"
+    assert canonical_path("//") == "/"
+
+
+def test_a_directory_that_does_not_exist_yet_is_normalised(tmp_path: Path) -> None:
+    real = str(tmp_path.resolve())
+
+    assert canonical_path(f"{real}/not/yet//") == f"{real}/not/yet"
+
+
+@pytest.mark.parametrize("path", ["repo", "./repo", "../repo", "~/repo", ""])
+def test_a_relative_or_empty_path_is_refused(path: str) -> None:
+    with pytest.raises(InvalidWorkspacePath) as refused:
+        canonical_path(path)
+
+    assert refused.value.reason == "INVALID_WORKSPACE_PATH"
+    assert refused.value.status == "INVALID_ARGUMENT"
+
+
+def test_a_nul_character_is_refused() -> None:
+    with pytest.raises(InvalidWorkspacePath):
+        canonical_path("/tmp/a\0b")
+
+
+async def test_spellings_of_one_directory_share_one_workspace(
+    tmp_path: Path, workspaces: Workspaces
+) -> None:
+    target = tmp_path / "repo"
+    target.mkdir()
+    (tmp_path / "link").symlink_to(target)
+
+    first, created = await workspaces.create_workspace("acct", f"{target}/")
+    again, created_again = await workspaces.create_workspace("acct", str(tmp_path / "link"))
+
+    assert created and not created_again
+    assert again == first
+    assert first.path == str(target.resolve())
+
+
+async def test_a_relative_path_creates_no_workspace(workspaces: Workspaces) -> None:
+    with pytest.raises(InvalidWorkspacePath):
+        await workspaces.create_workspace("acct", "repo")
+
+    assert await workspaces.list_workspaces("acct") == []
