@@ -9,15 +9,8 @@ import grpc
 import pytest
 from agenthost.sessionlog.v1 import session_log_pb2_grpc
 
-from services.sessionlog.domain import SessionLog, open_session_log
 from services.sessionlog.service import session_log_service
 from tests.support.hosts import running_host
-
-
-@pytest.fixture
-async def session_log(tmp_path: Path) -> AsyncIterator[SessionLog]:
-    async with open_session_log(tmp_path / "sessionlog.db") as log:
-        yield log
 
 
 @pytest.fixture

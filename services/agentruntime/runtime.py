@@ -1,0 +1,165 @@
+"""The agent runtime: loads agents from their logs and routes inputs to them."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+from agenthost.sessionlog.v1 import events_pb2 as ev
+
+from services.common.errors import NotFound
+from services.sessionlog.port import SessionLogPort
+
+from .agent import Agent, AgentStatus, PromptMode
+from .models.base import ModelAdapter
+from .plan_tools import exit_plan_mode_tool
+from .ports import PlanModePort
+from .questions import QuestionBroker
+from .tools import Tool, ToolCatalog
+
+BASE_SECTION_ID = "agenthost:base"
+
+
+class CommandNotFound(NotFound):
+    REASON = "COMMAND_NOT_FOUND"
+
+    def __init__(self, name: str) -> None:
+        super().__init__(self.REASON, f"no command /{name}", command=name)
+
+
+@dataclass(frozen=True)
+class CommandInfo:
+    name: str
+    description: str
+    usage: str
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    ok: bool
+    message: str
+    last_seq: int
+
+
+PLAN_COMMAND = CommandInfo(
+    "plan",
+    "Enter plan mode, optionally with a message; `/plan off` leaves it.",
+    "/plan [message] | /plan off",
+)
+
+
+def base_section(cwd: str) -> ev.PromptSection:
+    return ev.PromptSection(
+        id=BASE_SECTION_ID,
+        order=0,
+        text=(
+            f"You are a coding agent working in {cwd}. Answer the user's requests; use the "
+            "tools you are given when they help."
+        ),
+    )
+
+
+class AgentRuntime:
+    def __init__(
+        self,
+        log: SessionLogPort,
+        model: ModelAdapter,
+        plan: PlanModePort | None = None,
+        extra_tools: list[Tool] | None = None,
+    ) -> None:
+        self._log = log
+        self._model = model
+        self._plan = plan
+        tools = [exit_plan_mode_tool(plan)] if plan is not None else []
+        self._catalog = ToolCatalog([*tools, *(extra_tools or [])])
+        self.questions = QuestionBroker()
+        self._agents: dict[str, Agent] = {}
+        self._loading: dict[str, asyncio.Task[Agent]] = {}
+        self._status_watchers: set[asyncio.Queue[AgentStatus]] = set()
+
+    # -- agents ----------------------------------------------------------------
+
+    async def resume(self, session_id: str) -> Agent:
+        """The live agent of a session; concurrent callers share one load."""
+        agent = self._agents.get(session_id)
+        if agent is not None:
+            return agent
+        loading = self._loading.get(session_id)
+        if loading is None:
+            loading = asyncio.create_task(self._load(session_id))
+            self._loading[session_id] = loading
+            loading.add_done_callback(lambda _: self._loading.pop(session_id, None))
+        return await asyncio.shield(loading)
+
+    async def _load(self, session_id: str) -> Agent:
+        summary = await self._log.get_session(session_id)
+        agent = Agent(
+            session_id,
+            log=self._log,
+            model=self._model,
+            plan=self._plan,
+            catalog=self._catalog,
+            questions=self.questions,
+            base_sections=[base_section(summary.cwd)],
+            on_status=self._publish,
+        )
+        await agent.load()
+        self._agents[session_id] = agent
+        return agent
+
+    async def close(self) -> None:
+        await asyncio.gather(*(agent.close() for agent in self._agents.values()))
+
+    # -- inputs ------------------------------------------------------------------
+
+    async def prompt(
+        self, session_id: str, text: str, mode: PromptMode = PromptMode.SEND, input_id: str = ""
+    ) -> tuple[PromptMode, AgentStatus]:
+        agent = await self.resume(session_id)
+        taken = agent.prompt(text, mode, input_id)
+        return taken, agent.status()
+
+    async def cancel(self, session_id: str) -> tuple[bool, AgentStatus]:
+        agent = await self.resume(session_id)
+        cancelled = await agent.cancel()
+        return cancelled, agent.status()
+
+    async def status(self, session_id: str) -> AgentStatus:
+        return (await self.resume(session_id)).status()
+
+    # -- commands -------------------------------------------------------------------
+
+    async def commands(self, session_id: str) -> list[CommandInfo]:
+        await self.resume(session_id)
+        return [PLAN_COMMAND] if self._plan is not None else []
+
+    async def execute_command(self, session_id: str, name: str, args: str | None) -> CommandResult:
+        agent = await self.resume(session_id)
+        if name != PLAN_COMMAND.name or self._plan is None:
+            raise CommandNotFound(name)
+        outcome = await self._plan.run_plan_command(session_id, args)
+        if outcome.ok and outcome.steer_text:
+            agent.prompt(outcome.steer_text, PromptMode.STEER)
+        last_seq = (await self._log.get_session(session_id)).last_seq
+        return CommandResult(outcome.ok, outcome.message, last_seq)
+
+    # -- status stream ---------------------------------------------------------------
+
+    def _publish(self, status: AgentStatus) -> None:
+        for queue in self._status_watchers:
+            queue.put_nowait(status)
+
+    async def watch_status(self, session_id: str | None = None) -> AsyncIterator[AgentStatus]:
+        """Running/idle changes as they happen (current status first for one session)."""
+        queue: asyncio.Queue[AgentStatus] = asyncio.Queue()
+        self._status_watchers.add(queue)
+        try:
+            if session_id is not None:
+                yield await self.status(session_id)
+            while True:
+                status = await queue.get()
+                if session_id is None or status.session_id == session_id:
+                    yield status
+        finally:
+            self._status_watchers.discard(queue)

@@ -1,0 +1,220 @@
+"""Turns and steps of the agent runtime over the real SQLite session log."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from services.agentruntime.agent import INTERRUPTED, AgentBusy, AgentStatus, PromptMode
+from services.agentruntime.models.base import ModelError
+from services.agentruntime.models.builtin import BuiltinAdapter, ScriptedReply, ScriptedToolCall
+from services.agentruntime.questions import (
+    Answer,
+    QuestionAnswered,
+    QuestionBroker,
+    QuestionNotFound,
+)
+from services.agentruntime.runtime import AgentRuntime
+from services.common.errors import SessionNotFound
+from services.sessionlog.domain import SessionLog
+from tests.support.events import kinds
+
+WAIT_S = 10.0
+
+
+async def idle(runtime: AgentRuntime, session_id: str) -> None:
+    """Wait on the status stream until the session's agent reports idle."""
+    async with asyncio.timeout(WAIT_S):
+        async for status in runtime.watch_status(session_id):
+            if not status.running:
+                return
+
+
+async def log_kinds(log: SessionLog, session_id: str) -> list[str]:
+    return kinds((await log.read(session_id, limit=1000)).events)
+
+
+@pytest.fixture
+async def session(session_log: SessionLog) -> str:
+    await session_log.create_session("s", "/work/project")
+    return "s"
+
+
+async def test_a_turn_records_the_whole_step(session_log: SessionLog, session: str) -> None:
+    runtime = AgentRuntime(session_log, BuiltinAdapter())
+    taken, status = await runtime.prompt(session, "hello")
+    assert taken is PromptMode.SEND and status.running
+    await idle(runtime, session)
+    assert await log_kinds(session_log, session) == [
+        "turn_start",
+        "step_start",
+        "user_message",
+        "request_header",
+        "assistant_message",
+        "step_end",
+        "turn_end",
+    ]
+    events = (await session_log.read(session, limit=100)).events
+    header = events[3].request_header
+    assert header.sections[0].id == "agenthost:base" and "/work/project" in header.sections[0].text
+    assert events[4].assistant_message.text == "Echo: hello"
+    assert events[-1].turn_end.reason == 1  # completed
+
+
+async def test_send_while_running_is_busy_queue_runs_after_steer_joins(
+    session_log: SessionLog, session: str
+) -> None:
+    model = BuiltinAdapter()
+    first = model.enqueue(ScriptedReply(text="working", hold=True))
+    runtime = AgentRuntime(session_log, model)
+    await runtime.prompt(session, "first")
+    await asyncio.wait_for(first.started.wait(), WAIT_S)
+    with pytest.raises(AgentBusy) as busy:
+        await runtime.prompt(session, "rejected")
+    assert busy.value.reason == "AGENT_BUSY"
+    assert (await runtime.prompt(session, "later", PromptMode.QUEUE))[0] is PromptMode.QUEUE
+    assert (await runtime.prompt(session, "also now", PromptMode.STEER))[0] is PromptMode.STEER
+    first.release()
+    await idle(runtime, session)
+    events = (await session_log.read(session, limit=1000)).events
+    users = [e.user_message.text for e in events if e.HasField("user_message")]
+    assert users == ["first", "also now", "later"]
+    assert "rejected" not in users
+    assert kinds(events).count("turn_start") == 2
+    # The steered text joined a second step of the first turn.
+    first_turn = kinds(events)[: kinds(events).index("turn_end")]
+    assert first_turn.count("step_start") == 2
+
+
+async def test_cancel_records_a_cancelled_turn_and_stops_the_request(
+    session_log: SessionLog, session: str
+) -> None:
+    model = BuiltinAdapter()
+    reply = model.enqueue(ScriptedReply(text="long answer", hold=True))
+    runtime = AgentRuntime(session_log, model)
+    await runtime.prompt(session, "go")
+    await asyncio.wait_for(reply.started.wait(), WAIT_S)
+    cancelled, _ = await runtime.cancel(session)
+    assert cancelled
+    await asyncio.wait_for(reply.ended.wait(), WAIT_S)
+    assert reply.outcome == "cancelled"
+    events = (await session_log.read(session, limit=100)).events
+    assert events[-1].turn_end.reason == 2  # cancelled
+    assert "assistant_message" not in kinds(events)
+    assert (await runtime.cancel(session))[0] is False
+
+
+async def test_model_error_ends_the_turn_with_a_recorded_error(
+    session_log: SessionLog, session: str
+) -> None:
+    model = BuiltinAdapter(
+        [ScriptedReply(error=ModelError("HTTP 400: bad model", retryable=False, status=400))]
+    )
+    runtime = AgentRuntime(session_log, model)
+    await runtime.prompt(session, "go")
+    await idle(runtime, session)
+    last = (await session_log.read(session, limit=100)).events[-1]
+    assert last.turn_end.reason == 3 and "bad model" in last.turn_end.error
+    await runtime.prompt(session, "again")
+    await idle(runtime, session)
+    assert (await log_kinds(session_log, session)).count("turn_end") == 2
+
+
+async def test_a_retryable_failure_retries_the_same_request(
+    session_log: SessionLog, session: str
+) -> None:
+    model = BuiltinAdapter(
+        [
+            ScriptedReply(error=ModelError("503", retryable=True, status=503)),
+            ScriptedReply(text="second try"),
+        ]
+    )
+    runtime = AgentRuntime(session_log, model)
+    await runtime.prompt(session, "go")
+    await idle(runtime, session)
+    assert model.requests[0] == model.requests[1]
+    assert (await log_kinds(session_log, session)).count("request_header") == 1
+
+
+async def test_tool_calls_owe_another_step(session_log: SessionLog, session: str) -> None:
+    model = BuiltinAdapter(
+        [
+            ScriptedReply(tool_calls=[ScriptedToolCall("no_such_tool", call_id="c1")]),
+            ScriptedReply(text="done"),
+        ]
+    )
+    runtime = AgentRuntime(session_log, model)
+    await runtime.prompt(session, "use a tool")
+    await idle(runtime, session)
+    events = (await session_log.read(session, limit=100)).events
+    result = next(e.tool_result for e in events if e.HasField("tool_result"))
+    assert not result.ok and "unknown tool" in result.error
+    assert kinds(events).count("step_start") == 2
+    assert model.requests[1].messages[-1].call_id == "c1"  # type: ignore[union-attr]
+
+
+async def test_resume_closes_a_turn_left_open_and_restores_the_conversation(
+    session_log: SessionLog, session: str
+) -> None:
+    from tests.support.events import turn_start, user
+
+    await session_log.append(session, [turn_start(), user("before the crash")])
+    model = BuiltinAdapter()
+    runtime = AgentRuntime(session_log, model)
+    await runtime.resume(session)
+    last = (await session_log.read(session, limit=100)).events[-1]
+    assert last.turn_end.error == INTERRUPTED
+    await runtime.prompt(session, "after")
+    await idle(runtime, session)
+    texts = [getattr(m, "text", "") for m in model.requests[0].messages]
+    assert texts == ["before the crash", "after"]
+
+
+async def test_concurrent_resumes_share_one_agent(session_log: SessionLog, session: str) -> None:
+    runtime = AgentRuntime(session_log, BuiltinAdapter())
+    agents = await asyncio.gather(*(runtime.resume(session) for _ in range(10)))
+    assert all(agent is agents[0] for agent in agents)
+
+
+async def test_unknown_session_is_not_found(session_log: SessionLog) -> None:
+    runtime = AgentRuntime(session_log, BuiltinAdapter())
+    with pytest.raises(SessionNotFound):
+        await runtime.prompt("missing", "hi")
+
+
+async def test_status_stream_reports_running_then_idle(
+    session_log: SessionLog, session: str
+) -> None:
+    runtime = AgentRuntime(session_log, BuiltinAdapter())
+    seen: list[AgentStatus] = []
+
+    async def watch() -> None:
+        async for status in runtime.watch_status(None):
+            seen.append(status)
+            if not status.running:
+                return
+
+    watcher = asyncio.create_task(watch())
+    await runtime.resume(session)
+    await runtime.prompt(session, "hi")
+    await asyncio.wait_for(watcher, WAIT_S)
+    assert [s.running for s in seen] == [True, False]
+
+
+async def test_questions_are_answered_once() -> None:
+    broker = QuestionBroker()
+    asking = asyncio.create_task(broker.ask("s", "Review", "# Plan"))
+    async with asyncio.timeout(WAIT_S):
+        async for event in broker.watch("s"):
+            question_id = event.question.question_id  # type: ignore[union-attr]
+            break
+    with pytest.raises(QuestionNotFound):
+        broker.answer("s", "q-unknown", Answer(approve=True))
+    with pytest.raises(QuestionNotFound):
+        broker.answer("other-session", question_id, Answer(approve=True))
+    broker.answer("s", question_id, Answer(feedback="more detail"))
+    assert (await asyncio.wait_for(asking, WAIT_S)).feedback == "more detail"
+    with pytest.raises(QuestionAnswered):
+        broker.answer("s", question_id, Answer(approve=True))
+    assert broker.pending("s") == []

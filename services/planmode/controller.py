@@ -1,0 +1,343 @@
+"""The plan collaboration state of each agent (agent id == session id).
+
+The committed state lives in the session log (the last plan/mode event); a
+selection made while a turn runs waits in the pending store until the
+runtime's next boundary. Calls for one session are serialised in-process by
+a lock; other writers of the log are handled optimistically: every commit
+appends with the last seq it folded and re-decides after a miss.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+import uuid
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import NamedTuple, TypeVar
+
+from agenthost.sessionlog.v1 import events_pb2
+
+from services.common.errors import DomainError, WrongExpectedSeq
+from services.sessionlog.port import SessionLogPort
+
+from .command import PlanCommand, parse_plan_args
+from .config import PlanModeConfig
+from .decisions import SetAction, decide_set, policy_sections, switch_events, waiting_target
+from .errors import PlanModeInactive
+from .events import command_done_event, command_run_event
+from .fold import PlanLogState, fold_events
+from .pending_store import PendingSelection, PendingStore
+
+logger = logging.getLogger(__name__)
+
+R = TypeVar("R")
+
+DEFAULT_CONFIG = PlanModeConfig()
+# Appends retried after a WrongExpectedSeq before the miss is reported.
+MAX_ATTEMPTS = 5
+# Events per read while catching up with the log.
+READ_PAGE = 1000
+# Sessions whose folded state is kept in memory.
+DEFAULT_CACHE_SIZE = 10_000
+
+
+class SetOutcome(enum.Enum):
+    COMMITTED = "committed"
+    QUEUED = "queued"
+    CANCELLED = "cancelled"
+    NOOP = "noop"
+
+
+@dataclass(frozen=True)
+class PlanState:
+    # The committed value (the last plan/mode of the log).
+    active: bool
+    # Present only while a selection waits for a boundary; then != active.
+    pending: bool | None = None
+
+
+class PlanSnapshot(NamedTuple):
+    state: PlanState
+    as_of_seq: int
+
+
+class SetResult(NamedTuple):
+    outcome: SetOutcome
+    state: PlanState
+    as_of_seq: int
+
+
+class BoundaryResult(NamedTuple):
+    # The state the coming model request is built with.
+    state: PlanState
+    sections: list[events_pb2.PromptSection]
+    # False only when a queued selection could not be recorded (it stays pending).
+    applied: bool
+    as_of_seq: int
+
+
+class CommandResult(NamedTuple):
+    ok: bool
+    message: str
+    state: PlanState
+    # The text the runtime steers as the next user message (`/plan <message>`).
+    steer_text: str | None
+    as_of_seq: int
+
+
+class PlanModeController:
+    def __init__(
+        self,
+        log: SessionLogPort,
+        pending: PendingStore,
+        config: PlanModeConfig = DEFAULT_CONFIG,
+        *,
+        cache_size: int = DEFAULT_CACHE_SIZE,
+    ) -> None:
+        self._log = log
+        self._pending = pending
+        self._config = config
+        self._sessions = _SessionSlots(cache_size)
+
+    async def get(self, session_id: str) -> PlanSnapshot:
+        async with self._sessions.hold(session_id) as slot:
+            await self._catch_up(session_id, slot)
+            return await self._snapshot(session_id, slot)
+
+    async def set(self, session_id: str, active: bool) -> SetResult:
+        async with self._sessions.hold(session_id) as slot:
+            return await self._optimistically(
+                session_id, slot, lambda: self._set_once(session_id, slot, active)
+            )
+
+    async def apply_at_boundary(self, session_id: str) -> BoundaryResult:
+        """Right before every model request. Never raises because a queued
+        selection could not be recorded: the step runs with the committed
+        state and the selection waits for the next boundary."""
+        async with self._sessions.hold(session_id) as slot:
+            await self._catch_up(session_id, slot)  # an unknown session fails here
+            applied = await self._try_apply(session_id, slot)
+            waiting = None if applied else await self._still_waiting(session_id, slot)
+            state = PlanState(slot.log.committed, waiting)
+            sections = policy_sections(self._config, state.active)
+            return BoundaryResult(state, sections, applied, slot.log.last_seq)
+
+    async def exit_plan_mode(self, session_id: str) -> PlanSnapshot:
+        """The approved exit tool's commit: no notice (the model asked for it)."""
+        async with self._sessions.hold(session_id) as slot:
+            await self._optimistically(session_id, slot, lambda: self._exit_once(session_id, slot))
+            await self._forget_pending(session_id)
+            return PlanSnapshot(PlanState(active=False), slot.log.last_seq)
+
+    async def run_plan_command(
+        self, session_id: str, args: str | None, command_id: str = ""
+    ) -> CommandResult:
+        """`/plan`, `/plan <message>`, `/plan off`, recorded as command/run and
+        command/done around the selection."""
+        command_id = command_id or f"cmd-{uuid.uuid4().hex}"
+        # Always record args ("" for a bare /plan): the projection ignores runs without.
+        run = command_run_event(command_id, args or "")
+        parsed = parse_plan_args(args)
+        async with self._sessions.hold(session_id) as slot:
+            await self._catch_up(session_id, slot)  # unknown session: nothing is logged
+            if not isinstance(parsed, PlanCommand):
+                await self._log.append(
+                    session_id, [run, command_done_event(command_id, False, parsed.message)]
+                )
+                return await self._command_result(session_id, slot, False, parsed.message, None)
+            await self._log.append(session_id, [run])
+            try:
+                result = await self._optimistically(
+                    session_id, slot, lambda: self._set_once(session_id, slot, parsed.active)
+                )
+            except DomainError as error:
+                await self._log.append(
+                    session_id, [command_done_event(command_id, False, error.message)]
+                )
+                return await self._command_result(session_id, slot, False, error.message, None)
+            message = _outcome_message(result, parsed.active)
+            await self._record_done(session_id, command_id, message)
+            return await self._command_result(session_id, slot, True, message, parsed.steer_text)
+
+    # -- one attempt of each operation, on a caught-up slot ----------------------------
+
+    async def _set_once(self, session_id: str, slot: _Slot, active: bool) -> SetResult:
+        log = slot.log
+        waiting = waiting_target(log, await self._pending.get(session_id))
+        action = decide_set(log, waiting, active)
+        if action is SetAction.COMMIT:
+            await self._append_folded(session_id, slot, switch_events(log, active, by_user=True))
+            await self._forget_pending(session_id)
+            return SetResult(SetOutcome.COMMITTED, PlanState(active), slot.log.last_seq)
+        if action is SetAction.QUEUE:
+            await self._pending.put(session_id, PendingSelection(active, log.last_seq))
+            return SetResult(SetOutcome.QUEUED, PlanState(log.committed, active), log.last_seq)
+        if action is SetAction.CANCEL:
+            await self._pending.discard(session_id)
+            return SetResult(SetOutcome.CANCELLED, PlanState(log.committed), log.last_seq)
+        return SetResult(SetOutcome.NOOP, PlanState(log.committed, waiting), log.last_seq)
+
+    async def _apply_once(self, session_id: str, slot: _Slot) -> None:
+        stored = await self._pending.get(session_id)
+        target = waiting_target(slot.log, stored)
+        if target is None:
+            if stored is not None:  # outdated or net zero: dropped without an event
+                await self._forget_pending(session_id)
+            return
+        await self._append_folded(session_id, slot, switch_events(slot.log, target, by_user=True))
+        await self._forget_pending(session_id)
+
+    async def _exit_once(self, session_id: str, slot: _Slot) -> None:
+        if not slot.log.committed:
+            raise PlanModeInactive(session_id)
+        await self._append_folded(session_id, slot, switch_events(slot.log, False, by_user=False))
+
+    # -- log and pending store -----------------------------------------------------------
+
+    async def _optimistically(
+        self, session_id: str, slot: _Slot, attempt: Callable[[], Awaitable[R]]
+    ) -> R:
+        """Runs `attempt` on a caught-up state; after a concurrent append
+        (WrongExpectedSeq) catches up again and re-decides."""
+        miss: WrongExpectedSeq | None = None
+        for _ in range(MAX_ATTEMPTS):
+            await self._catch_up(session_id, slot)
+            try:
+                return await attempt()
+            except WrongExpectedSeq as error:
+                miss = error
+        assert miss is not None
+        raise miss
+
+    async def _catch_up(self, session_id: str, slot: _Slot) -> None:
+        """Folds what was appended since the slot's last seq."""
+        while True:
+            page = await self._log.read(session_id, from_seq=slot.log.last_seq + 1, limit=READ_PAGE)
+            slot.log = fold_events(slot.log, page.events)
+            if not page.events or slot.log.last_seq >= page.last_seq:
+                return
+
+    async def _append_folded(
+        self, session_id: str, slot: _Slot, events: Sequence[events_pb2.Event]
+    ) -> None:
+        """Appends right after the folded state and folds the batch locally."""
+        expected = slot.log.last_seq
+        result = await self._log.append(session_id, events, expected_last_seq=expected)
+        if result.seqs == list(range(expected + 1, expected + 1 + len(events))):
+            slot.log = fold_events(slot.log, _with_seqs(events, result.seqs))
+
+    async def _try_apply(self, session_id: str, slot: _Slot) -> bool:
+        try:
+            await self._optimistically(session_id, slot, lambda: self._apply_once(session_id, slot))
+        # Whatever failed (log append, pending store, contention), the model
+        # request must still go out; the selection stays stored for next time.
+        except Exception as error:
+            _warn_not_applied(session_id, error)
+            return False
+        return True
+
+    async def _still_waiting(self, session_id: str, slot: _Slot) -> bool | None:
+        try:
+            return waiting_target(slot.log, await self._pending.get(session_id))
+        except Exception:  # already warned; report the committed state only
+            return None
+
+    async def _snapshot(self, session_id: str, slot: _Slot) -> PlanSnapshot:
+        waiting = waiting_target(slot.log, await self._pending.get(session_id))
+        return PlanSnapshot(PlanState(slot.log.committed, waiting), slot.log.last_seq)
+
+    async def _forget_pending(self, session_id: str) -> None:
+        """After a commit: the stored selection is already outdated by the new
+        plan/mode (see waiting_target), so a failed delete only leaves litter."""
+        try:
+            await self._pending.discard(session_id)
+        except Exception as error:
+            logger.warning(
+                "plan mode: could not delete the applied selection of %s: %s", session_id, error
+            )
+
+    async def _record_done(self, session_id: str, command_id: str, message: str) -> None:
+        # The selection already took effect; a missing command/done is cosmetic.
+        try:
+            await self._log.append(session_id, [command_done_event(command_id, True, message)])
+        except Exception as error:
+            logger.warning(
+                "plan mode: could not record the end of /plan in %s: %s", session_id, error
+            )
+
+    async def _command_result(
+        self, session_id: str, slot: _Slot, ok: bool, message: str, steer_text: str | None
+    ) -> CommandResult:
+        await self._catch_up(session_id, slot)
+        snapshot = await self._snapshot(session_id, slot)
+        return CommandResult(ok, message, snapshot.state, steer_text, snapshot.as_of_seq)
+
+
+@dataclass
+class _Slot:
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    log: PlanLogState = field(default_factory=PlanLogState)
+    # Callers holding or waiting for the lock; a slot in use is never evicted.
+    users: int = 0
+
+
+class _SessionSlots:
+    """Per-session folded state and lock, least recently used evicted first."""
+
+    def __init__(self, capacity: int) -> None:
+        self._capacity = capacity
+        self._slots: OrderedDict[str, _Slot] = OrderedDict()
+
+    @asynccontextmanager
+    async def hold(self, session_id: str) -> AsyncIterator[_Slot]:
+        slot = self._slots.get(session_id) or _Slot()
+        self._slots[session_id] = slot
+        self._slots.move_to_end(session_id)
+        slot.users += 1
+        self._evict()
+        try:
+            async with slot.lock:
+                yield slot
+        finally:
+            slot.users -= 1
+
+    def _evict(self) -> None:
+        if len(self._slots) <= self._capacity:
+            return
+        idle = [sid for sid, slot in self._slots.items() if slot.users == 0]
+        for session_id in idle[: max(0, len(self._slots) - self._capacity)]:
+            del self._slots[session_id]
+
+
+def _with_seqs(events: Sequence[events_pb2.Event], seqs: list[int]) -> list[events_pb2.Event]:
+    numbered = []
+    for event, seq in zip(events, seqs, strict=True):
+        copy = events_pb2.Event()
+        copy.CopyFrom(event)
+        copy.seq = seq
+        numbered.append(copy)
+    return numbered
+
+
+def _warn_not_applied(session_id: str, error: Exception) -> None:
+    logger.warning(
+        "plan mode: the queued selection of session %s could not be recorded at this "
+        "boundary; it stays pending for the next one: %s",
+        session_id,
+        error,
+    )
+
+
+def _outcome_message(result: SetResult, active: bool) -> str:
+    mode = "on" if active else "off"
+    if result.state.pending is not None:
+        return f"Plan mode will turn {mode} before the next model request."
+    if result.outcome is SetOutcome.COMMITTED:
+        return f"Plan mode is {mode}."
+    if result.outcome is SetOutcome.CANCELLED:
+        return f"Cancelled the pending switch; plan mode stays {mode}."
+    return f"Plan mode is already {mode}."

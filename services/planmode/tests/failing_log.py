@@ -1,0 +1,83 @@
+"""Failure injection around the real session log: appends fail while an
+outage is on, everything else reaches the log unchanged."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+
+from services.common.errors import Unavailable
+from services.sessionlog.port import (
+    DEFAULT_HEARTBEAT_S,
+    DEFAULT_MESSAGE_LIMIT,
+    AppendResult,
+    Direction,
+    Event,
+    ReadResult,
+    SessionLogPort,
+    SessionSummary,
+    SubscriptionItem,
+    TailPage,
+)
+
+
+class AppendOutage:
+    def __init__(self, log: SessionLogPort) -> None:
+        self._log = log
+        self.on = False
+
+    async def append(
+        self,
+        session_id: str,
+        events: Sequence[Event],
+        expected_last_seq: int | None = None,
+    ) -> AppendResult:
+        if self.on:
+            raise Unavailable("SESSION_LOG_UNAVAILABLE", "the session log is unreachable")
+        return await self._log.append(session_id, events, expected_last_seq)
+
+    async def create_session(self, session_id: str | None, cwd: str) -> tuple[SessionSummary, bool]:
+        return await self._log.create_session(session_id, cwd)
+
+    async def get_session(self, session_id: str) -> SessionSummary:
+        return await self._log.get_session(session_id)
+
+    async def read(
+        self,
+        session_id: str,
+        *,
+        from_seq: int | None = None,
+        direction: Direction = Direction.FORWARD,
+        limit: int = 1000,
+    ) -> ReadResult:
+        return await self._log.read(session_id, from_seq=from_seq, direction=direction, limit=limit)
+
+    async def tail_page(
+        self,
+        session_id: str,
+        *,
+        before_seq: int | None = None,
+        message_limit: int = DEFAULT_MESSAGE_LIMIT,
+    ) -> TailPage:
+        return await self._log.tail_page(
+            session_id, before_seq=before_seq, message_limit=message_limit
+        )
+
+    def subscribe(
+        self, session_id: str, after_seq: int = -1, heartbeat_s: float = DEFAULT_HEARTBEAT_S
+    ) -> AsyncIterator[SubscriptionItem]:
+        return self._log.subscribe(session_id, after_seq, heartbeat_s)
+
+    def subscribe_all(
+        self, after_position: int = 0, heartbeat_s: float = DEFAULT_HEARTBEAT_S
+    ) -> AsyncIterator[SubscriptionItem]:
+        return self._log.subscribe_all(after_position, heartbeat_s)
+
+    async def list_sessions(
+        self, page_size: int = 100, page_token: str = "", session_ids: Sequence[str] = ()
+    ) -> tuple[list[SessionSummary], str]:
+        return await self._log.list_sessions(page_size, page_token, session_ids)
+
+    async def fork(
+        self, session_id: str, up_to_seq: int | None = None, new_session_id: str | None = None
+    ) -> SessionSummary:
+        return await self._log.fork(session_id, up_to_seq, new_session_id)
