@@ -24,7 +24,6 @@ from services.common.errors import FailedPrecondition
 from services.sessionlog.port import Direction, SessionLogPort
 
 from .models.base import (
-    Finish,
     ModelAdapter,
     ModelError,
     ModelRequest,
@@ -302,8 +301,6 @@ class Agent:
                 async with aclosing(self._model.stream(request)) as chunks:
                     async for chunk in chunks:
                         answer.add(chunk)
-                        if isinstance(chunk, Finish):
-                            break
                 return answer
             except ModelError as error:
                 if not error.retryable or attempt == STEP_ATTEMPTS or answer.text:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import ParamSpec, TypeVar
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from typing import Any, ParamSpec, TypeVar
 
 import grpc
 
@@ -34,7 +34,7 @@ def call_timeout(default: float | None = DEFAULT_TIMEOUT_S) -> float | None:
 
 def raising_domain_errors(
     call: Callable[P, Awaitable[T]],
-) -> Callable[P, Awaitable[T]]:
+) -> Callable[P, Coroutine[Any, Any, T]]:
     """Turn a status that carries our ErrorInfo back into the domain error."""
 
     async def wrapped(*args: P.args, **kwargs: P.kwargs) -> T:

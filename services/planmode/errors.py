@@ -8,6 +8,8 @@ from services.common.errors import FailedPrecondition
 class PlanModeInactive(FailedPrecondition):
     """exit_plan_mode was called while the session is not in plan mode."""
 
+    REASON = "PLAN_MODE_INACTIVE"
+
     def __init__(self, session_id: str) -> None:
         super().__init__(
             "PLAN_MODE_INACTIVE",

@@ -46,14 +46,16 @@ class SessionLogClient:
     @raising_domain_errors
     async def create_session(self, session_id: str | None, cwd: str) -> tuple[SessionSummary, bool]:
         reply = await self._stub.CreateSession(
-            pb.CreateSessionRequest(session_id=session_id or "", cwd=cwd), timeout=call_timeout()
+            pb.CreateSessionRequest(session_id=session_id or "", cwd=cwd),
+            timeout=call_timeout(),
+            wait_for_ready=True,
         )
         return reply.session, reply.created
 
     @raising_domain_errors
     async def get_session(self, session_id: str) -> SessionSummary:
         reply: pb.GetSessionResponse = await self._stub.GetSession(
-            pb.GetSessionRequest(session_id=session_id), timeout=call_timeout()
+            pb.GetSessionRequest(session_id=session_id), timeout=call_timeout(), wait_for_ready=True
         )
         return reply.session
 
@@ -64,7 +66,7 @@ class SessionLogClient:
         request = pb.AppendRequest(session_id=session_id, events=events)
         if expected_last_seq is not None:
             request.expected_last_seq = expected_last_seq
-        reply = await self._stub.Append(request, timeout=call_timeout())
+        reply = await self._stub.Append(request, timeout=call_timeout(), wait_for_ready=True)
         return AppendResult(list(reply.seqs), reply.last_seq, reply.duplicate)
 
     @raising_domain_errors
@@ -81,7 +83,7 @@ class SessionLogClient:
         )
         if from_seq is not None:
             request.from_seq = from_seq
-        reply = await self._stub.ReadEvents(request, timeout=call_timeout())
+        reply = await self._stub.ReadEvents(request, timeout=call_timeout(), wait_for_ready=True)
         return ReadResult(list(reply.events), reply.last_seq)
 
     @raising_domain_errors
@@ -95,7 +97,7 @@ class SessionLogClient:
         request = pb.TailPageRequest(session_id=session_id, message_limit=message_limit)
         if before_seq is not None:
             request.before_seq = before_seq
-        reply = await self._stub.TailPage(request, timeout=call_timeout())
+        reply = await self._stub.TailPage(request, timeout=call_timeout(), wait_for_ready=True)
         return TailPage(list(reply.events), reply.has_more, reply.before_seq, reply.last_seq)
 
     async def subscribe(
@@ -104,7 +106,9 @@ class SessionLogClient:
         request = pb.SubscribeRequest(
             session_id=session_id, after_seq=after_seq, heartbeat_ms=int(heartbeat_s * 1000)
         )
-        async for response in stream_raising_domain_errors(self._stub.Subscribe(request)):
+        async for response in stream_raising_domain_errors(
+            self._stub.Subscribe(request, wait_for_ready=True)
+        ):
             yield _item(response)
 
     async def subscribe_all(
@@ -113,7 +117,9 @@ class SessionLogClient:
         request = pb.SubscribeAllRequest(
             after_position=after_position, heartbeat_ms=int(heartbeat_s * 1000)
         )
-        async for response in stream_raising_domain_errors(self._stub.SubscribeAll(request)):
+        async for response in stream_raising_domain_errors(
+            self._stub.SubscribeAll(request, wait_for_ready=True)
+        ):
             yield _item(response)
 
     @raising_domain_errors
@@ -125,6 +131,7 @@ class SessionLogClient:
                 page_size=page_size, page_token=page_token, session_ids=session_ids
             ),
             timeout=call_timeout(),
+            wait_for_ready=True,
         )
         return list(reply.sessions), reply.next_page_token
 
@@ -136,6 +143,6 @@ class SessionLogClient:
         if up_to_seq is not None:
             request.up_to_seq = up_to_seq
         reply: pb.ForkSessionResponse = await self._stub.ForkSession(
-            request, timeout=call_timeout()
+            request, timeout=call_timeout(), wait_for_ready=True
         )
         return reply.session

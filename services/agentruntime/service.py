@@ -1,0 +1,29 @@
+"""The agent runtime as a ServiceHost definition."""
+
+from __future__ import annotations
+
+import grpc
+from agenthost.runtime.v1 import runtime_pb2_grpc as pb_grpc
+
+from services.common.server import ServiceDefinition
+from services.sessionlog.port import SessionLogPort
+
+from .models.base import ModelAdapter
+from .ports import PlanModePort
+from .runtime import AgentRuntime
+from .servicer import SERVICE_NAME, AgentRuntimeServicer
+
+
+def agent_runtime_service(
+    log: SessionLogPort, model: ModelAdapter, plan: PlanModePort | None
+) -> ServiceDefinition:
+    """Running turns are cancelled (and recorded as such) before shutdown."""
+    runtime = AgentRuntime(log, model, plan)
+    servicer = AgentRuntimeServicer(runtime)
+
+    def register(server: grpc.aio.Server) -> None:
+        pb_grpc.add_AgentRuntimeServiceServicer_to_server(servicer, server)
+
+    return ServiceDefinition(
+        [SERVICE_NAME], register, close=model.aclose, before_stop=[runtime.close]
+    )

@@ -1,0 +1,62 @@
+"""Plan mode over gRPC, for the runtime and the gateway."""
+
+from __future__ import annotations
+
+import grpc
+from agenthost.planmode.v1 import plan_mode_pb2 as pb
+from agenthost.planmode.v1 import plan_mode_pb2_grpc as pb_grpc
+
+from services.common.client import call_timeout, raising_domain_errors
+
+
+class PlanModeClient:
+    def __init__(self, channel: grpc.aio.Channel) -> None:
+        self.stub = pb_grpc.PlanModeServiceStub(channel)
+
+    @raising_domain_errors
+    async def get(self, session_id: str) -> pb.GetPlanModeResponse:
+        reply: pb.GetPlanModeResponse = await self.stub.GetPlanMode(
+            pb.GetPlanModeRequest(session_id=session_id),
+            timeout=call_timeout(),
+            wait_for_ready=True,
+        )
+        return reply
+
+    @raising_domain_errors
+    async def set(self, session_id: str, active: bool) -> pb.SetPlanModeResponse:
+        reply: pb.SetPlanModeResponse = await self.stub.SetPlanMode(
+            pb.SetPlanModeRequest(session_id=session_id, active=active),
+            timeout=call_timeout(),
+            wait_for_ready=True,
+        )
+        return reply
+
+    @raising_domain_errors
+    async def apply_at_boundary(self, session_id: str) -> pb.ApplyAtBoundaryResponse:
+        reply: pb.ApplyAtBoundaryResponse = await self.stub.ApplyAtBoundary(
+            pb.ApplyAtBoundaryRequest(session_id=session_id),
+            timeout=call_timeout(),
+            wait_for_ready=True,
+        )
+        return reply
+
+    @raising_domain_errors
+    async def exit_plan_mode(self, session_id: str) -> pb.ExitPlanModeResponse:
+        reply: pb.ExitPlanModeResponse = await self.stub.ExitPlanMode(
+            pb.ExitPlanModeRequest(session_id=session_id),
+            timeout=call_timeout(),
+            wait_for_ready=True,
+        )
+        return reply
+
+    @raising_domain_errors
+    async def run_plan_command(
+        self, session_id: str, args: str | None
+    ) -> pb.RunPlanCommandResponse:
+        request = pb.RunPlanCommandRequest(session_id=session_id)
+        if args is not None:
+            request.args = args
+        reply: pb.RunPlanCommandResponse = await self.stub.RunPlanCommand(
+            request, timeout=call_timeout(), wait_for_ready=True
+        )
+        return reply

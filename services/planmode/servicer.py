@@ -1,0 +1,81 @@
+"""gRPC adapter of plan mode."""
+
+from __future__ import annotations
+
+import grpc
+from agenthost.planmode.v1 import plan_mode_pb2 as pb
+from agenthost.planmode.v1 import plan_mode_pb2_grpc as pb_grpc
+
+from .controller import PlanModeController, PlanState, SetOutcome
+
+SERVICE_NAME = pb.DESCRIPTOR.services_by_name["PlanModeService"].full_name
+
+OUTCOMES = {
+    SetOutcome.COMMITTED: pb.SET_OUTCOME_COMMITTED,
+    SetOutcome.QUEUED: pb.SET_OUTCOME_QUEUED,
+    SetOutcome.CANCELLED: pb.SET_OUTCOME_CANCELLED,
+    SetOutcome.NOOP: pb.SET_OUTCOME_NOOP,
+}
+
+
+def state_pb(state: PlanState) -> pb.PlanModeState:
+    message = pb.PlanModeState(active=state.active)
+    if state.pending is not None:
+        message.pending = state.pending
+    return message
+
+
+class PlanModeServicer(pb_grpc.PlanModeServiceServicer):
+    def __init__(self, controller: PlanModeController) -> None:
+        self.controller = controller
+
+    async def GetPlanMode(
+        self, request: pb.GetPlanModeRequest, context: grpc.aio.ServicerContext
+    ) -> pb.GetPlanModeResponse:
+        snapshot = await self.controller.get(request.session_id)
+        return pb.GetPlanModeResponse(state=state_pb(snapshot.state), as_of_seq=snapshot.as_of_seq)
+
+    async def SetPlanMode(
+        self, request: pb.SetPlanModeRequest, context: grpc.aio.ServicerContext
+    ) -> pb.SetPlanModeResponse:
+        result = await self.controller.set(request.session_id, request.active)
+        return pb.SetPlanModeResponse(
+            outcome=OUTCOMES[result.outcome],
+            state=state_pb(result.state),
+            as_of_seq=result.as_of_seq,
+        )
+
+    async def ApplyAtBoundary(
+        self, request: pb.ApplyAtBoundaryRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ApplyAtBoundaryResponse:
+        result = await self.controller.apply_at_boundary(request.session_id)
+        return pb.ApplyAtBoundaryResponse(
+            state=state_pb(result.state),
+            sections=result.sections,
+            applied=result.applied,
+            as_of_seq=result.as_of_seq,
+        )
+
+    async def ExitPlanMode(
+        self, request: pb.ExitPlanModeRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ExitPlanModeResponse:
+        snapshot = await self.controller.exit_plan_mode(request.session_id)
+        return pb.ExitPlanModeResponse(state=state_pb(snapshot.state), as_of_seq=snapshot.as_of_seq)
+
+    async def RunPlanCommand(
+        self, request: pb.RunPlanCommandRequest, context: grpc.aio.ServicerContext
+    ) -> pb.RunPlanCommandResponse:
+        result = await self.controller.run_plan_command(
+            request.session_id,
+            request.args if request.HasField("args") else None,
+            request.command_id,
+        )
+        reply = pb.RunPlanCommandResponse(
+            ok=result.ok,
+            message=result.message,
+            state=state_pb(result.state),
+            as_of_seq=result.as_of_seq,
+        )
+        if result.steer_text is not None:
+            reply.steer_text = result.steer_text
+        return reply

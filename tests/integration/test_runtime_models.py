@@ -1,0 +1,127 @@
+"""The agent runtime service with the OpenAI-compatible adapter against a
+local server speaking that protocol, and a deployment without plan mode."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from agenthost.runtime.v1 import runtime_pb2 as rt
+from agenthost.sessionlog.v1 import events_pb2 as ev
+
+from services.agentruntime.models.openai_compat import OpenAICompatAdapter, OpenAICompatConfig
+from services.agentruntime.models.tests.fake_provider import (
+    DONE,
+    FakeProvider,
+    ProviderReply,
+    chunk,
+    finish_chunk,
+    text_chunk,
+    tool_fragment,
+)
+from tests.support.events import kinds
+from tests.support.stack import Stack, running_stack
+
+SID = "s1"
+
+
+@pytest.fixture
+async def provider() -> AsyncIterator[FakeProvider]:
+    server = FakeProvider()
+    await server.start()
+    yield server
+    await server.stop()
+
+
+@pytest.fixture
+async def stack(tmp_path: Path, provider: FakeProvider) -> AsyncIterator[Stack]:
+    model = OpenAICompatAdapter(
+        OpenAICompatConfig(
+            base_url=provider.url,
+            model="deepseek-chat",
+            api_key="sk-test",
+            max_attempts=2,
+            backoff_initial_s=0.0,
+            read_timeout_s=10.0,
+        )
+    )
+    async with running_stack(tmp_path, model=model) as running:
+        await running.log.create_session(SID, "/work/project")
+        yield running
+
+
+def text_reply(*pieces: str) -> ProviderReply:
+    return ProviderReply(
+        stream=[
+            chunk({"role": "assistant", "content": ""}),
+            *(text_chunk(p) for p in pieces),
+            finish_chunk("stop"),
+            DONE,
+        ]
+    )
+
+
+async def turn(stack: Stack, text: str) -> list[ev.Event]:
+    await stack.runtime.Prompt(rt.PromptRequest(session_id=SID, text=text))
+    await stack.wait_idle(SID)
+    return (await stack.log.read(SID, limit=1000)).events
+
+
+async def test_streamed_text_is_recorded_as_the_answer(
+    stack: Stack, provider: FakeProvider
+) -> None:
+    provider.enqueue(text_reply("Hello ", "from ", "the model."))
+    log = await turn(stack, "hi")
+    answers = [e.assistant_message.text for e in log if e.HasField("assistant_message")]
+    assert answers == ["Hello from the model."]
+    body = provider.requests[0].body
+    assert body["model"] == "deepseek-chat" and body["stream"] is True
+    assert body["messages"][-1] == {"role": "user", "content": "hi"}
+    assert [t["function"]["name"] for t in body["tools"]] == ["exit_plan_mode"]
+
+
+async def test_tool_call_round_trip(stack: Stack, provider: FakeProvider) -> None:
+    provider.enqueue(
+        ProviderReply(
+            stream=[
+                chunk({"role": "assistant", "content": None}),
+                tool_fragment(0, call_id="call_1", name="exit_plan_mode", arguments='{"plan"'),
+                tool_fragment(0, arguments=': "# Plan"}'),
+                finish_chunk("tool_calls"),
+                DONE,
+            ]
+        ),
+        text_reply("Understood."),
+    )
+    log = await turn(stack, "finish planning")
+    assert kinds(log).count("request_header") == 2
+    result = next(e.tool_result for e in log if e.HasField("tool_result"))
+    assert result.call_id == "call_1" and not result.ok  # not in plan mode
+    second = provider.requests[1].body["messages"]
+    assert second[-2]["tool_calls"][0]["id"] == "call_1"
+    assert second[-1] == {"role": "tool", "tool_call_id": "call_1", "content": result.error}
+
+
+async def test_an_http_error_ends_the_turn_with_a_recorded_error(
+    stack: Stack, provider: FakeProvider
+) -> None:
+    provider.enqueue(ProviderReply(status=400, error_message="Model Not Exist"))
+    log = await turn(stack, "hi")
+    end = log[-1].turn_end
+    assert end.reason == ev.TURN_END_REASON_ERROR and "Model Not Exist" in end.error
+    provider.enqueue(text_reply("fine now"))
+    log = await turn(stack, "again")
+    assert log[-1].turn_end.reason == ev.TURN_END_REASON_COMPLETED
+
+
+async def test_without_plan_mode_prompts_work_with_no_plan_behaviour(tmp_path: Path) -> None:
+    async with running_stack(tmp_path, with_plan_mode=False) as stack:
+        await stack.log.create_session(SID, "/w")
+        commands = await stack.runtime.ListCommands(rt.ListCommandsRequest(session_id=SID))
+        assert list(commands.commands) == []
+        log = await turn(stack, "hello")
+        header = next(e.request_header for e in log if e.HasField("request_header"))
+        assert list(header.tools) == [] and [s.id for s in header.sections] == ["agenthost:base"]
+        assert json.dumps(kinds(log)).count("assistant_message") == 1
