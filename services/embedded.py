@@ -1,24 +1,49 @@
-"""The embedded default: every service in one process on loopback, SQLite
-under one data folder. `agenthost up` (and so `make run`) starts this."""
+"""The embedded default: every service in one process, each on its own
+loopback port and reached by the others through gRPC exactly as in a
+deployment, with SQLite under one data folder. `agenthost up` (and so
+`make run`) starts this; the integration suites start it too."""
 
 from __future__ import annotations
 
 import asyncio
+import signal
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import grpc
+from agenthost.projection.v1 import projection_pb2_grpc
+from agenthost.runtime.v1 import runtime_pb2_grpc
+
+from services.agentruntime.models.base import ModelAdapter
+from services.agentruntime.models.factory import adapter_from_env
+from services.agentruntime.plan_port import RemotePlanMode
+from services.agentruntime.service import agent_runtime_service
+from services.common.client import open_channel
 from services.common.config import ServiceConfig
 from services.common.server import ServiceDefinition, ServiceHost
+from services.gateway.accounts import LOCAL_ACCOUNT, TokenStore, ensure_local_token
+from services.gateway.service import gateway_service
+from services.planmode.client import PlanModeClient
+from services.planmode.service import plan_mode_service
+from services.projection.service import projection_service
+from services.sessionlog.client import SessionLogClient
+from services.sessionlog.port import SessionLogPort
 from services.sessionlog.service import session_log_service
+from services.workspace.client import WorkspaceClient
+from services.workspace.service import workspace_service
 
 DEFAULT_HOST = "127.0.0.1"
-
-# name -> (default port, definition built from the data folder)
-ServiceFactory = Callable[[Path], ServiceDefinition]
-SERVICES: dict[str, tuple[int, ServiceFactory]] = {
-    "sessionlog": (7101, lambda data: session_log_service(data / "sessionlog.db")),
+# Start order: each service only needs those before it.
+DEFAULT_PORTS = {
+    "sessionlog": 7101,
+    "planmode": 7102,
+    "projection": 7103,
+    "workspace": 7104,
+    "agentruntime": 7105,
+    "gateway": 7100,
 }
+TOKEN_FILE = "token"
 
 
 @dataclass
@@ -27,32 +52,101 @@ class EmbeddedStack:
     host: str = DEFAULT_HOST
     # 0 picks a free port for every service (tests); None uses the defaults.
     port_override: int | None = None
+    with_plan_mode: bool = True
+    model: ModelAdapter | None = None
+    tokens: TokenStore | None = None
+    gateway_heartbeat_s: float = 15.0
+    # Lets a test put failure injection between plan mode and the log.
+    wrap_plan_log: Callable[[SessionLogPort], SessionLogPort] | None = None
     hosts: dict[str, ServiceHost] = field(default_factory=dict)
+    addresses: dict[str, str] = field(default_factory=dict)
+    definitions: dict[str, ServiceDefinition] = field(default_factory=dict)
+    _channels: dict[str, list[grpc.aio.Channel]] = field(default_factory=dict)
+
+    @property
+    def names(self) -> list[str]:
+        return [n for n in DEFAULT_PORTS if self.with_plan_mode or n != "planmode"]
+
+    def token(self) -> str:
+        """The embedded default's bearer token (account "local")."""
+        return ensure_local_token(self.data_dir / TOKEN_FILE)
 
     async def start(self) -> None:
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        for name, (port, factory) in SERVICES.items():
-            listen_port = port if self.port_override is None else self.port_override
-            config = ServiceConfig(
-                name=name, listen=f"{self.host}:{listen_port}", data_dir=self.data_dir, grace_s=2.0
-            )
-            service_host = ServiceHost(config, factory(self.data_dir))
-            await service_host.start()
-            self.hosts[name] = service_host
+        if self.tokens is None:
+            self.tokens = TokenStore({self.token(): LOCAL_ACCOUNT})
+        for name in self.names:
+            await self.start_service(name)
+
+    async def start_service(self, name: str) -> None:
+        port = DEFAULT_PORTS[name] if self.port_override is None else self.port_override
+        listen = self.addresses.get(name, f"{self.host}:{port}")
+        config = ServiceConfig(name=name, listen=listen, data_dir=self.data_dir, grace_s=2.0)
+        definition = self._definition(name)
+        service_host = ServiceHost(config, definition)
+        await service_host.start()
+        self.hosts[name], self.definitions[name] = service_host, definition
+        self.addresses[name] = service_host.address
+
+    async def stop_service(self, name: str) -> None:
+        await self.hosts.pop(name).stop()
+        for channel in self._channels.pop(name, []):
+            await channel.close()
+
+    async def restart(self, name: str) -> None:
+        """Stop and start one service on the same address and data."""
+        await self.stop_service(name)
+        await self.start_service(name)
 
     async def stop(self) -> None:
-        for service_host in reversed(list(self.hosts.values())):
-            await service_host.stop()
-
-    def addresses(self) -> dict[str, str]:
-        return {name: h.address for name, h in self.hosts.items()}
+        for name in reversed(list(self.hosts)):
+            await self.stop_service(name)
 
     async def run_until_signalled(self) -> None:
-        import signal
-
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, stop.set)
         await stop.wait()
         await self.stop()
+
+    # -- wiring ----------------------------------------------------------------
+
+    def _channel(self, owner: str, target: str) -> grpc.aio.Channel:
+        channel = open_channel(self.addresses[target])
+        self._channels.setdefault(owner, []).append(channel)
+        return channel
+
+    def _log(self, owner: str) -> SessionLogClient:
+        return SessionLogClient(self._channel(owner, "sessionlog"))
+
+    def _plan_client(self, owner: str) -> PlanModeClient | None:
+        return PlanModeClient(self._channel(owner, "planmode")) if self.with_plan_mode else None
+
+    def _definition(self, name: str) -> ServiceDefinition:
+        data = self.data_dir
+        if name == "sessionlog":
+            return session_log_service(data / "sessionlog.db")
+        if name == "planmode":
+            log: SessionLogPort = self._log(name)
+            return plan_mode_service(data, self.wrap_plan_log(log) if self.wrap_plan_log else log)
+        if name == "projection":
+            return projection_service(data, self._log(name))
+        if name == "workspace":
+            return workspace_service(data, self._log(name))
+        if name == "agentruntime":
+            plan = self._plan_client(name)
+            model = self.model if self.model is not None else adapter_from_env()
+            return agent_runtime_service(
+                self._log(name), model, RemotePlanMode(plan) if plan else None
+            )
+        assert self.tokens is not None
+        return gateway_service(
+            self.tokens,
+            self._log(name),
+            WorkspaceClient(self._channel(name, "workspace")),
+            runtime_pb2_grpc.AgentRuntimeServiceStub(self._channel(name, "agentruntime")),
+            projection_pb2_grpc.ProjectionServiceStub(self._channel(name, "projection")),
+            self._plan_client(name),
+            heartbeat_s=self.gateway_heartbeat_s,
+        )

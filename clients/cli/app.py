@@ -11,7 +11,7 @@ import typer
 from rich.console import Console
 
 from services.common.logs import configure_logging
-from services.embedded import EmbeddedStack
+from services.embedded import TOKEN_FILE, EmbeddedStack
 
 app = typer.Typer(help="agenthost: run the stack and talk to it.", no_args_is_help=True)
 console = Console()
@@ -40,14 +40,15 @@ def up(
 async def _run_stack(data_dir: Path, host: str, port_override: int | None) -> None:
     stack = EmbeddedStack(data_dir=data_dir, host=host, port_override=port_override)
     await stack.start()
-    addresses = stack.addresses()
+    addresses = stack.addresses
+    token_file = data_dir / TOKEN_FILE
     console.print(f"[bold green]agenthost is up[/] (data in {data_dir})")
+    console.print(f"  gateway      grpc://{addresses['gateway']}   <- clients talk to this")
     for name, address in addresses.items():
-        console.print(f"  {name:<12} grpc://{address}")
-    console.print("Talk to it, e.g. from Python (see README.md, 'First call'):")
-    console.print(
-        f"  AGENTHOST_SESSIONLOG={addresses['sessionlog']} .venv/bin/python examples/first_call.py"
-    )
+        if name != "gateway":
+            console.print(f"  {name:<12} grpc://{address}   (internal)")
+    console.print(f"Your bearer token is in {token_file}")
+    console.print("Try: .venv/bin/agenthost chat   or   .venv/bin/python examples/first_call.py")
     console.print("Stop with Ctrl-C.")
     # A machine-readable line for scripts and tests.
     print(json.dumps({"agenthost": "up", "addresses": addresses}), flush=True)

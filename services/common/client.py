@@ -49,6 +49,17 @@ def raising_domain_errors(
     return wrapped
 
 
+async def domain_errors(call: Awaitable[T]) -> T:
+    """Await a gRPC call, raising the domain error its status carries."""
+    try:
+        return await call
+    except grpc.aio.AioRpcError as error:
+        domain_error = domain_error_from(error)
+        if domain_error is None:
+            raise
+        raise domain_error from error
+
+
 async def stream_raising_domain_errors(stream: AsyncIterator[T]) -> AsyncIterator[T]:
     try:
         async for item in stream:

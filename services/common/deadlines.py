@@ -19,6 +19,10 @@ def deadline_scope(time_remaining: float | None) -> Iterator[None]:
         _deadline.reset(token)
 
 
+def set_deadline(time_remaining: float | None) -> None:
+    _deadline.set(None if time_remaining is None else time.monotonic() + time_remaining)
+
+
 def downstream_timeout(default: float | None) -> float | None:
     """The timeout for a downstream call: ours, capped by the caller's deadline."""
     deadline = _deadline.get()

@@ -18,7 +18,7 @@ import protovalidate
 from buf.validate import validate_pb2
 from google.protobuf.message import Message
 
-from .deadlines import deadline_scope
+from .deadlines import deadline_scope, set_deadline
 from .errors import DomainError
 from .status import bad_request_status, domain_error_status
 
@@ -55,7 +55,16 @@ def violations_of(request: Message) -> list[tuple[str, str]]:
     return [(field_path(v), f"{v.rule_id}: {v.message}") for v in found]
 
 
+# Runs first in every call of a service that has one (e.g. the gateway's bearer
+# tokens); raises a DomainError to refuse the call. It runs in the handler's own
+# context, so context variables it sets are visible to the handler.
+Authenticate = Callable[[grpc.aio.ServicerContext], None]
+
+
 class ServiceInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
+    def __init__(self, authenticate: Authenticate | None = None) -> None:
+        self.authenticate = authenticate
+
     async def intercept_service(
         self,
         continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
@@ -67,13 +76,13 @@ class ServiceInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
             return handler
         if handler.unary_unary:
             return grpc.unary_unary_rpc_method_handler(
-                _unary(method, handler.unary_unary),
+                _unary(method, handler.unary_unary, self.authenticate),
                 request_deserializer=handler.request_deserializer,
                 response_serializer=handler.response_serializer,
             )
         if handler.unary_stream:
             return grpc.unary_stream_rpc_method_handler(
-                _server_stream(method, handler.unary_stream),
+                _server_stream(method, handler.unary_stream, self.authenticate),
                 request_deserializer=handler.request_deserializer,
                 response_serializer=handler.response_serializer,
             )
@@ -106,10 +115,14 @@ def _log_call(method: str, started: float, outcome: str) -> None:
     )
 
 
-def _unary(method: str, behavior: UnaryBehavior) -> UnaryBehavior:
+def _unary(
+    method: str, behavior: UnaryBehavior, authenticate: Authenticate | None
+) -> UnaryBehavior:
     async def wrapped(request: Message, context: grpc.aio.ServicerContext) -> Any:
         started, outcome = time.monotonic(), "OK"
         try:
+            if authenticate is not None:
+                authenticate(context)
             await _reject_invalid(request, context)
             with deadline_scope(context.time_remaining()):
                 return await behavior(request, context)
@@ -128,14 +141,20 @@ def _unary(method: str, behavior: UnaryBehavior) -> UnaryBehavior:
     return wrapped
 
 
-def _server_stream(method: str, behavior: StreamBehavior) -> StreamBehavior:
+def _server_stream(
+    method: str, behavior: StreamBehavior, authenticate: Authenticate | None
+) -> StreamBehavior:
     async def wrapped(request: Message, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
         started, outcome = time.monotonic(), "OK"
         try:
+            if authenticate is not None:
+                authenticate(context)
             await _reject_invalid(request, context)
-            with deadline_scope(context.time_remaining()):
-                async for response in behavior(request, context):
-                    yield response
+            # Each call runs in its own task: set, never reset (a cancelled
+            # stream is closed from another context, where a reset would fail).
+            set_deadline(context.time_remaining())
+            async for response in behavior(request, context):
+                yield response
         except DomainError as error:
             outcome = error.status
             await _abort_domain(error, context)

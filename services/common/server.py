@@ -18,7 +18,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from .config import ServiceConfig
-from .interceptors import ServiceInterceptor
+from .interceptors import Authenticate, ServiceInterceptor
 
 log = logging.getLogger("agenthost.server")
 
@@ -47,6 +47,8 @@ class ServiceDefinition:
     open: Hook | None = None
     close: Hook | None = None
     before_stop: Sequence[Hook] = field(default_factory=list)
+    # Refuses unauthenticated calls before validation (see interceptors.py).
+    authenticate: Authenticate | None = None
 
 
 class ServiceHost:
@@ -68,7 +70,8 @@ class ServiceHost:
     async def start(self) -> None:
         self.health = health.aio.HealthServicer()
         self.server = server = grpc.aio.server(
-            interceptors=[ServiceInterceptor()], options=SERVER_OPTIONS
+            interceptors=[ServiceInterceptor(self.definition.authenticate)],
+            options=SERVER_OPTIONS,
         )
         self.definition.register(server)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)

@@ -112,14 +112,18 @@ class SessionLogClient:
             yield _item(response)
 
     async def subscribe_all(
-        self, after_position: int = 0, heartbeat_s: float = DEFAULT_HEARTBEAT_S
+        self,
+        after_position: int = 0,
+        heartbeat_s: float = DEFAULT_HEARTBEAT_S,
+        from_end: bool = False,
     ) -> AsyncIterator[SubscriptionItem]:
         request = pb.SubscribeAllRequest(
-            after_position=after_position, heartbeat_ms=int(heartbeat_s * 1000)
+            after_position=after_position,
+            heartbeat_ms=int(heartbeat_s * 1000),
+            from_end=from_end,
         )
-        async for response in stream_raising_domain_errors(
-            self._stub.SubscribeAll(request, wait_for_ready=True)
-        ):
+        stream = self._stub.SubscribeAll(request, wait_for_ready=True)
+        async for response in stream_raising_domain_errors(stream):
             yield _item(response)
 
     @raising_domain_errors

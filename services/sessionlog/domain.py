@@ -190,9 +190,12 @@ class SessionLog:
             yield item
 
     async def subscribe_all(
-        self, after_position: int = 0, heartbeat_s: float = DEFAULT_HEARTBEAT_S
+        self,
+        after_position: int = 0,
+        heartbeat_s: float = DEFAULT_HEARTBEAT_S,
+        from_end: bool = False,
     ) -> AsyncIterator[SubscriptionItem]:
-        cursor = after_position
+        cursor = await self._store.last_position() if from_end else after_position
 
         async def read_next() -> list[Event]:
             return await self._store.read_all(cursor, CATCH_UP_BATCH)

@@ -102,8 +102,13 @@ class SessionLogPort(Protocol):
     ) -> AsyncIterator[SubscriptionItem]: ...
 
     def subscribe_all(
-        self, after_position: int = 0, heartbeat_s: float = DEFAULT_HEARTBEAT_S
-    ) -> AsyncIterator[SubscriptionItem]: ...
+        self,
+        after_position: int = 0,
+        heartbeat_s: float = DEFAULT_HEARTBEAT_S,
+        from_end: bool = False,
+    ) -> AsyncIterator[SubscriptionItem]:
+        """From `after_position`, or only new events when `from_end`."""
+        ...
 
     async def list_sessions(
         self,

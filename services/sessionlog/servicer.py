@@ -102,7 +102,7 @@ class SessionLogServicer(pb_grpc.SessionLogServiceServicer):
         self, request: pb.SubscribeAllRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[pb.SubscribeAllResponse]:
         after = request.after_position if request.HasField("after_position") else 0
-        async for item in self.log.subscribe_all(after, _heartbeat_s(request)):
+        async for item in self.log.subscribe_all(after, _heartbeat_s(request), request.from_end):
             if isinstance(item, CaughtUp):
                 yield pb.SubscribeAllResponse(
                     caught_up=pb.CaughtUp(last_seq=item.last_seq, position=item.position)

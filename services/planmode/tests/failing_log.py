@@ -68,9 +68,12 @@ class AppendOutage:
         return self._log.subscribe(session_id, after_seq, heartbeat_s)
 
     def subscribe_all(
-        self, after_position: int = 0, heartbeat_s: float = DEFAULT_HEARTBEAT_S
+        self,
+        after_position: int = 0,
+        heartbeat_s: float = DEFAULT_HEARTBEAT_S,
+        from_end: bool = False,
     ) -> AsyncIterator[SubscriptionItem]:
-        return self._log.subscribe_all(after_position, heartbeat_s)
+        return self._log.subscribe_all(after_position, heartbeat_s, from_end)
 
     async def list_sessions(
         self, page_size: int = 100, page_token: str = "", session_ids: Sequence[str] = ()

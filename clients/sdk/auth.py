@@ -1,0 +1,44 @@
+"""Bearer-token metadata on every call of a channel."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import grpc
+
+Continuation = Callable[[grpc.aio.ClientCallDetails, Any], Any]
+
+
+def _with_token(details: grpc.aio.ClientCallDetails, token: str) -> grpc.aio.ClientCallDetails:
+    metadata = grpc.aio.Metadata(*(details.metadata or ()))
+    metadata.add("authorization", f"Bearer {token}")
+    return grpc.aio.ClientCallDetails(
+        details.method, details.timeout, metadata, details.credentials, details.wait_for_ready
+    )
+
+
+class _UnaryUnary(grpc.aio.UnaryUnaryClientInterceptor):  # type: ignore[misc]
+    def __init__(self, token: str) -> None:
+        self.token = token
+
+    async def intercept_unary_unary(
+        self, continuation: Continuation, details: grpc.aio.ClientCallDetails, request: Any
+    ) -> Any:
+        return await continuation(_with_token(details, self.token), request)
+
+
+class _UnaryStream(grpc.aio.UnaryStreamClientInterceptor):  # type: ignore[misc]
+    def __init__(self, token: str) -> None:
+        self.token = token
+
+    async def intercept_unary_stream(
+        self, continuation: Continuation, details: grpc.aio.ClientCallDetails, request: Any
+    ) -> Any:
+        return await continuation(_with_token(details, self.token), request)
+
+
+def authorized_channel(address: str, token: str | None) -> grpc.aio.Channel:
+    """A channel to the gateway that sends the token with every call."""
+    interceptors = [_UnaryUnary(token), _UnaryStream(token)] if token else []
+    return grpc.aio.insecure_channel(address, interceptors=interceptors)

@@ -1,0 +1,107 @@
+"""The workspace service over gRPC, for the gateway and other callers.
+
+Workspaces come back as the `agenthost.workspace.v1.Workspace` message and
+sessions as the session log's `SessionSummary`; failures are the domain
+errors the service raised (WorkspaceNotFound, SessionNotFound,
+SessionConflict, InvalidWorkspacePath by reason).
+"""
+
+from __future__ import annotations
+
+import grpc
+from agenthost.workspace.v1 import workspace_pb2 as pb
+from agenthost.workspace.v1 import workspace_pb2_grpc as pb_grpc
+
+from services.common.client import call_timeout, raising_domain_errors
+from services.sessionlog.port import SessionSummary
+
+Workspace = pb.Workspace
+
+
+class WorkspaceClient:
+    def __init__(self, channel: grpc.aio.Channel) -> None:
+        self._stub = pb_grpc.WorkspaceServiceStub(channel)
+
+    @raising_domain_errors
+    async def create(self, account_id: str, path: str) -> tuple[Workspace, bool]:
+        """The account's workspace at `path` (canonicalised), and whether it
+        was created by this call."""
+        reply: pb.CreateWorkspaceResponse = await self._stub.CreateWorkspace(
+            pb.CreateWorkspaceRequest(account_id=account_id, path=path),
+            timeout=call_timeout(),
+            wait_for_ready=True,
+        )
+        return reply.workspace, reply.created
+
+    @raising_domain_errors
+    async def get(self, account_id: str, workspace_id: str) -> Workspace:
+        reply: pb.GetWorkspaceResponse = await self._stub.GetWorkspace(
+            pb.GetWorkspaceRequest(account_id=account_id, workspace_id=workspace_id),
+            timeout=call_timeout(),
+            wait_for_ready=True,
+        )
+        return reply.workspace
+
+    @raising_domain_errors
+    async def list(self, account_id: str) -> list[Workspace]:
+        """In creation order."""
+        reply: pb.ListWorkspacesResponse = await self._stub.ListWorkspaces(
+            pb.ListWorkspacesRequest(account_id=account_id),
+            timeout=call_timeout(),
+            wait_for_ready=True,
+        )
+        return [*reply.workspaces]
+
+    @raising_domain_errors
+    async def connect(self, account_id: str, workspace_id: str) -> tuple[SessionSummary, bool]:
+        """The session "New Session" lands in, and whether it was reused."""
+        reply: pb.ConnectWorkspaceResponse = await self._stub.ConnectWorkspace(
+            pb.ConnectWorkspaceRequest(account_id=account_id, workspace_id=workspace_id),
+            timeout=call_timeout(),
+            wait_for_ready=True,
+        )
+        return reply.session, reply.reused
+
+    @raising_domain_errors
+    async def create_session(
+        self, account_id: str, workspace_id: str, session_id: str | None = None
+    ) -> SessionSummary:
+        """A new session in the workspace (never a reused one)."""
+        reply: pb.CreateWorkspaceSessionResponse = await self._stub.CreateWorkspaceSession(
+            pb.CreateWorkspaceSessionRequest(
+                account_id=account_id, workspace_id=workspace_id, session_id=session_id or ""
+            ),
+            timeout=call_timeout(),
+            wait_for_ready=True,
+        )
+        return reply.session
+
+    @raising_domain_errors
+    async def archive(self, account_id: str, workspace_id: str, session_id: str) -> Workspace:
+        reply: pb.ArchiveSessionResponse = await self._stub.ArchiveSession(
+            pb.ArchiveSessionRequest(
+                account_id=account_id, workspace_id=workspace_id, session_id=session_id
+            ),
+            timeout=call_timeout(),
+            wait_for_ready=True,
+        )
+        return reply.workspace
+
+    @raising_domain_errors
+    async def recent(self, account_id: str) -> Workspace | None:
+        """The workspace the account was active in last; None without any."""
+        reply: pb.RecentWorkspaceResponse = await self._stub.RecentWorkspace(
+            pb.RecentWorkspaceRequest(account_id=account_id),
+            timeout=call_timeout(),
+            wait_for_ready=True,
+        )
+        return reply.workspace if reply.HasField("workspace") else None
+
+    @raising_domain_errors
+    async def find_session_workspace(self, account_id: str, session_id: str) -> Workspace | None:
+        reply: pb.FindSessionWorkspaceResponse = await self._stub.FindSessionWorkspace(
+            pb.FindSessionWorkspaceRequest(account_id=account_id, session_id=session_id),
+            timeout=call_timeout(),
+            wait_for_ready=True,
+        )
+        return reply.workspace if reply.HasField("workspace") else None

@@ -1,0 +1,74 @@
+"""gRPC adapter of the workspace domain: requests in, domain calls, replies out."""
+
+from __future__ import annotations
+
+import grpc
+from agenthost.workspace.v1 import workspace_pb2 as pb
+from agenthost.workspace.v1 import workspace_pb2_grpc as pb_grpc
+
+from .domain import Workspace, Workspaces
+
+SERVICE_NAME = pb.DESCRIPTOR.services_by_name["WorkspaceService"].full_name
+
+
+def _optional(workspace: Workspace | None) -> pb.Workspace | None:
+    return None if workspace is None else workspace.to_proto()
+
+
+class WorkspaceServicer(pb_grpc.WorkspaceServiceServicer):
+    def __init__(self, workspaces: Workspaces) -> None:
+        self.workspaces = workspaces
+
+    async def CreateWorkspace(
+        self, request: pb.CreateWorkspaceRequest, context: grpc.aio.ServicerContext
+    ) -> pb.CreateWorkspaceResponse:
+        workspace, created = await self.workspaces.create_workspace(
+            request.account_id, request.path
+        )
+        return pb.CreateWorkspaceResponse(workspace=workspace.to_proto(), created=created)
+
+    async def GetWorkspace(
+        self, request: pb.GetWorkspaceRequest, context: grpc.aio.ServicerContext
+    ) -> pb.GetWorkspaceResponse:
+        workspace = await self.workspaces.get_workspace(request.account_id, request.workspace_id)
+        return pb.GetWorkspaceResponse(workspace=workspace.to_proto())
+
+    async def ListWorkspaces(
+        self, request: pb.ListWorkspacesRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListWorkspacesResponse:
+        workspaces = await self.workspaces.list_workspaces(request.account_id)
+        return pb.ListWorkspacesResponse(workspaces=[w.to_proto() for w in workspaces])
+
+    async def ConnectWorkspace(
+        self, request: pb.ConnectWorkspaceRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ConnectWorkspaceResponse:
+        session, reused = await self.workspaces.connect(request.account_id, request.workspace_id)
+        return pb.ConnectWorkspaceResponse(session=session, reused=reused)
+
+    async def CreateWorkspaceSession(
+        self, request: pb.CreateWorkspaceSessionRequest, context: grpc.aio.ServicerContext
+    ) -> pb.CreateWorkspaceSessionResponse:
+        session = await self.workspaces.create_session(
+            request.account_id, request.workspace_id, request.session_id or None
+        )
+        return pb.CreateWorkspaceSessionResponse(session=session)
+
+    async def ArchiveSession(
+        self, request: pb.ArchiveSessionRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ArchiveSessionResponse:
+        workspace = await self.workspaces.archive_session(
+            request.account_id, request.workspace_id, request.session_id
+        )
+        return pb.ArchiveSessionResponse(workspace=workspace.to_proto())
+
+    async def RecentWorkspace(
+        self, request: pb.RecentWorkspaceRequest, context: grpc.aio.ServicerContext
+    ) -> pb.RecentWorkspaceResponse:
+        recent = await self.workspaces.recent(request.account_id)
+        return pb.RecentWorkspaceResponse(workspace=_optional(recent))
+
+    async def FindSessionWorkspace(
+        self, request: pb.FindSessionWorkspaceRequest, context: grpc.aio.ServicerContext
+    ) -> pb.FindSessionWorkspaceResponse:
+        found = await self.workspaces.find_session_workspace(request.account_id, request.session_id)
+        return pb.FindSessionWorkspaceResponse(workspace=_optional(found))

