@@ -1,33 +1,48 @@
-"""A first call to a running agenthost (started with `make run`)."""
+"""A first call through the gateway of a running agenthost (`make run`).
+
+Creates a session in the current directory, sends a prompt, waits on the live
+stream until the turn is over, then prints the session's history."""
 
 import asyncio
 import os
+from pathlib import Path
 
 import grpc
-from agenthost.sessionlog.v1 import events_pb2, session_log_pb2, session_log_pb2_grpc
+from agenthost.gateway.v1 import gateway_pb2 as gw
+from agenthost.gateway.v1 import gateway_pb2_grpc
 
 
 async def main() -> None:
-    address = os.environ.get("AGENTHOST_SESSIONLOG", "127.0.0.1:7101")
+    address = os.environ.get("AGENTHOST_GATEWAY", "127.0.0.1:7100")
+    data_dir = Path(os.environ.get("AGENTHOST_DATA_DIR", ".agenthost"))
+    token = os.environ.get("AGENTHOST_TOKEN") or (data_dir / "token").read_text().strip()
+    auth = (("authorization", f"Bearer {token}"),)
     async with grpc.aio.insecure_channel(address) as channel:
-        log = session_log_pb2_grpc.SessionLogServiceStub(channel)
-        created = await log.CreateSession(
-            session_log_pb2.CreateSessionRequest(session_id="hello", cwd=os.getcwd())
+        gateway = gateway_pb2_grpc.GatewayServiceStub(channel)
+        created = await gateway.CreateSession(
+            gw.CreateSessionRequest(cwd=os.getcwd()), metadata=auth
         )
-        await log.Append(
-            session_log_pb2.AppendRequest(
-                session_id="hello",
-                events=[
-                    events_pb2.Event(
-                        id="hello-1", user_message=events_pb2.UserMessage(text="Hello, agenthost")
-                    )
-                ],
-            )
+        session_id = created.session.id
+        stream = gateway.Connect(gw.ConnectRequest(client_id="first-call"), metadata=auth)
+        await stream.read()  # "connected": from here on, frames reach us
+        fence = gw.RequestFence(client_id="first-call", generation=0, request_id=1)
+        await gateway.Prompt(
+            gw.PromptRequest(session_id=session_id, text="Hello, agenthost", fence=fence),
+            metadata=auth,
         )
-        page = await log.TailPage(session_log_pb2.TailPageRequest(session_id="hello"))
-        print(f"session {created.session.id} in {created.session.cwd}:")
-        for event in page.events:
-            print(f"  #{event.seq} {event.WhichOneof('body')}: {event.user_message.text}")
+        while True:  # wait on the stream until the turn is over
+            frame = await stream.read()
+            if frame.HasField("session_status") and not frame.session_status.running:
+                break
+        stream.cancel()
+        opened = await gateway.OpenSession(
+            gw.OpenSessionRequest(session_id=session_id), metadata=auth
+        )
+        print(f"session {session_id} in {opened.session.cwd}:")
+        for event in opened.events:
+            kind = event.WhichOneof("body")
+            text = event.user_message.text or event.assistant_message.text
+            print(f"  #{event.seq} {kind}{': ' + text if text else ''}")
 
 
 asyncio.run(main())

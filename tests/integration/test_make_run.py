@@ -44,12 +44,18 @@ async def test_up_serves_the_first_call_from_the_readme(tmp_path: Path) -> None:
             sys.executable,
             "examples/first_call.py",
             cwd=REPO,
-            env={**os.environ, "AGENTHOST_SESSIONLOG": addresses["sessionlog"]},
+            env={
+                **os.environ,
+                "AGENTHOST_GATEWAY": addresses["gateway"],
+                "AGENTHOST_DATA_DIR": str(tmp_path / "data"),
+            },
             stdout=asyncio.subprocess.PIPE,
         )
         output, _ = await asyncio.wait_for(first_call.communicate(), TIMEOUT_S)
         assert first_call.returncode == 0
-        assert "#0 user_message: Hello, agenthost" in output.decode()
+        printed = output.decode()
+        assert "user_message: Hello, agenthost" in printed
+        assert "assistant_message: Echo: Hello, agenthost" in printed
         assert (tmp_path / "data" / "sessionlog.db").exists()
         up.send_signal(signal.SIGINT)
         assert await asyncio.wait_for(asyncio.to_thread(up.wait), TIMEOUT_S) == 0

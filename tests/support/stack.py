@@ -1,15 +1,12 @@
-"""Session log, plan mode and agent runtime as real gRPC services on loopback.
-
-Each service runs in its own host with its own channel, wired together through
-their gRPC clients exactly as in a deployment; only the model is a scripted
-built-in adapter the test holds. Hosts can be restarted on the same data.
-"""
+"""The embedded stack for tests that talk to the internal services directly:
+session log, plan mode and runtime stubs, a scripted built-in model, and a
+switch that makes plan mode's appends to the session log fail."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -20,101 +17,53 @@ from agenthost.runtime.v1 import runtime_pb2_grpc
 
 from services.agentruntime.models.base import ModelAdapter
 from services.agentruntime.models.builtin import BuiltinAdapter
-from services.agentruntime.plan_port import RemotePlanMode
-from services.agentruntime.service import agent_runtime_service
 from services.common.client import open_channel
-from services.common.config import ServiceConfig
-from services.common.server import ServiceDefinition, ServiceHost
-from services.planmode.client import PlanModeClient
-from services.planmode.service import plan_mode_service
+from services.embedded import EmbeddedStack
 from services.planmode.tests.failing_log import AppendOutage
 from services.sessionlog.client import SessionLogClient
-from services.sessionlog.service import session_log_service
+from services.sessionlog.port import SessionLogPort
 
 WAIT_S = 10.0
 
 
 @dataclass
 class Stack:
-    data_dir: Path
-    model: ModelAdapter = field(default_factory=BuiltinAdapter)
-    with_plan_mode: bool = True
-    hosts: dict[str, ServiceHost] = field(default_factory=dict)
-    channels: dict[str, grpc.aio.Channel] = field(default_factory=dict)
+    embedded: EmbeddedStack
     # Plan mode's appends to the session log go through this switch.
     plan_log_outage: AppendOutage | None = None
-    # A restarted service keeps its address, so the others' channels reconnect.
-    addresses: dict[str, str] = field(default_factory=dict)
-    # Channels the services use to reach each other (the test has its own).
-    internal_channels: list[grpc.aio.Channel] = field(default_factory=list)
+    _channels: dict[str, grpc.aio.Channel] = field(default_factory=dict)
+
+    def _channel(self, name: str) -> grpc.aio.Channel:
+        if name not in self._channels:
+            self._channels[name] = open_channel(self.embedded.addresses[name])
+        return self._channels[name]
 
     @property
     def log(self) -> SessionLogClient:
-        return SessionLogClient(self.channels["sessionlog"])
+        return SessionLogClient(self._channel("sessionlog"))
 
     @property
     def runtime(self) -> runtime_pb2_grpc.AgentRuntimeServiceStub:
-        return runtime_pb2_grpc.AgentRuntimeServiceStub(self.channels["agentruntime"])
+        return runtime_pb2_grpc.AgentRuntimeServiceStub(self._channel("agentruntime"))
 
     @property
     def plan(self) -> plan_mode_pb2_grpc.PlanModeServiceStub:
-        return plan_mode_pb2_grpc.PlanModeServiceStub(self.channels["planmode"])
-
-    async def start(self) -> None:
-        await self._start("sessionlog")
-        if self.with_plan_mode:
-            await self._start("planmode")
-        await self._start("agentruntime")
+        return plan_mode_pb2_grpc.PlanModeServiceStub(self._channel("planmode"))
 
     async def restart(self, name: str) -> None:
-        await self._stop(name)
-        await self._start(name)
+        """Restart one service on its address; the test's channels reconnect."""
+        await self.embedded.restart(name)
 
-    async def stop(self) -> None:
-        for name in reversed(list(self.hosts)):
-            await self._stop(name)
-        for channel in self.internal_channels:
+    async def close(self) -> None:
+        for channel in self._channels.values():
             await channel.close()
-
-    async def _start(self, name: str) -> None:
-        listen = self.addresses.get(name, "127.0.0.1:0")
-        host = ServiceHost(
-            ServiceConfig(name=name, listen=listen, data_dir=self.data_dir, grace_s=1),
-            self._definition(name),
-        )
-        await host.start()
-        self.hosts[name] = host
-        self.addresses[name] = host.address
-        self.channels[name] = open_channel(host.address)
-
-    async def _stop(self, name: str) -> None:
-        await self.channels.pop(name).close()
-        await self.hosts.pop(name).stop()
-
-    def _definition(self, name: str) -> ServiceDefinition:
-        if name == "sessionlog":
-            return session_log_service(self.data_dir / "sessionlog.db")
-        log = SessionLogClient(self._internal_channel("sessionlog"))
-        if name == "planmode":
-            self.plan_log_outage = AppendOutage(log)
-            return plan_mode_service(self.data_dir, self.plan_log_outage)
-        plan = (
-            RemotePlanMode(PlanModeClient(self._internal_channel("planmode")))
-            if self.with_plan_mode
-            else None
-        )
-        return agent_runtime_service(log, self.model, plan)
-
-    def _internal_channel(self, name: str) -> grpc.aio.Channel:
-        channel = open_channel(self.addresses[name])
-        self.internal_channels.append(channel)
-        return channel
-
-    # -- conveniences for tests ------------------------------------------------
+        await self.embedded.stop()
 
     async def wait_idle(self, session_id: str) -> None:
         """Follow the runtime's status stream until the session is idle."""
-        stream = self.runtime.WatchStatus(rt.WatchStatusRequest(session_id=session_id))
+        stream = self.runtime.WatchStatus(
+            rt.WatchStatusRequest(session_id=session_id), wait_for_ready=True
+        )
         async with asyncio.timeout(WAIT_S):
             async for reply in stream:
                 if not reply.status.running:
@@ -133,9 +82,22 @@ class Stack:
 
 
 @asynccontextmanager
-async def running_stack(data_dir: Path, **options: object) -> AsyncIterator[Stack]:
-    stack = Stack(data_dir, **options)  # type: ignore[arg-type]
-    async with AsyncExitStack() as cleanup:
-        cleanup.push_async_callback(stack.stop)
-        await stack.start()
+async def running_stack(
+    data_dir: Path, *, model: ModelAdapter | None = None, with_plan_mode: bool = True
+) -> AsyncIterator[Stack]:
+    stack = Stack(
+        EmbeddedStack(data_dir, port_override=0, model=model, with_plan_mode=with_plan_mode)
+    )
+
+    def with_outage(log: SessionLogPort) -> SessionLogPort:
+        stack.plan_log_outage = AppendOutage(log)
+        return stack.plan_log_outage
+
+    stack.embedded.wrap_plan_log = with_outage
+    if model is None:
+        stack.embedded.model = BuiltinAdapter()
+    await stack.embedded.start()
+    try:
         yield stack
+    finally:
+        await stack.close()
