@@ -90,6 +90,8 @@ class Hub:
         self._owners: dict[str, str | None] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self.live = asyncio.Event()
+        # Where the log follower resumes after losing its stream (None: the end).
+        self._position: int | None = None
 
     # -- lifecycle -------------------------------------------------------------
 
@@ -147,10 +149,14 @@ class Hub:
         if session_id in self._owners:
             return self._owners[session_id]
         found: str | None = None
-        for account in list(self._connections):
-            if await self._workspaces.find_session_workspace(account, session_id) is not None:
-                found = account
-                break
+        try:
+            for account in list(self._connections):
+                if await self._workspaces.find_session_workspace(account, session_id):
+                    found = account
+                    break
+        except Exception as error:  # workspace service down: ask again next time
+            log.warning("could not find the owner of %s: %s", session_id, error)
+            return None
         self._owners[session_id] = found
         return found
 
@@ -166,13 +172,16 @@ class Hub:
     # -- followers -------------------------------------------------------------------
 
     async def _follow_log(self) -> None:
-        async for item in self._log.subscribe_all(from_end=True, heartbeat_s=5.0):
+        stream = self._log.subscribe_all(
+            after_position=self._position or 0, from_end=self._position is None, heartbeat_s=5.0
+        )
+        async for item in stream:
             if isinstance(item, CaughtUp):
+                self._position = item.position if self._position is None else self._position
                 self.live.set()
-            elif isinstance(item, Heartbeat):
-                continue
-            else:
+            elif not isinstance(item, Heartbeat):
                 await self._on_event(item)
+                self._position = item.position
 
     async def _on_event(self, event: events_pb2.Event) -> None:
         session_id = event.session_id
@@ -187,7 +196,11 @@ class Hub:
                 await self._send(session_id, plan_frame(session_id, view))
         elif kind == "command_done" and self._refresh_plan is not None:
             # A /plan may have queued or cancelled a selection the log cannot show.
-            await self._refresh_plan(session_id)
+            try:
+                await self._refresh_plan(session_id)
+            except Exception as error:  # plan mode is down: the next read asks again
+                log.warning("could not refresh the plan state of %s: %s", session_id, error)
+                self.plans.forget(session_id)
 
     async def _follow_status(self) -> None:
         async for reply in self._runtime.WatchStatus(rt.WatchStatusRequest(), wait_for_ready=True):

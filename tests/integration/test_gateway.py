@@ -389,3 +389,16 @@ async def test_open_returns_history_projection_and_plan(gateway: GatewayHarness)
     assert opened.seq == opened.events[-1].seq
     users = [e.user_message.text for e in opened.events if e.HasField("user_message")]
     assert users == ["design it"]
+
+
+async def test_the_stream_survives_a_session_log_restart(gateway: GatewayHarness) -> None:
+    client = gateway.client()
+    session_id = await new_session(client)
+    await client.connect(cursors={session_id: -1})
+    await prompt(client, session_id, "before")
+    await client.next_frame(is_idle(session_id))
+    await gateway.stack.restart("sessionlog")
+    await prompt(client, session_id, "after")
+    await client.next_frame(is_idle(session_id))
+    last_seq = await last_seq_arrives(client, session_id)
+    assert session_seqs(client.drain(), session_id) == list(range(last_seq + 1))
