@@ -495,3 +495,23 @@ async def test_send_while_running_is_agent_busy(stack: Stack, model: BuiltinAdap
     assert queued.mode == rt.PROMPT_MODE_QUEUE and queued.status.running
     reply.release()
     await stack.wait_idle(SID)
+
+
+async def test_a_choice_made_during_a_retry_waits_for_the_next_step(
+    stack: Stack, model: BuiltinAdapter
+) -> None:
+    from services.agentruntime.models.base import ModelError
+
+    failing = model.enqueue(
+        ScriptedReply(error=ModelError("503", retryable=True, status=503), hold=True)
+    )
+    model.enqueue(ScriptedReply(text="second attempt"))
+    await prompt(stack, "go")
+    await started(failing)
+    assert (await set_plan(stack, True)).outcome == pm.SET_OUTCOME_QUEUED
+    failing.release()
+    await stack.wait_idle(SID)
+    log = await events(stack)
+    assert len(headers(log)) == 1 and not shows_plan(headers(log)[0])
+    assert model.requests[0] == model.requests[1], "the retry reused the assembled request"
+    assert await get_plan(stack) == state(False, pending=True)
