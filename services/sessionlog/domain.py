@@ -26,7 +26,14 @@ from .port import (
     TailPage,
 )
 from .sqlite_store import SqliteSessionStore
-from .store import Event, SessionHeader, SessionStore, SessionSummary, event_kind
+from .store import (
+    Event,
+    SessionHeader,
+    SessionStore,
+    SessionSummary,
+    SharedStore,
+    event_kind,
+)
 
 # Events read per store query while a subscriber catches up.
 CATCH_UP_BATCH = 500
@@ -206,6 +213,13 @@ class SessionLog:
             elif isinstance(item, CaughtUp):
                 item = CaughtUp(last_seq=-1, position=cursor)
             yield item
+
+    async def follow_shared_store(self) -> None:
+        """Wake local subscribers on appends other replicas make (runs until
+        cancelled; returns at once for a store only this process writes)."""
+        if isinstance(self._store, SharedStore):
+            async for session_id in self._store.changes():
+                self._fire(session_id)
 
     # -- internals ---------------------------------------------------------------------
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Mapping
 from pathlib import Path
 
 import grpc
@@ -10,17 +12,40 @@ from agenthost.sessionlog.v1 import session_log_pb2_grpc as pb_grpc
 from services.common.server import ServiceDefinition
 
 from .domain import SessionLog
+from .postgres_store import PostgresSessionStore
 from .servicer import SERVICE_NAME, SessionLogServicer
 from .sqlite_store import SqliteSessionStore
 from .store import SessionStore
 
 
 def session_log_service(db_path: Path, store: SessionStore | None = None) -> ServiceDefinition:
-    """Storage opens before health turns SERVING and closes after shutdown."""
+    """Storage opens before health turns SERVING and closes after shutdown;
+    on a shared store (PostgreSQL) appends by other replicas wake our
+    subscribers."""
     store = store or SqliteSessionStore(db_path)
-    servicer = SessionLogServicer(SessionLog(store))
+    log = SessionLog(store)
+    servicer = SessionLogServicer(log)
+    feed: list[asyncio.Task[None]] = []
 
     def register(server: grpc.aio.Server) -> None:
         pb_grpc.add_SessionLogServiceServicer_to_server(servicer, server)
 
-    return ServiceDefinition([SERVICE_NAME], register, open=store.open, close=store.close)
+    async def open_store() -> None:
+        await store.open()
+        feed.append(asyncio.create_task(log.follow_shared_store()))
+
+    async def close_store() -> None:
+        for task in feed:
+            task.cancel()
+        await asyncio.gather(*feed, return_exceptions=True)
+        await store.close()
+
+    return ServiceDefinition([SERVICE_NAME], register, open=open_store, close=close_store)
+
+
+def store_from_env(data_dir: Path, env: Mapping[str, str]) -> SessionStore:
+    """PostgreSQL when AGENTHOST_SESSIONLOG_DSN is set, else SQLite in data_dir."""
+    dsn = env.get("AGENTHOST_SESSIONLOG_DSN")
+    if dsn:
+        return PostgresSessionStore(dsn, env.get("AGENTHOST_SESSIONLOG_SCHEMA", "public"))
+    return SqliteSessionStore(data_dir / "sessionlog.db")

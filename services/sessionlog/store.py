@@ -7,9 +7,9 @@ which writes header and events in one transaction.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from agenthost.sessionlog.v1 import events_pb2, session_log_pb2
 
@@ -92,3 +92,11 @@ class SessionStore(Protocol):
         """Copy the source's events up to `up_to_seq` (inclusive) into a new
         durable session described by `header`."""
         ...
+
+
+@runtime_checkable
+class SharedStore(Protocol):
+    """A store several session-log replicas write to: it reports the sessions
+    other replicas appended to, so local subscribers wake up."""
+
+    def changes(self) -> AsyncIterator[str]: ...

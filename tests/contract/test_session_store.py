@@ -7,6 +7,7 @@ backend only adds a parameter to `backend`.
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
@@ -21,8 +22,10 @@ from services.common.errors import (
 )
 from services.sessionlog.domain import SessionLog
 from services.sessionlog.port import CaughtUp, Direction, Heartbeat
+from services.sessionlog.postgres_store import PostgresSessionStore
 from services.sessionlog.sqlite_store import SqliteSessionStore
 from services.sessionlog.store import SessionStore
+from tests.support.postgres import POSTGRES_DSN, drop_schema
 from tests.support.events import assistant, kinds, plan_mode, title, tool_call, tool_result, user
 
 OpenLog = Callable[[], Awaitable[SessionLog]]
@@ -34,13 +37,21 @@ def sqlite_backend(tmp_path: Path) -> Callable[[], SessionStore]:
     return lambda: SqliteSessionStore(tmp_path / "sessionlog.db")
 
 
-BACKENDS = {"sqlite": sqlite_backend}
+def postgres_backend(tmp_path: Path) -> Callable[[], SessionStore]:
+    """The PostgreSQL on this machine, one fresh schema per test."""
+    schema = f"contract_{tmp_path.name.lower().replace('-', '_')}_{os.getpid()}"
+    return lambda: PostgresSessionStore(POSTGRES_DSN, schema)
+
+
+BACKENDS = {"sqlite": sqlite_backend, "postgres": postgres_backend}
 
 
 @pytest.fixture(params=sorted(BACKENDS))
 async def reopen(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[OpenLog]:
     """Opens the log on the backend; calling it again simulates a restart."""
     make_store = BACKENDS[request.param](tmp_path)
+    if request.param == "postgres":
+        await drop_schema(make_store())
     opened: list[SessionStore] = []
 
     async def open_log() -> SessionLog:
@@ -55,6 +66,8 @@ async def reopen(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterato
     yield open_log
     for store in opened:
         await store.close()
+    if request.param == "postgres":
+        await drop_schema(make_store())
 
 
 @pytest.fixture
