@@ -7,6 +7,7 @@ which CI runs before `make test`).
 
 from __future__ import annotations
 
+import fcntl
 import os
 import subprocess
 import uuid
@@ -24,7 +25,7 @@ from testcontainers.core.network import Network
 
 from tests.containers.stack import LABEL, REPO
 
-IMAGE = os.environ.get("AGENTHOST_TEST_IMAGE", "agenthost:dev")
+IMAGE = os.environ.get("AGENTHOST_IMAGE", "agenthost:dev")
 BUILD_TIMEOUT_S = 900
 
 
@@ -48,14 +49,22 @@ def docker_engine() -> None:
 
 @pytest.fixture(scope="session")
 def agenthost_image(docker_engine: None) -> str:
-    """The one image for every service, built (or brought up to date) by `make image`."""
-    build = subprocess.run(
-        ["make", "--no-print-directory", "image", f"IMAGE={IMAGE}"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=BUILD_TIMEOUT_S,
-    )
+    """The one image for every service, built (or brought up to date) by `make image`.
+
+    make is incremental (wheelhouse stamp, Docker's layer cache): a second run
+    takes seconds. A lock keeps two test runs in one tree from building at once.
+    """
+    lock_path = REPO / "build" / ".make-image.lock"
+    lock_path.parent.mkdir(exist_ok=True)
+    with lock_path.open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        build = subprocess.run(
+            ["make", "--no-print-directory", "image", f"AGENTHOST_IMAGE={IMAGE}"],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=BUILD_TIMEOUT_S,
+        )
     if build.returncode != 0:
         pytest.fail(f"`make image` failed:\n{build.stdout[-4000:]}\n{build.stderr[-4000:]}")
     return IMAGE

@@ -25,8 +25,8 @@ from services.sessionlog.port import CaughtUp, Direction, Heartbeat
 from services.sessionlog.postgres_store import PostgresSessionStore
 from services.sessionlog.sqlite_store import SqliteSessionStore
 from services.sessionlog.store import SessionStore
-from tests.support.postgres import POSTGRES_DSN, drop_schema
 from tests.support.events import assistant, kinds, plan_mode, title, tool_call, tool_result, user
+from tests.support.postgres import POSTGRES_DSN, drop_schema
 
 OpenLog = Callable[[], Awaitable[SessionLog]]
 

@@ -15,6 +15,6 @@ POSTGRES_DSN = os.environ.get(
 
 
 async def drop_schema(store: SessionStore) -> None:
-    schema = getattr(store, "schema")
+    schema = store.schema
     async with await psycopg.AsyncConnection.connect(POSTGRES_DSN, autocommit=True) as db:
         await db.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
