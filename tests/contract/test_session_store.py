@@ -37,7 +37,7 @@ def sqlite_backend(tmp_path: Path) -> Callable[[], SessionStore]:
     return lambda: SqliteSessionStore(tmp_path / "sessionlog.db")
 
 
-def postgres_backend(tmp_path: Path) -> Callable[[], SessionStore]:
+def postgres_backend(tmp_path: Path) -> Callable[[], PostgresSessionStore]:
     """The PostgreSQL on this machine, one fresh schema per test."""
     schema = f"contract_{tmp_path.name.lower().replace('-', '_')}_{os.getpid()}"
     return lambda: PostgresSessionStore(POSTGRES_DSN, schema)
@@ -50,8 +50,8 @@ BACKENDS = {"sqlite": sqlite_backend, "postgres": postgres_backend}
 async def reopen(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[OpenLog]:
     """Opens the log on the backend; calling it again simulates a restart."""
     make_store = BACKENDS[request.param](tmp_path)
-    if request.param == "postgres":
-        await drop_schema(make_store())
+    if isinstance(probe := make_store(), PostgresSessionStore):
+        await drop_schema(probe)
     opened: list[SessionStore] = []
 
     async def open_log() -> SessionLog:
@@ -66,8 +66,8 @@ async def reopen(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterato
     yield open_log
     for store in opened:
         await store.close()
-    if request.param == "postgres":
-        await drop_schema(make_store())
+    if isinstance(probe, PostgresSessionStore):
+        await drop_schema(probe)
 
 
 @pytest.fixture

@@ -7,14 +7,14 @@ import os
 import psycopg
 from psycopg import sql
 
-from services.sessionlog.store import SessionStore
+from services.sessionlog.postgres_store import PostgresSessionStore
 
 POSTGRES_DSN = os.environ.get(
     "AGENTHOST_TEST_POSTGRES_DSN", "host=127.0.0.1 port=5432 user=postgres dbname=test"
 )
 
 
-async def drop_schema(store: SessionStore) -> None:
+async def drop_schema(store: PostgresSessionStore) -> None:
     schema = store.schema
     async with await psycopg.AsyncConnection.connect(POSTGRES_DSN, autocommit=True) as db:
         await db.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
