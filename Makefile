@@ -22,7 +22,7 @@ $(STAMP_DEPS): pyproject.toml constraints.txt
 venv: $(STAMP_DEPS)
 
 $(STAMP_GEN): $(STAMP_DEPS) $(PROTOS) tools/gen_protos.py
-	$(PY) tools/gen_protos.py --proto-dir proto --out gen
+	$(PY) tools/gen_protos.py --proto-dir proto --out gen --image gen/agenthost.binpb
 	touch $@
 
 gen: $(STAMP_GEN)

@@ -62,12 +62,13 @@ def main() -> None:
     )
     base = [f"--descriptor_set_in={deps}", f"-I{options.proto_dir}"]
 
+    image = work / "image.binpb"
     if options.image:
-        options.image.parent.mkdir(parents=True, exist_ok=True)
-        protoc(
-            [*base, "--include_imports", "--include_source_info", f"-o{options.image}", *sources]
-        )
+        # A FileDescriptorSet with every import: buf reads it as an image, and
+        # clients in other languages load their stubs from it.
+        protoc([*base, "--include_imports", "--include_source_info", f"-o{image}", *sources])
     if options.image_only:
+        _move_image(image, options.image)
         shutil.rmtree(work)
         return
 
@@ -93,7 +94,15 @@ def main() -> None:
         (top / "py.typed").touch()
     shutil.rmtree(options.out, ignore_errors=True)
     python_out.rename(options.out)
+    if options.image:
+        _move_image(image, options.image)
     shutil.rmtree(work)
+
+
+def _move_image(built: Path, wanted: Path | None) -> None:
+    if wanted is not None:
+        wanted.parent.mkdir(parents=True, exist_ok=True)
+        shutil.move(built, wanted)
 
 
 if __name__ == "__main__":
