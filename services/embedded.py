@@ -22,6 +22,7 @@ from services.agentruntime.service import agent_runtime_service
 from services.common.client import open_channel
 from services.common.config import ServiceConfig
 from services.common.server import ServiceDefinition, ServiceHost
+from services.common.topology import DEFAULT_PORTS, SERVICES
 from services.gateway.accounts import LOCAL_ACCOUNT, TokenStore, ensure_local_token
 from services.gateway.service import gateway_service
 from services.planmode.client import PlanModeClient
@@ -34,15 +35,6 @@ from services.workspace.client import WorkspaceClient
 from services.workspace.service import workspace_service
 
 DEFAULT_HOST = "127.0.0.1"
-# Start order: each service only needs those before it.
-DEFAULT_PORTS = {
-    "sessionlog": 7101,
-    "planmode": 7102,
-    "projection": 7103,
-    "workspace": 7104,
-    "agentruntime": 7105,
-    "gateway": 7100,
-}
 TOKEN_FILE = "token"
 
 
@@ -65,7 +57,8 @@ class EmbeddedStack:
 
     @property
     def names(self) -> list[str]:
-        return [n for n in DEFAULT_PORTS if self.with_plan_mode or n != "planmode"]
+        # SERVICES is in start order: each service only needs those before it.
+        return [n for n in SERVICES if self.with_plan_mode or n != "planmode"]
 
     def token(self) -> str:
         """The embedded default's bearer token (account "local")."""

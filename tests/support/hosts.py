@@ -10,7 +10,7 @@ import subprocess
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import grpc
@@ -66,6 +66,8 @@ class ServiceProcess:
     listen: str = "127.0.0.1:0"
     process: subprocess.Popen[bytes] | None = None
     address: str = ""
+    # Extra environment, e.g. the peers' AGENTHOST_<PEER>_ADDR.
+    env: dict[str, str] = field(default_factory=dict)
 
     async def start(self) -> str:
         env = {
@@ -73,6 +75,7 @@ class ServiceProcess:
             "AGENTHOST_DATA_DIR": str(self.data_dir),
             "AGENTHOST_LISTEN": self.listen,
             "AGENTHOST_GRACE_S": "2",
+            **self.env,
         }
         self.process = subprocess.Popen(
             [sys.executable, "-m", self.module],

@@ -1,0 +1,63 @@
+"""The `python -m services.<name>` entry point every service shares."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import grpc
+
+from .client import open_channel
+from .config import ServiceConfig
+from .logs import configure_logging
+from .server import ServiceDefinition, ServiceHost
+from .topology import ABSENT, ADDRESS_ENV, default_address
+
+# Channels to the peers by name; None for an optional peer set to "none".
+Peers = dict[str, grpc.aio.Channel | None]
+Build = Callable[[ServiceConfig, Peers], ServiceDefinition]
+
+
+def run_service(name: str, build: Build, peers: Sequence[str] = ()) -> None:
+    """Parse the command line and environment, then serve until SIGTERM.
+
+    Each peer's address comes from `--<peer>`, its AGENTHOST_<PEER>_ADDR
+    variable, or the embedded default port on loopback."""
+    parser = argparse.ArgumentParser(description=f"agenthost {name} service")
+    parser.add_argument("--listen", help="host:port (env AGENTHOST_LISTEN)")
+    parser.add_argument("--data-dir", type=Path, help="data folder (env AGENTHOST_DATA_DIR)")
+    for peer in peers:
+        parser.add_argument(
+            f"--{peer}",
+            help=f"{peer} host:port, or {ABSENT!r} (env {ADDRESS_ENV[peer]})",
+            default=os.environ.get(ADDRESS_ENV[peer], default_address(peer)),
+        )
+    args = parser.parse_args()
+    config = ServiceConfig.from_env(name, listen=args.listen, data_dir=args.data_dir)
+    configure_logging(config.name, config.log_level)
+    addresses = {peer: getattr(args, peer) for peer in peers}
+    asyncio.run(_serve(config, addresses, build))
+
+
+async def _serve(config: ServiceConfig, addresses: dict[str, str], build: Build) -> None:
+    # Channels are made inside the loop: grpc.aio binds them to it.
+    channels: Peers = {
+        peer: None if address == ABSENT else open_channel(address)
+        for peer, address in addresses.items()
+    }
+    try:
+        await ServiceHost(config, build(config, channels)).run_until_signalled()
+    finally:
+        for channel in channels.values():
+            if channel is not None:
+                await channel.close()
+
+
+def required(channels: Peers, peer: str) -> grpc.aio.Channel:
+    channel = channels[peer]
+    if channel is None:
+        raise SystemExit(f"this service cannot run without {peer}")
+    return channel

@@ -1,0 +1,31 @@
+"""Where each service listens by default and how its peers are named."""
+
+from __future__ import annotations
+
+SERVICES = ("sessionlog", "planmode", "projection", "workspace", "agentruntime", "gateway")
+
+DEFAULT_PORTS = {
+    "gateway": 7100,
+    "sessionlog": 7101,
+    "planmode": 7102,
+    "projection": 7103,
+    "workspace": 7104,
+    "agentruntime": 7105,
+}
+
+# The environment variable naming each service's address for its peers.
+ADDRESS_ENV = {
+    "sessionlog": "AGENTHOST_SESSIONLOG_ADDR",
+    "planmode": "AGENTHOST_PLANMODE_ADDR",
+    "projection": "AGENTHOST_PROJECTION_ADDR",
+    "workspace": "AGENTHOST_WORKSPACE_ADDR",
+    "agentruntime": "AGENTHOST_RUNTIME_ADDR",
+    "gateway": "AGENTHOST_GATEWAY_ADDR",
+}
+
+# A peer address of "none" means the deployment runs without that service.
+ABSENT = "none"
+
+
+def default_address(name: str) -> str:
+    return f"127.0.0.1:{DEFAULT_PORTS[name]}"
