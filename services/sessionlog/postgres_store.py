@@ -27,7 +27,10 @@ from .store import (
     Event,
     SessionHeader,
     SessionSummary,
+    event_from_row,
     event_kind,
+    storable,
+    summary_from_row,
 )
 
 CHANNEL = "agenthost_sessionlog"
@@ -64,31 +67,7 @@ Row = dict[str, Any]
 
 
 def _to_event(row: Row) -> Event:
-    event = Event.FromString(bytes(row["body"]))
-    event.session_id, event.seq, event.position = row["session_id"], row["seq"], row["position"]
-    return event
-
-
-def _to_summary(row: Row) -> SessionSummary:
-    summary = SessionSummary(
-        id=row["id"],
-        cwd=row["cwd"],
-        title=row["title"],
-        last_seq=row["last_seq"],
-        blank=row["blank"],
-        forked_from=row["forked_from"],
-    )
-    summary.created_at.FromMicroseconds(row["created_at_us"])
-    summary.updated_at.FromMicroseconds(row["updated_at_us"])
-    return summary
-
-
-def _storable(event: Event) -> bytes:
-    stored = Event()
-    stored.CopyFrom(event)
-    for name in ("seq", "session_id", "position"):
-        stored.ClearField(name)  # they live in columns
-    return stored.SerializeToString()
+    return event_from_row(row["session_id"], row["seq"], row["position"], bytes(row["body"]))
 
 
 class PostgresSessionStore:
@@ -162,7 +141,7 @@ class PostgresSessionStore:
 
     async def summary(self, session_id: str) -> SessionSummary | None:
         rows = await self._fetch("SELECT * FROM sessions WHERE id = %s", (session_id,))
-        return _to_summary(rows[0]) if rows else None
+        return summary_from_row(rows[0]) if rows else None
 
     async def list_sessions(
         self, limit: int, offset: int, session_ids: Sequence[str]
@@ -173,7 +152,7 @@ class PostgresSessionStore:
             f"SELECT * FROM sessions {where} ORDER BY updated_at_us DESC, id LIMIT %s OFFSET %s",
             [*params, limit + 1, offset],
         )
-        return [_to_summary(r) for r in rows[:limit]], len(rows) > limit
+        return [summary_from_row(r) for r in rows[:limit]], len(rows) > limit
 
     # -- append ----------------------------------------------------------------------------
 
@@ -323,7 +302,7 @@ async def _insert_events(
             "INSERT INTO events (session_id, seq, event_id, kind, is_message, body) "
             "VALUES (%s, %s, %s, %s, %s, %s)",
             [
-                (session_id, seq, e.id, event_kind(e), event_kind(e) in MESSAGE_KINDS, _storable(e))
+                (session_id, seq, e.id, event_kind(e), event_kind(e) in MESSAGE_KINDS, storable(e))
                 for seq, e in zip(seqs, events, strict=True)
             ],
         )
@@ -379,4 +358,4 @@ async def _fork(
         await connection.execute("SELECT pg_notify(%s, %s)", (CHANNEL, header.id))
     row = await _one(connection, "SELECT * FROM sessions WHERE id = %s", (header.id,))
     assert row is not None
-    return _to_summary(row)
+    return summary_from_row(row)

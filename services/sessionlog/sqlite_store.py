@@ -28,7 +28,10 @@ from .store import (
     Event,
     SessionHeader,
     SessionSummary,
+    event_from_row,
     event_kind,
+    storable,
+    summary_from_row,
 )
 
 T = TypeVar("T")
@@ -63,36 +66,7 @@ EVENT_COLUMNS = "session_id, seq, position, body"
 
 
 def _to_event(row: tuple[str, int, int, bytes]) -> Event:
-    session_id, seq, position, body = row
-    event = Event.FromString(body)
-    event.session_id = session_id
-    event.seq = seq
-    event.position = position
-    return event
-
-
-def _to_summary(row: sqlite3.Row) -> SessionSummary:
-    summary = SessionSummary(
-        id=row["id"],
-        cwd=row["cwd"],
-        title=row["title"],
-        last_seq=row["last_seq"],
-        blank=bool(row["blank"]),
-        forked_from=row["forked_from"],
-    )
-    summary.created_at.FromMicroseconds(row["created_at_us"])
-    summary.updated_at.FromMicroseconds(row["updated_at_us"])
-    return summary
-
-
-def _storable(event: Event) -> bytes:
-    """The event as stored: position, seq and session id live in columns."""
-    stored = Event()
-    stored.CopyFrom(event)
-    stored.ClearField("seq")
-    stored.ClearField("session_id")
-    stored.ClearField("position")
-    return stored.SerializeToString()
+    return event_from_row(*row)
 
 
 class SqliteSessionStore:
@@ -162,7 +136,7 @@ class SqliteSessionStore:
     async def summary(self, session_id: str) -> SessionSummary | None:
         def query(db: sqlite3.Connection) -> SessionSummary | None:
             row = db.execute("SELECT * FROM sessions WHERE id = ?", (session_id,)).fetchone()
-            return None if row is None else _to_summary(row)
+            return None if row is None else summary_from_row(row)
 
         return await self._read(query)
 
@@ -177,7 +151,7 @@ class SqliteSessionStore:
                 f"SELECT * FROM sessions {where} ORDER BY updated_at_us DESC, id LIMIT ? OFFSET ?",
                 (*args, limit + 1, offset),
             ).fetchall()
-            return [_to_summary(r) for r in rows[:limit]], len(rows) > limit
+            return [summary_from_row(r) for r in rows[:limit]], len(rows) > limit
 
         return await self._read(query)
 
@@ -348,7 +322,7 @@ def _insert_events(
                 e.id,
                 event_kind(e),
                 int(event_kind(e) in MESSAGE_KINDS),
-                _storable(e),
+                storable(e),
             )
             for seq, e in zip(seqs, events, strict=True)
         ],
@@ -397,4 +371,4 @@ def _fork(
         _insert_events(db, header.id, 0, events)
         _touch_session(db, header.id, events, events[-1].seq, now_us)
     row = db.execute("SELECT * FROM sessions WHERE id = ?", (header.id,)).fetchone()
-    return _to_summary(row)
+    return summary_from_row(row)

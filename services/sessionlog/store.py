@@ -7,9 +7,9 @@ which writes header and events in one transaction.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from agenthost.sessionlog.v1 import events_pb2, session_log_pb2
 
@@ -32,6 +32,36 @@ class SessionHeader:
     cwd: str
     created_at_us: int
     forked_from: str = ""
+
+
+def summary_from_row(row: Mapping[str, Any]) -> SessionSummary:
+    """A `sessions` row (the same columns in every backend) as a summary."""
+    summary = SessionSummary(
+        id=row["id"],
+        cwd=row["cwd"],
+        title=row["title"],
+        last_seq=row["last_seq"],
+        blank=bool(row["blank"]),
+        forked_from=row["forked_from"],
+    )
+    summary.created_at.FromMicroseconds(row["created_at_us"])
+    summary.updated_at.FromMicroseconds(row["updated_at_us"])
+    return summary
+
+
+def event_from_row(session_id: str, seq: int, position: int, body: bytes) -> Event:
+    event = Event.FromString(body)
+    event.session_id, event.seq, event.position = session_id, seq, position
+    return event
+
+
+def storable(event: Event) -> bytes:
+    """The event as stored: seq, session id and position live in columns."""
+    stored = Event()
+    stored.CopyFrom(event)
+    for name in ("seq", "session_id", "position"):
+        stored.ClearField(name)
+    return stored.SerializeToString()
 
 
 def event_kind(event: Event) -> str:
