@@ -50,4 +50,4 @@ bench: gen
 -include deploy/image.mk
 
 clean:
-	rm -rf $(VENV) gen gen.tmp build .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) gen gen.tmp build .pytest_cache .mypy_cache .ruff_cache clients/node/node_modules
