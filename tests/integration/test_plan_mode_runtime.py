@@ -15,6 +15,7 @@ from agenthost.planmode.v1 import plan_mode_pb2 as pm
 from agenthost.runtime.v1 import runtime_pb2 as rt
 from agenthost.sessionlog.v1 import events_pb2 as ev
 
+from services.agentruntime.models.base import ModelError
 from services.agentruntime.models.builtin import BuiltinAdapter, ScriptedReply, ScriptedToolCall
 from services.agentruntime.plan_tools import DISMISSED, NOT_A_PLAN, NOT_IN_PLAN_MODE, NOT_UNDERSTOOD
 from services.planmode.fold import PLAN_POLICY_SECTION_ID
@@ -500,8 +501,6 @@ async def test_send_while_running_is_agent_busy(stack: Stack, model: BuiltinAdap
 async def test_a_choice_made_during_a_retry_waits_for_the_next_step(
     stack: Stack, model: BuiltinAdapter
 ) -> None:
-    from services.agentruntime.models.base import ModelError
-
     failing = model.enqueue(
         ScriptedReply(error=ModelError("503", retryable=True, status=503), hold=True)
     )
