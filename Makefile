@@ -36,7 +36,7 @@ test: gen
 lint: gen
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy services clients tests tools bench examples conftest.py
+	$(BIN)/mypy services clients tests tools bench examples conftest.py deploy
 	$(PY) tools/buf_check.py
 
 fmt: $(STAMP_DEPS)

@@ -47,27 +47,39 @@ def docker_engine() -> None:
         pytest.fail(f"no Docker engine answers ({answer.stderr.strip()}): run .ci/prepare-docker")
 
 
-@pytest.fixture(scope="session")
-def agenthost_image(docker_engine: None) -> str:
-    """The one image for every service, built (or brought up to date) by `make image`.
-
-    make is incremental (wheelhouse stamp, Docker's layer cache): a second run
-    takes seconds. A lock keeps two test runs in one tree from building at once.
-    """
+def make(*args: str) -> None:
+    """Run a make target of deploy/image.mk. make is incremental (wheelhouse
+    stamp, Docker's layer cache, images built once): a second run takes
+    seconds. A lock keeps two test runs in one tree from building at once."""
     lock_path = REPO / "build" / ".make-image.lock"
     lock_path.parent.mkdir(exist_ok=True)
     with lock_path.open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         build = subprocess.run(
-            ["make", "--no-print-directory", "image", f"AGENTHOST_IMAGE={IMAGE}"],
+            ["make", "--no-print-directory", *args],
             cwd=REPO,
             capture_output=True,
             text=True,
             timeout=BUILD_TIMEOUT_S,
         )
     if build.returncode != 0:
-        pytest.fail(f"`make image` failed:\n{build.stdout[-4000:]}\n{build.stderr[-4000:]}")
+        pytest.fail(
+            f"`make {' '.join(args)}` failed:\n{build.stdout[-4000:]}\n{build.stderr[-4000:]}"
+        )
+
+
+@pytest.fixture(scope="session")
+def agenthost_image(docker_engine: None) -> str:
+    """The one image for every service, built (or brought up to date) by `make image`."""
+    make("image", f"AGENTHOST_IMAGE={IMAGE}")
     return IMAGE
+
+
+@pytest.fixture(scope="session")
+def postgres_image(docker_engine: None) -> str:
+    """postgres:15-bookworm when present or pullable, else one built from Debian's packages."""
+    make("postgres-image")
+    return (REPO / "build" / "postgres-image").read_text().strip()
 
 
 @pytest.fixture(scope="session")

@@ -18,6 +18,9 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from testcontainers.core.container import DockerContainer
 from testcontainers.core.network import Network
+from testcontainers.core.wait_strategies import HealthcheckWaitStrategy
+
+from services.common.topology import ADDRESS_ENV
 
 REPO = Path(__file__).resolve().parents[2]
 PORT = 7100  # every service's port in its container
@@ -41,7 +44,8 @@ def registry() -> dict[str, dict[str, Any]]:
 
 
 def peer_addresses() -> dict[str, str]:
-    return {f"AGENTHOST_{name.upper()}_ADDR": f"{name}:{PORT}" for name in registry()}
+    """Where each service finds the others on the network (as compose and Kubernetes set it)."""
+    return {ADDRESS_ENV[name]: f"{name}:{PORT}" for name in registry()}
 
 
 def free_loopback_port() -> int:
@@ -60,14 +64,21 @@ class ServiceContainer(DockerContainer):
     The host port is chosen up front so it stays the same across a restart.
     """
 
-    def __init__(self, image: str, service: str, network: Network, session: str) -> None:
+    def __init__(
+        self,
+        image: str,
+        service: str,
+        network: Network,
+        session: str,
+        env: dict[str, str] | None = None,
+    ) -> None:
         super().__init__(image)
         self.service = service
         self.host_port = free_loopback_port()
         self.with_command(service)
         self.with_network(network)
         self.with_network_aliases(service)
-        self.with_envs(AGENTHOST_GRACE_S="2", **peer_addresses())
+        self.with_envs(AGENTHOST_GRACE_S="2", **peer_addresses(), **(env or {}))
         self.with_kwargs(labels={LABEL: session})
         # testcontainers types host ports as int; docker accepts (ip, port),
         # which keeps the port off every interface but loopback.
@@ -83,12 +94,47 @@ class ServiceContainer(DockerContainer):
 
 
 async def wait_serving(address: str, timeout_s: float = START_TIMEOUT_S) -> None:
-    """Follow the gRPC health Watch stream until the server reports SERVING."""
+    """Follow the gRPC health Watch stream until the server reports SERVING.
+
+    A stream cut by the server going away (a restart) is followed again: with
+    wait_for_ready the new one waits until the channel reconnects."""
     async with open_channel(address) as channel:
         stub = health_pb2_grpc.HealthStub(channel)
         async with asyncio.timeout(timeout_s):
-            request = health_pb2.HealthCheckRequest()
-            async for reply in stub.Watch(request, wait_for_ready=True):
-                if reply.status == SERVING:
-                    return
-    raise AssertionError(f"{address}: the health stream ended before SERVING")
+            while True:
+                try:
+                    request = health_pb2.HealthCheckRequest()
+                    async for reply in stub.Watch(request, wait_for_ready=True):
+                        if reply.status == SERVING:
+                            return
+                except grpc.aio.AioRpcError as error:
+                    if error.code() != grpc.StatusCode.UNAVAILABLE:
+                        raise
+
+
+POSTGRES_PASSWORD = "agenthost"
+POSTGRES_DSN = f"postgresql://agenthost:{POSTGRES_PASSWORD}@postgres:5432/agenthost"
+
+
+class PostgresContainer(DockerContainer):
+    """PostgreSQL on `network` as `postgres` (the image `make postgres-image` picked),
+    ready once its Docker health check (pg_isready) reports healthy."""
+
+    def __init__(self, image: str, network: Network, session: str) -> None:
+        super().__init__(image)
+        self.with_network(network)
+        self.with_network_aliases("postgres")
+        self.with_envs(
+            POSTGRES_USER="agenthost", POSTGRES_DB="agenthost", POSTGRES_PASSWORD=POSTGRES_PASSWORD
+        )
+        second = 1_000_000_000  # Docker counts health check times in nanoseconds
+        self.with_kwargs(
+            labels={LABEL: session},
+            healthcheck={
+                "test": ["CMD", "pg_isready", "--username=agenthost", "--dbname=agenthost"],
+                "interval": second // 2,
+                "timeout": 5 * second,
+                "retries": 120,
+            },
+        )
+        self.waiting_for(HealthcheckWaitStrategy().with_startup_timeout(int(START_TIMEOUT_S)))

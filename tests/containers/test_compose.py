@@ -1,5 +1,7 @@
 """docker-compose.yml comes up healthy from the local image (Debian's
-docker-compose 1.29), and a client call through the published port works."""
+docker-compose 1.29), and the README's first call works through the one
+published port, the gateway's: a session, a prompt answered by the built-in
+model through the agent runtime, the turn's end on the live stream, history."""
 
 from __future__ import annotations
 
@@ -11,16 +13,16 @@ import sys
 from collections.abc import Iterator
 
 import pytest
-from agenthost.sessionlog.v1 import session_log_pb2 as pb
-from agenthost.sessionlog.v1 import session_log_pb2_grpc
+from agenthost.gateway.v1 import gateway_pb2 as gw
+from agenthost.gateway.v1 import gateway_pb2_grpc
 
 from tests.containers.stack import REPO, free_loopback_port, open_channel, registry, wait_serving
-from tests.support.events import user
 
 pytestmark = [pytest.mark.containers, pytest.mark.timeout(600)]
 
 UP_TIMEOUT_S = 180
 HEALTHY_TIMEOUT_S = 120
+CALL_TIMEOUT_S = 60
 
 
 class Compose:
@@ -55,6 +57,38 @@ def compose(agenthost_image: str, test_session: str) -> Iterator[Compose]:
         stack.run("--profile", "postgres", "down", "--volumes", "--remove-orphans")
 
 
+async def first_call(address: str, token: str) -> gw.OpenSessionResponse:
+    auth = (("authorization", f"Bearer {token}"),)
+    async with open_channel(address) as channel:
+        gateway = gateway_pb2_grpc.GatewayServiceStub(channel)
+        created = await gateway.CreateSession(
+            gw.CreateSessionRequest(cwd="/work"), metadata=auth, timeout=10
+        )
+        session_id = created.session.id
+        stream = gateway.Connect(gw.ConnectRequest(client_id="compose-test"), metadata=auth)
+        try:
+            assert (await stream.read()).HasField("connected")
+            fence = gw.RequestFence(client_id="compose-test", generation=0, request_id=1)
+            await gateway.Prompt(
+                gw.PromptRequest(session_id=session_id, text="Hello, compose", fence=fence),
+                metadata=auth,
+                timeout=10,
+            )
+            while True:  # the live stream until the turn is over
+                frame = await stream.read()
+                ours = frame.HasField("session_status") and (
+                    frame.session_status.session_id == session_id
+                )
+                if ours and not frame.session_status.running:
+                    break
+        finally:
+            stream.cancel()
+        opened: gw.OpenSessionResponse = await gateway.OpenSession(
+            gw.OpenSessionRequest(session_id=session_id), metadata=auth, timeout=10
+        )
+        return opened
+
+
 async def test_compose_stack_comes_up_healthy_and_answers(compose: Compose) -> None:
     up = await asyncio.to_thread(compose.run, "up", "--detach")
     assert up.returncode == 0, up.stderr
@@ -77,16 +111,17 @@ async def test_compose_stack_comes_up_healthy_and_answers(compose: Compose) -> N
         logs = compose.run("logs", "--no-color", "--tail=50").stdout
         pytest.fail(f"{healthy.stdout}{healthy.stderr}\n{logs[-6000:]}")
     ps = await asyncio.to_thread(compose.run, "ps", "--services", "--filter", "status=running")
-    running = ps.stdout.split()
-    assert sorted(running) == sorted(registry())
+    assert sorted(ps.stdout.split()) == sorted(registry())
 
-    # The published port (the session log's until the gateway exists) on loopback.
-    address = f"127.0.0.1:{compose.ports['sessionlog']}"
+    # Only the gateway is published; its token is the one it made in its volume.
+    assert list(compose.ports) == ["gateway"]
+    address = f"127.0.0.1:{compose.ports['gateway']}"
     await wait_serving(address)
-    async with open_channel(address) as channel:
-        log = session_log_pb2_grpc.SessionLogServiceStub(channel)
-        await log.CreateSession(pb.CreateSessionRequest(session_id="compose", cwd="/work"))
-        events = [user("through compose", event_id="c-1")]
-        await log.Append(pb.AppendRequest(session_id="compose", events=events), timeout=10)
-        page = await log.TailPage(pb.TailPageRequest(session_id="compose"), timeout=10)
-    assert [(e.seq, e.user_message.text) for e in page.events] == [(0, "through compose")]
+    token = await asyncio.to_thread(compose.run, "exec", "-T", "gateway", "cat", "/data/token")
+    assert token.returncode == 0, token.stderr
+    async with asyncio.timeout(CALL_TIMEOUT_S):
+        opened = await first_call(address, token.stdout.strip())
+    texts = [e.user_message.text or e.assistant_message.text for e in opened.events]
+    assert "Hello, compose" in texts
+    assert any(text.startswith("Echo: Hello, compose") for text in texts), texts
+    assert [e.seq for e in opened.events] == list(range(len(opened.events)))

