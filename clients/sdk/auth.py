@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import grpc
@@ -38,7 +38,16 @@ class _UnaryStream(grpc.aio.UnaryStreamClientInterceptor):  # type: ignore[misc]
         return await continuation(_with_token(details, self.token), request)
 
 
-def authorized_channel(address: str, token: str | None) -> grpc.aio.Channel:
-    """A channel to the gateway that sends the token with every call."""
-    interceptors = [_UnaryUnary(token), _UnaryStream(token)] if token else []
-    return grpc.aio.insecure_channel(address, interceptors=interceptors)
+def authorized_channel(
+    address: str,
+    token: str | None,
+    interceptors: Sequence[grpc.aio.ClientInterceptor] = (),
+    options: Sequence[tuple[str, Any]] = (),
+) -> grpc.aio.Channel:
+    """A channel to the gateway that sends the token with every call; extra
+    interceptors (tracing, latency injection in tests) run after the token's."""
+    chain: list[grpc.aio.ClientInterceptor] = (
+        [_UnaryUnary(token), _UnaryStream(token)] if token else []
+    )
+    chain.extend(interceptors)
+    return grpc.aio.insecure_channel(address, options=list(options), interceptors=chain)

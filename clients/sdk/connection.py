@@ -1,0 +1,518 @@
+"""The client's connection to the gateway: one `Connect` stream, unary calls,
+reconnects with a bounded exponential backoff.
+
+Every (re)connect uses a new, larger generation; every request carries a
+RequestFence (client id, generation, a monotonic request id). On reconnect
+the client presents, per open session, the last seq it holds, so the gateway
+sends what was missed and then live frames; a `resync` frame makes that
+session reopen. Frames are routed to the open `Session` objects.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import logging
+import random
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import grpc
+from agenthost.gateway.v1 import gateway_pb2 as gw
+from agenthost.gateway.v1 import gateway_pb2_grpc as gw_grpc
+from agenthost.runtime.v1 import runtime_pb2 as rt
+from agenthost.sessionlog.v1 import session_log_pb2 as sl
+from agenthost.workspace.v1 import workspace_pb2 as ws
+from google.protobuf.message import Message
+
+from .auth import authorized_channel
+from .errors import (
+    AgentHostError,
+    ClientClosedError,
+    StaleRequestError,
+    SupersededError,
+    TransportError,
+    UnauthenticatedError,
+    error_from_rpc,
+)
+from .plan import PlanValue
+from .validation import outcome_name, plan_value
+
+if TYPE_CHECKING:
+    from .session import Session
+
+log = logging.getLogger("agenthost.sdk")
+
+Frame = gw.ConnectResponse
+FrameListener = Callable[[Frame], None]
+
+DEFAULT_CALL_TIMEOUT_S = 10.0
+# The gateway sends a heartbeat every 15 s by default: silence this long means
+# the stream is dead even if TCP has not noticed.
+DEFAULT_IDLE_TIMEOUT_S = 60.0
+DEFAULT_MESSAGE_LIMIT = 200
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """Delay before reconnect attempt n (0-based): initial * factor**n, capped
+    at `max_s`, spread by ±`jitter`. When `max_attempts` reconnect attempts in
+    a row (after the attempt that lost or never got the stream) fail, the
+    client stops with a TransportError (None: it keeps trying)."""
+
+    initial_s: float = 0.05
+    factor: float = 2.0
+    max_s: float = 2.0
+    jitter: float = 0.1
+    max_attempts: int | None = None
+
+    def delay(self, attempt: int) -> float:
+        base = min(self.max_s, self.initial_s * self.factor ** min(attempt, 64))
+        spread = base * self.jitter
+        return max(0.0, base + random.uniform(-spread, spread))
+
+
+class ConnectionState(enum.Enum):
+    IDLE = "idle"
+    CONNECTING = "connecting"
+    CONNECTED = "connected"
+    RECONNECTING = "reconnecting"
+    SUPERSEDED = "superseded"
+    CLOSED = "closed"
+
+
+@dataclass(frozen=True)
+class WorkspaceSession:
+    """The session ConnectWorkspace chose: a reused blank one or a new one."""
+
+    session: sl.SessionSummary
+    reused: bool
+
+
+@dataclass(frozen=True)
+class PlanAnswer:
+    """A stateless plan read or selection (no session object, no fences
+    beyond the request's own)."""
+
+    value: PlanValue
+    seq: int
+    outcome: str | None = None
+
+
+class AgentHostClient:
+    """An async client of the gateway.
+
+    Use as `async with AgentHostClient(address, token) as client:` (connects
+    the stream), or call `connect()` / `close()`. Unary helpers work without
+    the stream; `open_session` starts it when needed."""
+
+    def __init__(
+        self,
+        address: str,
+        token: str | None,
+        *,
+        client_id: str | None = None,
+        generation: int = 0,
+        backoff: Backoff | None = None,
+        call_timeout: float = DEFAULT_CALL_TIMEOUT_S,
+        idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT_S,
+        message_limit: int = DEFAULT_MESSAGE_LIMIT,
+        interceptors: Sequence[grpc.aio.ClientInterceptor] = (),
+    ) -> None:
+        self.address = address
+        self.client_id = client_id or f"py-{uuid.uuid4().hex[:16]}"
+        self.generation = generation
+        self.backoff = backoff or Backoff()
+        self.call_timeout = call_timeout
+        # No frame at all (heartbeats included) for this long: reconnect.
+        self.idle_timeout = idle_timeout
+        self.message_limit = message_limit
+        self.state = ConnectionState.IDLE
+        # Why the client stopped for good (superseded, unauthenticated, closed).
+        self.failure: AgentHostError | None = None
+        # Counters: confirmed connections, frames received, heartbeats among them.
+        self.connects = 0
+        self.frames = 0
+        self.heartbeats = 0
+        self._channel = authorized_channel(address, token, interceptors)
+        self.stub = gw_grpc.GatewayServiceStub(self._channel)
+        self._request_id = 0
+        self._sessions: dict[str, Session] = {}
+        self._listeners: list[FrameListener] = []
+        self._stream_task: asyncio.Task[None] | None = None
+        self._call: Any = None
+        self._connected = asyncio.Event()
+        self._state_changed = asyncio.Event()
+        self._closing = asyncio.Event()
+        self._cut = False
+
+    async def __aenter__(self) -> AgentHostClient:
+        await self.connect()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # -- fences ---------------------------------------------------------------------
+
+    def fence(self) -> gw.RequestFence:
+        """The next request's fence: this connection's generation and a new id."""
+        self._request_id += 1
+        return gw.RequestFence(
+            client_id=self.client_id, generation=self.generation, request_id=self._request_id
+        )
+
+    # -- the stream ---------------------------------------------------------------------
+
+    @property
+    def connected(self) -> bool:
+        return self.state is ConnectionState.CONNECTED
+
+    async def connect(self, within: float | None = None) -> None:
+        """Start the stream (once) and wait until the gateway confirmed it.
+        Raises UnauthenticatedError / SupersededError, or TransportError when
+        the backoff gave up."""
+        if self.failure is not None:
+            raise self.failure
+        if self._stream_task is None:
+            self.state = ConnectionState.CONNECTING
+            self._stream_task = asyncio.create_task(self._run(), name="agenthost-connect")
+        await self._wait_state(
+            lambda: self.connected or self.failure is not None,
+            self.call_timeout if within is None else within,
+        )
+        if self.failure is not None:
+            raise self.failure
+
+    async def reconnect(self, within: float | None = None) -> int:
+        """Cut the stream now and reconnect at once (a new generation), e.g.
+        after a network change. Returns the new generation."""
+        if self._stream_task is None:
+            await self.connect(within)
+            return self.generation
+        before = self.generation
+        self._cut = True
+        self._connected.clear()
+        if self._call is not None:
+            self._call.cancel()
+        await self._wait_state(
+            lambda: (self.connected and self.generation > before) or self.failure is not None,
+            self.call_timeout if within is None else within,
+        )
+        if self.failure is not None:
+            raise self.failure
+        return self.generation
+
+    async def wait_connected(self, within: float | None = None) -> None:
+        await self._wait_state(
+            lambda: self.connected or self.failure is not None,
+            self.call_timeout if within is None else within,
+        )
+        if self.failure is not None:
+            raise self.failure
+
+    async def _wait_state(self, done: Callable[[], bool], within: float) -> None:
+        try:
+            await self.wait_for(done, within)
+        except TimeoutError:
+            raise TransportError(
+                f"no connection to the gateway at {self.address} within {within}s",
+                code="UNAVAILABLE",
+            ) from None
+
+    async def wait_for(self, predicate: Callable[[], bool], within: float) -> None:
+        """Wait (at most `within` seconds) until `predicate()` holds; checked
+        whenever a frame arrives or the connection state changes."""
+        async with asyncio.timeout(within):
+            while True:
+                changed = self._state_changed
+                if predicate():
+                    return
+                await changed.wait()
+
+    def _set_state(self, state: ConnectionState) -> None:
+        self.state = state
+        self._wake()
+
+    def _wake(self) -> None:
+        changed, self._state_changed = self._state_changed, asyncio.Event()
+        changed.set()
+
+    async def _run(self) -> None:
+        attempt = 0
+        first = True
+        while not self._closing.is_set():
+            if not first:
+                self.generation += 1
+                for session in list(self._sessions.values()):
+                    session._on_generation(self.generation)
+            first = False
+            confirmed = False
+            try:
+                confirmed = await self._stream_once()
+            except asyncio.CancelledError:
+                raise
+            except AgentHostError as error:
+                if isinstance(error, StaleRequestError):
+                    self._fail(SupersededError(error.message, code=error.code, reason=error.reason))
+                    return
+                if isinstance(error, UnauthenticatedError):
+                    self._fail(error)
+                    return
+                log.info("gateway stream lost (%s)", error)
+            self._connected.clear()
+            if self._closing.is_set():
+                return
+            self._set_state(ConnectionState.RECONNECTING)
+            for session in list(self._sessions.values()):
+                session._on_disconnected()
+            if confirmed:
+                attempt = 0
+            if self._cut:
+                self._cut = False
+                continue
+            limit = self.backoff.max_attempts
+            if limit is not None and attempt >= limit:
+                self._fail(TransportError(f"gave up after {attempt} reconnect attempts"))
+                return
+            delay = self.backoff.delay(attempt)
+            attempt += 1
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._closing.wait(), delay)
+
+    async def _stream_once(self) -> bool:
+        """One Connect call until it ends; whether the gateway confirmed it."""
+        cursors = {
+            sid: cursor
+            for sid, session in self._sessions.items()
+            if (cursor := session.cursor) is not None
+        }
+        call = self.stub.Connect(
+            gw.ConnectRequest(client_id=self.client_id, generation=self.generation, cursors=cursors)
+        )
+        self._call = call
+        confirmed = False
+        try:
+            while True:
+                if self._cut:
+                    return confirmed
+                read = call.read()
+                frame = await (
+                    asyncio.wait_for(read, self.idle_timeout) if self.idle_timeout else read
+                )
+                if frame is grpc.aio.EOF:
+                    return confirmed
+                if frame.HasField("connected"):
+                    confirmed = True
+                    self.connects += 1
+                    self._connected.set()
+                    self._set_state(ConnectionState.CONNECTED)
+                    for session in list(self._sessions.values()):
+                        session._on_connected(self.generation)
+                    continue
+                self._dispatch(frame)
+        except TimeoutError:
+            log.info("no frame from the gateway for %ss; reconnecting", self.idle_timeout)
+            return confirmed
+        except asyncio.CancelledError:
+            # A cancelled call cancels its pending read; only a cancel of this
+            # task itself (close) goes on.
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                raise
+            return confirmed
+        except grpc.aio.AioRpcError as error:
+            if error.code() == grpc.StatusCode.CANCELLED and (self._cut or self._closing.is_set()):
+                return confirmed
+            raise error_from_rpc(error) from error
+        finally:
+            call.cancel()
+            self._call = None
+
+    def _dispatch(self, frame: Frame) -> None:
+        self.frames += 1
+        if frame.HasField("heartbeat"):
+            self.heartbeats += 1
+        self._wake()
+        for listener in list(self._listeners):
+            try:
+                listener(frame)
+            except Exception:
+                log.exception("a frame listener failed")
+        session_id = frame_session_id(frame)
+        session = self._sessions.get(session_id) if session_id else None
+        if session is not None:
+            session._on_frame(frame)
+
+    def add_listener(self, listener: FrameListener) -> Callable[[], None]:
+        """Call `listener` with every frame (session_added, heartbeats, …);
+        returns a function that removes it."""
+        self._listeners.append(listener)
+        return lambda: self._listeners.remove(listener) if listener in self._listeners else None
+
+    def _fail(self, error: AgentHostError) -> None:
+        self.failure = error
+        self._connected.clear()
+        self._set_state(
+            ConnectionState.SUPERSEDED
+            if isinstance(error, SupersededError)
+            else ConnectionState.CLOSED
+        )
+        for session in list(self._sessions.values()):
+            session._on_disconnected()
+
+    async def close(self) -> None:
+        """Stop the stream, close every open session and the channel."""
+        self._closing.set()
+        if self.failure is None:
+            self.failure = ClientClosedError("the client was closed")
+        for session in list(self._sessions.values()):
+            await session.close()
+        if self._call is not None:
+            self._call.cancel()
+        if self._stream_task is not None:
+            self._stream_task.cancel()
+            await asyncio.gather(self._stream_task, return_exceptions=True)
+        self._set_state(ConnectionState.CLOSED)
+        await self._channel.close()
+
+    # -- unary calls ------------------------------------------------------------------------
+
+    async def call(
+        self,
+        rpc: Callable[..., Awaitable[Any]],
+        request: Message,
+        *,
+        deadline: float | None = None,
+    ) -> Any:
+        """One unary call with a deadline (seconds; the client's default when
+        None); failures as typed errors."""
+        try:
+            return await rpc(request, timeout=self.call_timeout if deadline is None else deadline)
+        except grpc.aio.AioRpcError as error:
+            raise error_from_rpc(error) from error
+
+    # -- workspaces -------------------------------------------------------------------------
+
+    async def list_workspaces(self) -> list[ws.Workspace]:
+        reply: gw.ListWorkspacesResponse = await self.call(
+            self.stub.ListWorkspaces, gw.ListWorkspacesRequest()
+        )
+        return list(reply.workspaces)
+
+    async def create_workspace(self, path: str) -> ws.Workspace:
+        """The workspace of an absolute path (the existing one when known)."""
+        reply: gw.CreateWorkspaceResponse = await self.call(
+            self.stub.CreateWorkspace, gw.CreateWorkspaceRequest(path=path)
+        )
+        return reply.workspace
+
+    async def connect_workspace(self, workspace_id: str) -> WorkspaceSession:
+        reply: gw.ConnectWorkspaceResponse = await self.call(
+            self.stub.ConnectWorkspace,
+            gw.ConnectWorkspaceRequest(fence=self.fence(), workspace_id=workspace_id),
+        )
+        return WorkspaceSession(reply.session, reply.reused)
+
+    async def recent_workspace(self) -> ws.Workspace | None:
+        reply: gw.RecentWorkspaceResponse = await self.call(
+            self.stub.RecentWorkspace, gw.RecentWorkspaceRequest()
+        )
+        return reply.workspace if reply.HasField("workspace") else None
+
+    # -- sessions ---------------------------------------------------------------------------
+
+    async def create_session(
+        self,
+        *,
+        cwd: str | None = None,
+        workspace_id: str | None = None,
+        session_id: str | None = None,
+    ) -> sl.SessionSummary:
+        """A new session in a workspace, or in the workspace of `cwd`."""
+        if (cwd is None) == (workspace_id is None):
+            raise ValueError("give exactly one of cwd and workspace_id")
+        request = gw.CreateSessionRequest(fence=self.fence(), session_id=session_id or "")
+        if cwd is not None:
+            request.cwd = cwd
+        else:
+            assert workspace_id is not None
+            request.workspace_id = workspace_id
+        reply: gw.CreateSessionResponse = await self.call(self.stub.CreateSession, request)
+        return reply.session
+
+    async def list_sessions(self, workspace_id: str | None = None) -> list[sl.SessionSummary]:
+        reply: gw.ListSessionsResponse = await self.call(
+            self.stub.ListSessions, gw.ListSessionsRequest(workspace_id=workspace_id or "")
+        )
+        return list(reply.sessions)
+
+    async def list_commands(self, session_id: str) -> list[rt.CommandInfo]:
+        reply: gw.ListCommandsResponse = await self.call(
+            self.stub.ListCommands, gw.ListCommandsRequest(session_id=session_id)
+        )
+        return list(reply.commands)
+
+    async def open_session(self, session_id: str, *, message_limit: int | None = None) -> Session:
+        """A live session object: history, then the full plan state, kept
+        current from the stream (the stream is started when needed)."""
+        from .session import Session
+
+        existing = self._sessions.get(session_id)
+        if existing is not None:
+            return existing
+        await self.connect()
+        session = Session(self, session_id, message_limit or self.message_limit)
+        self._sessions[session_id] = session
+        try:
+            await session._open()
+        except BaseException:
+            await session.close()
+            raise
+        return session
+
+    def _forget(self, session: Session) -> None:
+        if self._sessions.get(session.id) is session:
+            del self._sessions[session.id]
+
+    @property
+    def sessions(self) -> dict[str, Session]:
+        return dict(self._sessions)
+
+    # -- stateless plan calls (no session object) -------------------------------------------------
+
+    async def plan_mode(self, session_id: str) -> PlanAnswer:
+        reply: gw.PlanModeResponse = await self.call(
+            self.stub.PlanMode, gw.PlanModeRequest(fence=self.fence(), session_id=session_id)
+        )
+        return PlanAnswer(plan_value(reply.plan), reply.seq)
+
+    async def set_plan_mode(self, session_id: str, active: bool) -> PlanAnswer:
+        reply: gw.SetPlanModeResponse = await self.call(
+            self.stub.SetPlanMode,
+            gw.SetPlanModeRequest(fence=self.fence(), session_id=session_id, active=active),
+        )
+        return PlanAnswer(plan_value(reply.plan), reply.seq, outcome_name(reply.outcome))
+
+
+def frame_session_id(frame: Frame) -> str:
+    """The session a frame is about ("" for connection-wide frames)."""
+    kind = frame.WhichOneof("frame")
+    if kind == "session_event":
+        return frame.session_event.session_id
+    if kind == "session_status":
+        return frame.session_status.session_id
+    if kind == "commands_changed":
+        return frame.commands_changed.session_id
+    if kind == "session_projection":
+        return frame.session_projection.session_id
+    if kind == "question":
+        return frame.question.session_id
+    if kind == "question_closed":
+        return frame.question_closed.session_id
+    if kind == "resync":
+        return frame.resync.session_id
+    return ""

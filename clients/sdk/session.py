@@ -1,0 +1,757 @@
+"""A live session as a client application holds it.
+
+Opening loads the tail page (history, projection block, plan value, running
+status, pending questions), then queries the full plan state. From then on
+the connection's frames keep it current: events enter the history exactly
+once (gaps are repaired from history pages), the plan state moves behind the
+fences of `PlanTracker`, projections keep the value with the higher seq.
+After a reconnect the session refreshes (a small tail page and a plan query);
+after a `resync` it reopens and replaces its history window.
+
+Applications observe it through `updates()` (an async iterator of typed
+updates), `wait_until(predicate)`, or by reading its attributes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import logging
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from agenthost.gateway.v1 import gateway_pb2 as gw
+from agenthost.runtime.v1 import runtime_pb2 as rt
+from agenthost.sessionlog.v1 import events_pb2
+from agenthost.sessionlog.v1 import session_log_pb2 as sl
+
+from .errors import AgentHostError, InvalidReplyError, StaleRequestError, TransportError
+from .history import History
+from .plan import Decision, PlanTicket, PlanTracker, PlanValue, PlanView, RequestKind, Verdict
+from .projection import JsonValue, ProjectionStore
+from .validation import frame_event, outcome_name, plan_value, valid_events
+
+if TYPE_CHECKING:
+    from .connection import AgentHostClient
+
+log = logging.getLogger("agenthost.sdk")
+
+Event = events_pb2.Event
+# A refresh after a reconnect only needs the newest messages: the stream's
+# catch-up brings the events.
+REFRESH_MESSAGE_LIMIT = 1
+REPAIR_MESSAGE_LIMIT = 500
+# A `before_seq` past any log's end: HistoryPage then serves the newest page.
+LATEST = 2**62
+
+
+class PromptMode(enum.Enum):
+    SEND = rt.PROMPT_MODE_SEND
+    QUEUE = rt.PROMPT_MODE_QUEUE
+    STEER = rt.PROMPT_MODE_STEER
+
+
+class LoadMode(enum.IntEnum):
+    # Merge a small tail page: running, questions, projections, plan.
+    REFRESH = 1
+    # Replace the history window (the first open, a resync).
+    REPLACE = 2
+
+
+# -- updates ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class HistoryLoaded:
+    """The history window was (re)loaded; `replaced` after a resync."""
+
+    replaced: bool
+
+
+@dataclass(frozen=True)
+class EventAppended:
+    event: Event
+
+
+@dataclass(frozen=True)
+class PlanChanged:
+    plan: PlanView
+
+
+@dataclass(frozen=True)
+class StatusChanged:
+    running: bool
+
+
+@dataclass(frozen=True)
+class QuestionAsked:
+    question: rt.Question
+
+
+@dataclass(frozen=True)
+class QuestionClosed:
+    question_id: str
+
+
+@dataclass(frozen=True)
+class ProjectionChanged:
+    key: str
+    value: JsonValue
+
+
+@dataclass(frozen=True)
+class CommandsChanged:
+    pass
+
+
+@dataclass(frozen=True)
+class ConnectionChanged:
+    connected: bool
+    generation: int
+
+
+Update = (
+    HistoryLoaded
+    | EventAppended
+    | PlanChanged
+    | StatusChanged
+    | QuestionAsked
+    | QuestionClosed
+    | ProjectionChanged
+    | CommandsChanged
+    | ConnectionChanged
+)
+
+
+class Updates:
+    """An async iterator over one subscriber's updates (unbounded queue)."""
+
+    def __init__(self, session: Session) -> None:
+        self._session = session
+        self._queue: asyncio.Queue[Update | None] = asyncio.Queue()
+
+    def __aiter__(self) -> Updates:
+        return self
+
+    async def __anext__(self) -> Update:
+        item = await self._queue.get()
+        if item is None:
+            raise StopAsyncIteration
+        return item
+
+    async def next(self, within: float | None = None) -> Update:
+        async with asyncio.timeout(within):
+            return await self.__anext__()
+
+    def close(self) -> None:
+        self._session._subscribers.discard(self)
+        self._queue.put_nowait(None)
+
+    def _push(self, update: Update | None) -> None:
+        self._queue.put_nowait(update)
+
+
+# -- results ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PlanReply:
+    """One plan query or selection: what the gateway said and what the
+    session's fences made of it."""
+
+    value: PlanValue
+    seq: int
+    decision: Decision
+    # Selections only: committed, queued, cancelled, noop.
+    outcome: str | None = None
+
+
+@dataclass(frozen=True)
+class PromptResult:
+    mode: PromptMode
+    running: bool
+    seq: int
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    ok: bool
+    message: str
+    seq: int
+
+
+class Session:
+    """Created by `AgentHostClient.open_session`."""
+
+    def __init__(self, client: AgentHostClient, session_id: str, message_limit: int) -> None:
+        self._client = client
+        self.id = session_id
+        self.message_limit = message_limit
+        self.summary: sl.SessionSummary | None = None
+        self.history = History(session_id)
+        self.running = False
+        self.questions: dict[str, rt.Question] = {}
+        self.projections = ProjectionStore()
+        self.plan_tracker = PlanTracker(client.generation)
+        # The last failed plan query (None after a successful one).
+        self.plan_error: AgentHostError | None = None
+        # The last failed (re)load.
+        self.load_error: AgentHostError | None = None
+        self.closed = False
+        # Counters for the curious (and the tests).
+        self.ignored_frames = 0
+        self.dropped_loads = 0
+        self.loads = 0
+        self.repairs = 0
+        self._status_version = 0
+        self._questions_version = 0
+        self._load_wanted: LoadMode | None = None
+        self._loader: asyncio.Task[None] | None = None
+        self._first_load: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._plan_task: asyncio.Task[None] | None = None
+        self._plan_again = False
+        # Selections in flight, and whether a background query waits for them.
+        self._selecting = 0
+        self._plan_deferred = False
+        self._repair_task: asyncio.Task[None] | None = None
+        self._subscribers: set[Updates] = set()
+        self._changed = asyncio.Event()
+
+    # -- what it shows ------------------------------------------------------------------
+
+    @property
+    def events(self) -> list[Event]:
+        """The history window, contiguous, each event once, oldest first."""
+        return self.history.events
+
+    @property
+    def last_seq(self) -> int:
+        return self.history.last_seq
+
+    @property
+    def plan(self) -> PlanView:
+        return self.plan_tracker.view
+
+    @property
+    def cursor(self) -> int | None:
+        """What the connection presents on reconnect: the last seq held."""
+        return self.history.last_seq if self.history.based else None
+
+    @property
+    def loaded(self) -> bool:
+        first = self._first_load
+        return first.done() and not first.cancelled() and first.exception() is None
+
+    # -- observing ------------------------------------------------------------------------
+
+    def updates(self) -> Updates:
+        """Subscribe to updates from now on; `close()` the result when done."""
+        subscriber = Updates(self)
+        self._subscribers.add(subscriber)
+        return subscriber
+
+    async def wait_until(self, predicate: Callable[[Session], bool], within: float) -> None:
+        """Wait (at most `within` seconds) until `predicate(self)` holds."""
+        async with asyncio.timeout(within):
+            while True:
+                changed = self._changed
+                if predicate(self):
+                    return
+                await changed.wait()
+
+    def _notify(self, *updates: Update) -> None:
+        for update in updates:
+            for subscriber in list(self._subscribers):
+                subscriber._push(update)
+        changed, self._changed = self._changed, asyncio.Event()
+        changed.set()
+
+    # -- opening and reloading -----------------------------------------------------------
+
+    async def _open(self) -> None:
+        self._request_load(LoadMode.REPLACE)
+        await asyncio.shield(self._first_load)
+        await self._plan_settled()
+
+    async def _plan_settled(self) -> None:
+        while self._plan_task is not None and not self._plan_task.done():
+            await asyncio.wait([self._plan_task])
+
+    def _request_load(self, mode: LoadMode) -> None:
+        if self.closed:
+            return
+        wanted = self._load_wanted
+        self._load_wanted = mode if wanted is None else max(wanted, mode)
+        if self._loader is None or self._loader.done():
+            self._loader = asyncio.create_task(self._run_loads(), name=f"load-{self.id}")
+
+    async def _run_loads(self) -> None:
+        while self._load_wanted is not None and not self.closed:
+            mode, self._load_wanted = self._load_wanted, None
+            try:
+                done = await self._load_once(mode)
+            except AgentHostError as error:
+                self.load_error = error
+                log.info("session %s: load failed (%s)", self.id, error)
+                if not self._first_load.done():
+                    self._first_load.set_exception(error)
+                    return
+                continue
+            if not done:
+                # Superseded by a reconnect: load again in the new generation.
+                self.dropped_loads += 1
+                wanted = self._load_wanted
+                self._load_wanted = mode if wanted is None else max(wanted, mode)
+                if self._client.failure is not None:
+                    if not self._first_load.done():
+                        self._first_load.set_exception(self._client.failure)
+                    return
+                continue
+            self.load_error = None
+            if not self._first_load.done():
+                self._first_load.set_result(None)
+            self._query_plan_soon()
+
+    async def _load_once(self, mode: LoadMode) -> bool:
+        """One OpenSession; False when a reconnect superseded it."""
+        client = self._client
+        generation = client.generation
+        ticket = self.plan_tracker.begin(RequestKind.OPEN, generation)
+        status_version, questions_version = self._status_version, self._questions_version
+        request = gw.OpenSessionRequest(fence=client.fence(), session_id=self.id)
+        request.message_limit = (
+            self.message_limit if mode is LoadMode.REPLACE else REFRESH_MESSAGE_LIMIT
+        )
+        try:
+            reply: gw.OpenSessionResponse = await client.call(client.stub.OpenSession, request)
+        except StaleRequestError:
+            self.plan_tracker.on_failure(ticket)
+            if client.generation != generation:
+                return False
+            raise
+        except TransportError as error:
+            # OpenSession also reads plan mode; when that is what failed, the
+            # history must stay usable: read it on its own.
+            self.plan_tracker.on_failure(ticket)
+            self.plan_error = error
+            return await self._load_history_only(mode, generation, error)
+        except AgentHostError:
+            self.plan_tracker.on_failure(ticket)
+            raise
+        if client.generation != generation:
+            self.plan_tracker.superseded(ticket, reply.seq)
+            return False
+        self.loads += 1
+        self.summary = reply.session
+        events = valid_events(list(reply.events), self.id)
+        before = self.plan
+        updates: list[Update] = []
+        if mode is LoadMode.REPLACE:
+            replaced = self.history.based
+            if replaced:
+                self.plan_tracker.reset_events()
+                self.projections.clear()
+            self.history.replace(
+                events, has_more=reply.has_more, before_seq=reply.before_seq, last_seq=reply.seq
+            )
+            self._running_from(self.history.events)
+            updates.append(HistoryLoaded(replaced))
+        else:
+            updates += self._appended(self.history.ingest(events))
+        self.plan_tracker.on_events(events)
+        self._apply_plan_reply(ticket, reply.plan, reply.seq)
+        for key in self.projections.seed(reply.projections, reply.seq):
+            updates.append(ProjectionChanged(key, self.projections.get(key)))
+        if status_version == self._status_version and reply.running != self.running:
+            self.running = reply.running
+            updates.append(StatusChanged(self.running))
+        if questions_version == self._questions_version:
+            self.questions = {q.question_id: q for q in reply.questions}
+        if self.plan != before:
+            updates.append(PlanChanged(self.plan))
+        self._notify(*updates)
+        self._repair_soon()
+        return True
+
+    def _apply_plan_reply(self, ticket: PlanTicket, value: gw.PlanModeValue, seq: int) -> None:
+        try:
+            parsed = plan_value(value)
+        except InvalidReplyError as error:
+            self.plan_tracker.on_failure(ticket)
+            self.plan_error = error
+            return
+        self.plan_tracker.on_reply(ticket, parsed, seq)
+
+    async def _load_history_only(
+        self, mode: LoadMode, generation: int, cause: AgentHostError
+    ) -> bool:
+        client = self._client
+        try:
+            page: gw.HistoryPageResponse = await client.call(
+                client.stub.HistoryPage,
+                gw.HistoryPageRequest(
+                    session_id=self.id, before_seq=LATEST, message_limit=self.message_limit
+                ),
+            )
+        except AgentHostError:
+            raise cause from None
+        if client.generation != generation:
+            return False
+        self.loads += 1
+        events = valid_events(list(page.events), self.id)
+        updates: list[Update] = []
+        if mode is LoadMode.REPLACE:
+            replaced = self.history.based
+            self.history.replace(
+                events, has_more=page.has_more, before_seq=page.before_seq, last_seq=page.seq
+            )
+            self._running_from(self.history.events)
+            updates.append(HistoryLoaded(replaced))
+        else:
+            updates += self._appended(self.history.ingest(events))
+        before = self.plan
+        self.plan_tracker.on_events(events)
+        if self.plan != before:
+            updates.append(PlanChanged(self.plan))
+        self._notify(*updates)
+        self._repair_soon()
+        return True
+
+    # -- connection events -----------------------------------------------------------------
+
+    def _on_generation(self, generation: int) -> None:
+        """A reconnect attempt begins: requests begun before are superseded."""
+        self.plan_tracker.reconnected(generation)
+
+    def _on_connected(self, generation: int) -> None:
+        self.plan_tracker.reconnected(generation)
+        self._notify(ConnectionChanged(True, generation))
+        if self.history.based:
+            self._request_load(LoadMode.REFRESH)
+
+    def _on_disconnected(self) -> None:
+        self._notify(ConnectionChanged(False, self._client.generation))
+
+    def _on_frame(self, frame: gw.ConnectResponse) -> None:
+        if self.closed:
+            return
+        kind = frame.WhichOneof("frame")
+        if kind == "session_event":
+            event = frame_event(frame.session_event, self.id)
+            if event is None:
+                self.ignored_frames += 1
+                self._notify()
+                return
+            self._ingest([event])
+        elif kind == "session_status":
+            self._status_version += 1
+            if frame.session_status.running != self.running:
+                self.running = frame.session_status.running
+                self._notify(StatusChanged(self.running))
+        elif kind == "session_projection":
+            change = frame.session_projection
+            if self.projections.update(change.key, change.value, change.seq):
+                self._notify(ProjectionChanged(change.key, self.projections.get(change.key)))
+            if change.key == "plan":
+                # The gateway's plan state moved (maybe another client's
+                # selection, which the log does not show): ask for it.
+                self._query_plan_soon()
+        elif kind == "question":
+            self._questions_version += 1
+            self.questions[frame.question.question_id] = frame.question
+            self._notify(QuestionAsked(frame.question))
+        elif kind == "question_closed":
+            self._questions_version += 1
+            if self.questions.pop(frame.question_closed.question_id, None) is not None:
+                self._notify(QuestionClosed(frame.question_closed.question_id))
+        elif kind == "resync":
+            self._request_load(LoadMode.REPLACE)
+        elif kind == "commands_changed":
+            self._notify(CommandsChanged())
+
+    # -- events -------------------------------------------------------------------------------
+
+    def _ingest(self, events: list[Event]) -> None:
+        before = self.plan
+        self.plan_tracker.on_events(events)
+        updates = self._appended(self.history.ingest(events))
+        if self.plan != before:
+            updates.append(PlanChanged(self.plan))
+        if updates:
+            self._notify(*updates)
+        self._repair_soon()
+
+    def _appended(self, events: Iterable[Event]) -> list[Update]:
+        updates: list[Update] = []
+        for event in events:
+            updates.append(EventAppended(event))
+            running = self._running_after(event)
+            if running is not None and running != self.running:
+                self.running = running
+                updates.append(StatusChanged(running))
+        return updates
+
+    @staticmethod
+    def _running_after(event: Event) -> bool | None:
+        kind = event.WhichOneof("body")
+        if kind == "turn_start":
+            return True
+        if kind == "turn_end":
+            return False
+        return None
+
+    def _running_from(self, events: list[Event]) -> None:
+        for event in reversed(events):
+            running = self._running_after(event)
+            if running is not None:
+                self.running = running
+                return
+
+    def _repair_soon(self) -> None:
+        if self.closed or self.history.missing() is None:
+            return
+        if self._repair_task is None or self._repair_task.done():
+            self._repair_task = asyncio.create_task(self._repair(), name=f"repair-{self.id}")
+
+    async def _repair(self) -> None:
+        """Fetch the events missing before ones that arrived beyond a gap."""
+        client = self._client
+        while (gap := self.history.missing()) is not None and not self.closed:
+            pages: list[list[Event]] = []
+            before_seq = gap.before
+            try:
+                while True:
+                    page: gw.HistoryPageResponse = await client.call(
+                        client.stub.HistoryPage,
+                        gw.HistoryPageRequest(
+                            session_id=self.id,
+                            before_seq=before_seq,
+                            message_limit=REPAIR_MESSAGE_LIMIT,
+                        ),
+                    )
+                    pages.append(valid_events(list(page.events), self.id))
+                    if not page.events or page.events[0].seq <= gap.after + 1 or not page.has_more:
+                        break
+                    before_seq = page.before_seq
+            except AgentHostError as error:
+                log.info("session %s: gap repair failed (%s)", self.id, error)
+                return
+            self.repairs += 1
+            self._ingest([event for events in reversed(pages) for event in events])
+            if self.history.missing() == gap:
+                return  # the log does not have them (yet): the next event retries
+
+    # -- plan mode ----------------------------------------------------------------------------
+
+    def _query_plan_soon(self) -> None:
+        """A background query (after a load, a plan projection frame, …).
+        Coalesced, and deferred while a selection is in flight: begun after
+        it, the query would be the newer request, and a reply read before the
+        selection took effect would shadow the selection's own reply."""
+        if self.closed:
+            return
+        if self._selecting:
+            self._plan_deferred = True
+            return
+        if self._plan_task is not None and not self._plan_task.done():
+            self._plan_again = True
+            return
+        self._plan_task = asyncio.create_task(self._plan_loop(), name=f"plan-{self.id}")
+
+    async def _plan_loop(self) -> None:
+        while not self.closed:
+            if self._selecting:
+                self._plan_deferred = True
+                return
+            self._plan_again = False
+            with contextlib.suppress(AgentHostError):  # recorded in plan_error
+                await self.refresh_plan()
+            if not self._plan_again:
+                return
+
+    async def refresh_plan(self, *, deadline: float | None = None) -> PlanReply:
+        """Query the full plan state. A failure raises and leaves the state
+        (and the history) as it was; `plan_error` records it."""
+        client = self._client
+        ticket = self.plan_tracker.begin(RequestKind.QUERY, client.generation)
+        try:
+            reply: gw.PlanModeResponse = await client.call(
+                client.stub.PlanMode,
+                gw.PlanModeRequest(fence=client.fence(), session_id=self.id),
+                deadline=deadline,
+            )
+            value = plan_value(reply.plan)
+        except AgentHostError as error:
+            if self.plan_tracker.on_failure(ticket).verdict is Verdict.FAILED:
+                self.plan_error = error
+            self._notify()
+            raise
+        return self._plan_reply(ticket, value, reply.seq, None)
+
+    async def set_plan(self, active: bool, *, deadline: float | None = None) -> PlanReply:
+        """Select plan mode on or off: committed now when idle, pending until
+        the next model request while a turn runs. A failure (STALE, transport,
+        business error) raises and leaves the state as it was."""
+        client = self._client
+        ticket = self.plan_tracker.begin(RequestKind.SELECT, client.generation)
+        self._selecting += 1
+        try:
+            reply: gw.SetPlanModeResponse = await client.call(
+                client.stub.SetPlanMode,
+                gw.SetPlanModeRequest(fence=client.fence(), session_id=self.id, active=active),
+                deadline=deadline,
+            )
+            value = plan_value(reply.plan)
+        except AgentHostError:
+            self.plan_tracker.on_failure(ticket)
+            self._notify()
+            raise
+        finally:
+            self._selecting -= 1
+            if not self._selecting and self._plan_deferred:
+                self._plan_deferred = False
+                self._query_plan_soon()
+        return self._plan_reply(ticket, value, reply.seq, outcome_name(reply.outcome))
+
+    def _plan_reply(
+        self, ticket: PlanTicket, value: PlanValue, seq: int, outcome: str | None
+    ) -> PlanReply:
+        before = self.plan
+        decision = self.plan_tracker.on_reply(ticket, value, seq)
+        if decision.verdict not in (Verdict.SUPERSEDED, Verdict.OLDER_REQUEST):
+            self.plan_error = None
+        self._notify(*([PlanChanged(self.plan)] if self.plan != before else []))
+        return PlanReply(value, seq, decision, outcome)
+
+    # -- turns, commands, questions ---------------------------------------------------------
+
+    async def prompt(
+        self,
+        text: str,
+        mode: PromptMode = PromptMode.SEND,
+        *,
+        plan_target: bool | None = None,
+    ) -> PromptResult:
+        """Send (AGENT_BUSY while a turn runs), queue or steer a user message;
+        with `plan_target`, plan mode is set to it first (rolled back by the
+        gateway when the send is rejected)."""
+        client = self._client
+        request = gw.PromptRequest(fence=client.fence(), session_id=self.id, text=text)
+        request.mode = mode.value
+        if plan_target is not None:
+            request.plan_target = plan_target
+        status_version = self._status_version
+        reply: gw.PromptResponse = await client.call(client.stub.Prompt, request)
+        if status_version == self._status_version and reply.running and not self.running:
+            self.running = True
+            self._notify(StatusChanged(True))
+        if plan_target is not None:
+            self._query_plan_soon()
+        return PromptResult(PromptMode(reply.mode), reply.running, reply.seq)
+
+    async def cancel(self) -> bool:
+        """Stop the running request; a pending plan selection is kept."""
+        client = self._client
+        reply: gw.CancelResponse = await client.call(
+            client.stub.Cancel, gw.CancelRequest(fence=client.fence(), session_id=self.id)
+        )
+        return reply.cancelled
+
+    async def execute_command(self, name: str, args: str | None = None) -> CommandResult:
+        """Run a slash command (`plan` with "", "<message>" or "off"). After
+        `/plan` the plan state is queried before this returns."""
+        client = self._client
+        request = gw.ExecuteCommandRequest(fence=client.fence(), session_id=self.id, name=name)
+        if args is not None:
+            request.args = args
+        reply: gw.ExecuteCommandResponse = await client.call(client.stub.ExecuteCommand, request)
+        if name == "plan":
+            with contextlib.suppress(AgentHostError):  # recorded in plan_error
+                await self.refresh_plan()
+        return CommandResult(reply.ok, reply.message, reply.seq)
+
+    async def list_commands(self) -> list[rt.CommandInfo]:
+        return await self._client.list_commands(self.id)
+
+    async def answer_question(
+        self,
+        question_id: str,
+        *,
+        approve: bool = False,
+        feedback: str | None = None,
+        dismiss: bool = False,
+    ) -> int:
+        """Answer a question (the plan review): exactly one of approve, keep
+        planning with `feedback`, or dismiss. Returns the log seq after it."""
+        if (approve, feedback is not None, dismiss).count(True) != 1:
+            raise ValueError("give exactly one of approve, feedback, dismiss")
+        if approve:
+            answer = rt.Answer(approve=True)
+        elif feedback is not None:
+            answer = rt.Answer(feedback=feedback)
+        else:
+            answer = rt.Answer(dismiss=True)
+        client = self._client
+        reply: gw.AnswerQuestionResponse = await client.call(
+            client.stub.AnswerQuestion,
+            gw.AnswerQuestionRequest(
+                fence=client.fence(), session_id=self.id, question_id=question_id, answer=answer
+            ),
+        )
+        return reply.seq
+
+    async def load_older(self, message_limit: int | None = None) -> list[Event]:
+        """The page before the window; returns the events added to it."""
+        if not self.history.has_more:
+            return []
+        client = self._client
+        page: gw.HistoryPageResponse = await client.call(
+            client.stub.HistoryPage,
+            gw.HistoryPageRequest(
+                session_id=self.id,
+                before_seq=self.history.before_seq,
+                message_limit=message_limit or self.message_limit,
+            ),
+        )
+        added = self.history.prepend(
+            valid_events(list(page.events), self.id),
+            has_more=page.has_more,
+            before_seq=page.before_seq,
+        )
+        self.plan_tracker.on_events(added)
+        self._notify()
+        return added
+
+    async def close(self) -> None:
+        """Stop following the session (the client keeps running)."""
+        if self.closed:
+            return
+        self.closed = True
+        self._client._forget(self)
+        tasks = [t for t in (self._loader, self._plan_task, self._repair_task) if t is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        if not self._first_load.done():
+            self._first_load.cancel()
+        for subscriber in list(self._subscribers):
+            subscriber.close()
+
+    async def __aenter__(self) -> Session:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    def __repr__(self) -> str:
+        return f"Session({self.id!r}, last_seq={self.last_seq}, plan={self.plan.describe()!r})"
+
+
+def user_texts(events: Iterable[Event]) -> list[str]:
+    return [e.user_message.text for e in events if e.HasField("user_message")]
+
+
+def assistant_texts(events: Iterable[Event]) -> list[str]:
+    return [e.assistant_message.text for e in events if e.HasField("assistant_message")]

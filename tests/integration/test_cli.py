@@ -1,0 +1,259 @@
+"""The `agenthost` CLI as a person uses it: `agenthost up` runs the stack in
+its own process (its built-in model scripted to present a markdown plan), and
+`agenthost chat` is driven in a real terminal (a pty, through pexpect)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pexpect
+import pytest
+
+from tests.support.hosts import REPO
+
+TIMEOUT_S = 30
+
+
+def plan_call(plan: str) -> list[dict[str, object]]:
+    return [{"name": "exit_plan_mode", "args": {"plan": plan}}]
+
+
+# The built-in model's replies, one per model request, in order.
+SCRIPT = {
+    "replies": [
+        {
+            "text": "Here is my plan.",
+            "tool_calls": plan_call("# Plan\n\n1. Step one: the parser\n2. Step two: the tests"),
+        },
+        {"text": "Implementing the plan now."},
+        {"text": "Second plan.", "tool_calls": plan_call("# Second plan\n\n- Write tests")},
+        {
+            "text": "Revised plan.",
+            "tool_calls": plan_call("# Revised plan\n\n- Write tests\n- Handle empty input"),
+        },
+        {"text": "Understood, waiting for your message."},
+        {"text": "Another plan.", "tool_calls": plan_call("# Another plan\n\n- Refactor")},
+    ]
+}
+
+
+@dataclass
+class Up:
+    gateway: str
+    data_dir: Path
+    env: dict[str, str]
+
+    def cli(
+        self, *args: str, env: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "clients.cli", *args],
+            cwd=REPO,
+            env=env or self.env,
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT_S,
+        )
+
+
+def _read_up(
+    process: subprocess.Popen[str], found: list[dict[str, str]], done: threading.Event
+) -> None:
+    """Read `up`'s output: `done` at its JSON line (or its end); keep draining."""
+    assert process.stdout is not None
+    for line in process.stdout:
+        if not found and line.startswith('{"agenthost": "up"'):
+            found.append(dict(json.loads(line)["addresses"]))
+            done.set()
+    done.set()
+
+
+@pytest.fixture
+def up(tmp_path: Path) -> Iterator[Up]:
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps(SCRIPT))
+    data_dir = tmp_path / "data"
+    env = {
+        **os.environ,
+        "AGENTHOST_BUILTIN_SCRIPT": str(script),
+        "NO_COLOR": "1",
+    }
+    env.pop("AGENTHOST_TOKEN", None)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "clients.cli", "up", "--free-ports", "--data-dir", str(data_dir)],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    found: list[dict[str, str]] = []
+    done = threading.Event()
+    reader = threading.Thread(target=_read_up, args=(process, found, done), daemon=True)
+    reader.start()
+    try:
+        done.wait(TIMEOUT_S)
+        assert found, f"agenthost up did not come up (exit {process.poll()})"
+        addresses = found[0]
+        yield Up(addresses["gateway"], data_dir, {**env, "AGENTHOST_GATEWAY": addresses["gateway"]})
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGINT)
+            try:
+                process.wait(TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        reader.join(TIMEOUT_S)
+
+
+def chat(up: Up, *args: str) -> pexpect.spawn[str]:
+    child = pexpect.spawn(
+        sys.executable,
+        ["-m", "clients.cli", "chat", "--data-dir", str(up.data_dir), *args],
+        cwd=str(REPO),
+        env=up.env,
+        encoding="utf-8",
+        timeout=TIMEOUT_S,
+        dimensions=(60, 200),
+    )
+    return child
+
+
+def expect_all(child: pexpect.spawn[str], *texts: str) -> None:
+    """Each text shows up, in whatever order (lines from the live stream and
+    from replies can interleave)."""
+    waiting = list(texts)
+    while waiting:
+        index = child.expect_exact(waiting)
+        waiting.pop(index)
+
+
+def test_chat_through_plan_mode_and_a_plan_review(up: Up, tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    child = chat(up, "--workspace", str(project))
+    try:
+        child.expect_exact("plan: off")
+        child.expect_exact("> ")
+
+        child.sendline("/plan")
+        expect_all(child, "Plan mode is on.", "plan: on")
+
+        child.sendline("Design the feature")
+        expect_all(child, "Review the plan", "Step one: the parser", "Step two: the tests")
+        child.expect_exact("[a] approve  [k] keep planning  [d] dismiss")
+        child.expect_exact("choice> ")
+
+        # While the review waits, the turn is running: /plan off is pending.
+        child.sendline("/plan off")
+        expect_all(
+            child,
+            "Plan mode will turn off before the next model request.",
+            "plan: on → off (pending)",
+            "choice> ",
+        )
+
+        child.sendline("a")
+        expect_all(child, "plan approved", "plan: off", "assistant: Implementing the plan now.")
+        child.expect_exact("> ")
+
+        # /plan <message>: plan mode, then the message; keep planning with feedback.
+        child.sendline("/plan Add a test plan")
+        expect_all(child, "plan: on", "you: Add a test plan", "Second plan", "Write tests")
+        child.expect_exact("choice> ")
+        child.sendline("k")
+        child.expect_exact("feedback> ")
+        child.sendline("Cover the edge cases")
+        expect_all(child, "sent your feedback", "Revised plan", "Handle empty input")
+        child.expect_exact("choice> ")
+
+        # Dismissed: the agent stays in plan mode and waits.
+        child.sendline("d")
+        expect_all(child, "review dismissed", "assistant: Understood, waiting for your message.")
+        child.expect_exact("> ")
+
+        # Ctrl-C cancels the running turn (here, one waiting for a review).
+        child.sendline("Refactor it")
+        expect_all(child, "Another plan", "Refactor")
+        child.expect_exact("choice> ")
+        child.sendintr()
+        expect_all(child, "cancelling the turn", "turn cancelled", "(the review is closed)")
+
+        child.sendline("/plan off")
+        expect_all(child, "Plan mode is off.", "plan: off")
+
+        # At the prompt: a first Ctrl-C only warns, Ctrl-D leaves.
+        child.sendintr()
+        child.expect_exact("Ctrl-C again or Ctrl-D to leave")
+        child.sendeof()
+        child.expect_exact("bye")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close()
+    assert child.exitstatus == 0, child.before
+
+    # The same session, seen by the non-interactive commands.
+    listed = up.cli("sessions", "list", "--json", "--data-dir", str(up.data_dir))
+    assert listed.returncode == 0, listed.stderr
+    sessions = json.loads(listed.stdout)
+    assert len(sessions) == 1 and sessions[0]["cwd"] == str(project.resolve())
+    shown = up.cli("plan", "get", sessions[0]["id"], "--data-dir", str(up.data_dir))
+    assert shown.stdout.strip() == "plan: off"
+
+
+def test_workspace_session_and_plan_commands(up: Up, tmp_path: Path) -> None:
+    data = ("--data-dir", str(up.data_dir))
+    project = tmp_path / "some project"
+    project.mkdir()
+    added = up.cli("workspace", "add", str(project), *data)
+    assert added.returncode == 0, added.stderr
+    assert added.stdout.startswith("workspace w-") and str(project) in added.stdout
+    again = up.cli("workspace", "add", str(project), "--json", *data)
+    workspace = json.loads(again.stdout)
+    assert workspace["path"] == str(project.resolve()) and workspace["id"] in added.stdout
+
+    listed = up.cli("workspace", "list", *data)
+    assert f"{workspace['id']}  {project.resolve()}  (0 sessions)" in listed.stdout
+    assert up.cli("sessions", "list", *data).stdout.startswith("no sessions yet")
+
+    # A session (chat makes one; here a chat that leaves at once).
+    child = chat(up, "--workspace", str(project))
+    try:
+        child.expect_exact("plan: off")
+        child.sendline("/quit")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close()
+    sessions = json.loads(up.cli("sessions", "list", "--json", *data).stdout)
+    assert len(sessions) == 1 and sessions[0]["blank"]
+    session_id = sessions[0]["id"]
+    assert session_id in up.cli("sessions", "list", "--workspace", str(project), *data).stdout
+
+    assert up.cli("plan", "get", session_id, *data).stdout.strip() == "plan: off"
+    assert up.cli("plan", "set", session_id, "on", *data).stdout.strip() == "plan: on (committed)"
+    assert up.cli("plan", "set", session_id, "on", *data).stdout.strip() == "plan: on (noop)"
+    got = json.loads(up.cli("plan", "get", session_id, "--json", *data).stdout)
+    assert got["active"] is True and got["pending"] is None
+    assert up.cli("plan", "set", session_id, "maybe", *data).returncode == 2
+
+    # The token from --token / AGENTHOST_TOKEN instead of the file.
+    token = (up.data_dir / "token").read_text().strip()
+    elsewhere = ("--data-dir", str(tmp_path / "nowhere"))
+    assert up.cli("plan", "get", session_id, "--token", token, *elsewhere).returncode == 0
+    env = {**up.env, "AGENTHOST_TOKEN": token}
+    assert up.cli("plan", "get", session_id, *elsewhere, env=env).stdout.strip() == "plan: on"
+    missing = up.cli("plan", "get", session_id, *elsewhere)
+    assert missing.returncode == 2 and "no token" in missing.stderr
+    wrong = up.cli("plan", "get", session_id, "--token", "not-the-token", *elsewhere)
+    assert wrong.returncode == 1 and "UNAUTHENTICATED" in wrong.stderr
+    unknown = up.cli("plan", "get", "s-nope", *data)
+    assert unknown.returncode == 1 and "SESSION_NOT_FOUND" in unknown.stderr
