@@ -8,9 +8,14 @@ session by the same client (request ids only order one client's requests).
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass
+from typing import TypeVar
 
 from services.common.errors import FailedPrecondition
+
+K = TypeVar("K")
+V = TypeVar("V")
 
 
 class Stale(FailedPrecondition):
@@ -27,15 +32,28 @@ class Fence:
     client_id: str = ""
 
 
+# Clients and (session, client) pairs remembered; the least recently used are
+# forgotten first (a forgotten client's next request is simply admitted).
+MAX_REMEMBERED = 100_000
+
+
+class _Recent(OrderedDict[K, V]):
+    def remember(self, key: K, value: V) -> None:
+        self[key] = value
+        self.move_to_end(key)
+        while len(self) > MAX_REMEMBERED:
+            self.popitem(last=False)
+
+
 class Fences:
     def __init__(self) -> None:
-        self._generations: dict[str, int] = {}
-        self._applied: dict[tuple[str, str], tuple[int, int]] = {}
+        self._generations: _Recent[str, int] = _Recent()
+        self._applied: _Recent[tuple[str, str], tuple[int, int]] = _Recent()
 
     def connect(self, client_id: str, generation: int) -> None:
         """A (re)connection: its generation supersedes every older one."""
         self._check_generation(client_id, generation)
-        self._generations[client_id] = generation
+        self._generations.remember(client_id, generation)
 
     def check_read(self, fence: Fence | None) -> None:
         if fence is not None:
@@ -56,7 +74,7 @@ class Fences:
                 applied_generation=last[0],
                 applied_request_id=last[1],
             )
-        self._applied[key] = order
+        self._applied.remember(key, order)
 
     def _check_generation(self, client_id: str, generation: int) -> None:
         current = self._generations.get(client_id, -1)
@@ -66,4 +84,4 @@ class Fences:
                 client_id=client_id,
                 current_generation=current,
             )
-        self._generations[client_id] = generation
+        self._generations.remember(client_id, generation)

@@ -128,7 +128,16 @@ class Hub:
     # -- connections -------------------------------------------------------------
 
     def attach(self, connection: Connection) -> None:
-        self._connections.setdefault(connection.account, set()).add(connection)
+        """Add a connection; an older generation of the same client is ended."""
+        connections = self._connections.setdefault(connection.account, set())
+        for superseded in [
+            c
+            for c in connections
+            if c.client_id == connection.client_id and c.generation < connection.generation
+        ]:
+            superseded.close()
+            connections.discard(superseded)
+        connections.add(connection)
         # Sessions nobody owned may belong to this account.
         self._owners = {s: a for s, a in self._owners.items() if a is not None}
 

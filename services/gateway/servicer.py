@@ -8,6 +8,7 @@ prompt and plan calls resume a cold session through one shared path.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator
 
 import grpc
@@ -31,9 +32,13 @@ from .fencing import Fence, Fences
 from .hub import Connection, Frame, Hub
 from .plan_cache import PlanCache, PlanView
 
+log = logging.getLogger("agenthost.gateway")
+
 SERVICE_NAME = gw.DESCRIPTOR.services_by_name["GatewayService"].full_name
 
 HEARTBEAT_S = 15.0
+# How long OpenSession waits for the projection block and the plan state.
+SIDE_READ_TIMEOUT_S = 2.0
 # A reconnect whose cursor is further behind than this reopens the session.
 MAX_CATCH_UP = 10_000
 READ_BATCH = 1000
@@ -282,26 +287,42 @@ class GatewayServicer(gw_grpc.GatewayServiceServicer):
             message_limit=request.message_limit if request.HasField("message_limit") else 50,
         )
         summary = await self.log.get_session(session_id)
-        projections: pj.GetProjectionResponse = await self.projection.GetProjection(
-            pj.GetProjectionRequest(session_id=session_id),
-            timeout=call_timeout(),
-            wait_for_ready=True,
-        )
         questions: rt.ListQuestionsResponse = await self.runtime.ListQuestions(
             rt.ListQuestionsRequest(session_id=session_id), timeout=call_timeout()
         )
-        view = await self._plan_view(session_id)
-        return gw.OpenSessionResponse(
+        reply = gw.OpenSessionResponse(
             session=summary,
             events=page.events,
             has_more=page.has_more,
             before_seq=page.before_seq,
-            projections=projections.values,
-            plan=_plan_value(view),
             running=status.running,
             questions=questions.questions,
             seq=page.last_seq,
+            projections_seq=-1,
         )
+        await self._add_side_reads(session_id, reply)
+        return reply
+
+    async def _add_side_reads(self, session_id: str, reply: gw.OpenSessionResponse) -> None:
+        """The projection block and the plan state, each bounded in time: when
+        one cannot be read now, history is served without it."""
+        try:
+            projections: pj.GetProjectionResponse = await self.projection.GetProjection(
+                pj.GetProjectionRequest(session_id=session_id),
+                timeout=call_timeout(SIDE_READ_TIMEOUT_S),
+            )
+            for key, value in projections.values.items():
+                reply.projections[key].CopyFrom(value)
+            reply.projections_seq = projections.as_of_seq
+        except grpc.aio.AioRpcError as error:
+            log.warning("open %s without projections: %s", session_id, error.details())
+        try:
+            view = await asyncio.wait_for(self._plan_view(session_id), SIDE_READ_TIMEOUT_S)
+        except (DomainError, grpc.aio.AioRpcError, TimeoutError) as error:
+            reply.plan_error = f"plan state unavailable now: {error}"
+            return
+        reply.plan.CopyFrom(_plan_value(view))
+        reply.plan_seq = view.seq if view else -1
 
     async def HistoryPage(
         self, request: gw.HistoryPageRequest, context: grpc.aio.ServicerContext

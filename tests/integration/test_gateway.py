@@ -402,3 +402,33 @@ async def test_the_stream_survives_a_session_log_restart(gateway: GatewayHarness
     await client.next_frame(is_idle(session_id))
     last_seq = await last_seq_arrives(client, session_id)
     assert session_seqs(client.drain(), session_id) == list(range(last_seq + 1))
+
+
+async def test_open_serves_history_while_plan_mode_is_down(gateway: GatewayHarness) -> None:
+    client = gateway.client()
+    session_id = await new_session(client)
+    await client.connect()
+    await prompt(client, session_id, "hello")
+    await client.next_frame(is_idle(session_id))
+    await gateway.stack.stop_service("planmode")
+    await gateway.stack.restart("gateway")  # its plan cache is empty now
+    opened = await client.stub.OpenSession(
+        gw.OpenSessionRequest(session_id=session_id), wait_for_ready=True, timeout=10
+    )
+    assert not opened.HasField("plan") or not opened.plan.HasField("state")
+    assert "unavailable" in opened.plan_error
+    assert [e.user_message.text for e in opened.events if e.HasField("user_message")] == ["hello"]
+    assert opened.projections_seq == opened.seq
+    await gateway.stack.start_service("planmode")
+    assert await plan_of(client, session_id) == plan(False)
+
+
+async def test_a_newer_generation_ends_the_superseded_stream(gateway: GatewayHarness) -> None:
+    old = gateway.client(client_id="phone")
+    await old.connect()
+    reader = old._reader
+    newer = gateway.client(client_id="phone")
+    newer.generation = 1
+    await newer.connect()
+    assert reader is not None
+    await asyncio.wait_for(reader, WAIT_S)  # the old stream ended
