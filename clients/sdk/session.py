@@ -361,8 +361,15 @@ class Session:
         else:
             updates += self._appended(self.history.ingest(events))
         self.plan_tracker.on_events(events)
-        self._apply_plan_reply(ticket, reply.plan, reply.seq)
-        for key in self.projections.seed(reply.projections, reply.seq):
+        if reply.plan_error:
+            # Plan mode could not be read just now: history is fine, and the
+            # plan stays as last known (a failed query, not "unavailable").
+            self.plan_tracker.on_failure(ticket)
+            self.plan_error = TransportError(reply.plan_error)
+        else:
+            self._apply_plan_reply(ticket, reply.plan, reply.plan_seq or reply.seq)
+        projections_seq = reply.projections_seq if reply.projections_seq >= 0 else reply.seq
+        for key in self.projections.seed(reply.projections, projections_seq):
             updates.append(ProjectionChanged(key, self.projections.get(key)))
         if status_version == self._status_version and reply.running != self.running:
             self.running = reply.running
