@@ -90,6 +90,8 @@ class ServiceInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
 
 
 async def _reject_invalid(request: Message, context: grpc.aio.ServicerContext) -> None:
+    if not isinstance(request, Message):
+        return  # a raw-bytes method carries no rules
     violations = violations_of(request)
     if violations:
         status = bad_request_status(

@@ -432,3 +432,19 @@ async def test_a_newer_generation_ends_the_superseded_stream(gateway: GatewayHar
     await newer.connect()
     assert reader is not None
     await asyncio.wait_for(reader, WAIT_S)  # the old stream ended
+
+
+async def test_the_callers_deadline_bounds_the_calls_made_on_its_behalf(
+    gateway: GatewayHarness,
+) -> None:
+    client = gateway.client()
+    session_id = await new_session(client)
+    await gateway.stack.stop_service("planmode")
+    await gateway.stack.restart("gateway")  # a cold plan cache: the read must ask plan mode
+    async with asyncio.timeout(WAIT_S):  # it must not wait for plan mode to come back
+        await expect_rpc_error(
+            client.stub.PlanMode(
+                gw.PlanModeRequest(session_id=session_id), timeout=0.5, wait_for_ready=True
+            ),
+            grpc.StatusCode.DEADLINE_EXCEEDED,
+        )
