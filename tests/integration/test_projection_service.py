@@ -8,7 +8,6 @@ reads the plan view through the projection service.
 from __future__ import annotations
 
 import asyncio
-import signal
 from collections.abc import AsyncIterator
 from contextlib import aclosing, asynccontextmanager
 from dataclasses import dataclass
@@ -19,7 +18,6 @@ import pytest
 from agenthost.projection.v1 import projection_pb2 as pb
 from agenthost.projection.v1 import projection_pb2_grpc as pb_grpc
 from agenthost.sessionlog.v1 import events_pb2 as ev
-from grpc_health.v1 import health_pb2
 
 from services.common.client import open_channel
 from services.common.errors import SessionNotFound, Unavailable
@@ -33,7 +31,7 @@ from services.projection.service import ProjectionServiceDefinition, projection_
 from services.sessionlog.client import SessionLogClient
 from services.sessionlog.service import session_log_service
 from tests.support.events import turn_start, user
-from tests.support.hosts import ServiceProcess, running_host, wait_for_health
+from tests.support.hosts import running_host
 from tests.support.rpc import expect_rpc_error, reason_of, violated_fields
 
 WAIT_S = 10.0
@@ -331,33 +329,3 @@ async def test_invalid_requests_name_the_violated_fields(
             stub.WatchProjection(request_).read(), grpc.StatusCode.INVALID_ARGUMENT
         )
     assert sorted(set(violated_fields(error))) == fields
-
-
-# -- as a process ----------------------------------------------------------------------------
-
-
-async def test_python_m_services_projection_serves_the_plan_view(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    session_log = ServiceProcess("services.sessionlog", tmp_path / "sessionlog")
-    service = ServiceProcess("services.projection", tmp_path / "projection")
-    try:
-        log_address = await session_log.start()
-        monkeypatch.setenv("AGENTHOST_SESSIONLOG_ADDR", log_address)
-        address = await service.start()
-        log_channel, channel = open_channel(log_address), open_channel(address)
-        try:
-            await wait_for_health(channel, health_pb2.HealthCheckResponse.SERVING)
-            log = SessionLogClient(log_channel)
-            await log.create_session("s", "/w")
-            await log.append("s", [plan_command("c1", "")])
-
-            assert await ProjectionClient(channel).get("s") == (0, {"plan": ENTERING})
-        finally:
-            await channel.close()
-            await log_channel.close()
-        service.signal(signal.SIGTERM)
-        assert await service.wait() == 0
-    finally:
-        service.kill()
-        session_log.kill()

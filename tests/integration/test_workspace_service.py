@@ -9,7 +9,6 @@ client, as the agent runtime does when it accepts a prompt.
 from __future__ import annotations
 
 import asyncio
-import signal
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -18,7 +17,6 @@ import pytest
 from agenthost.sessionlog.v1 import events_pb2 as ev
 from agenthost.workspace.v1 import workspace_pb2 as pb
 from agenthost.workspace.v1 import workspace_pb2_grpc as pb_grpc
-from grpc_health.v1 import health_pb2
 
 from services.common.client import open_channel
 from services.common.errors import SessionConflict, SessionNotFound, WrongExpectedSeq
@@ -30,7 +28,7 @@ from services.workspace.errors import InvalidWorkspacePath, WorkspaceNotFound
 from services.workspace.service import workspace_service
 from tests.support.clocks import ManualClock, timed_session_log_service
 from tests.support.events import turn_start, user
-from tests.support.hosts import ServiceProcess, running_host, wait_for_health
+from tests.support.hosts import running_host
 from tests.support.rpc import expect_rpc_error, reason_of, violated_fields
 
 ACCOUNT = "acct"
@@ -424,36 +422,3 @@ async def test_a_path_the_domain_cannot_canonicalise_is_invalid(
     with pytest.raises(InvalidWorkspacePath):
         await workspaces.create(ACCOUNT, "/src/\0app")
     assert await workspaces.list(ACCOUNT) == []
-
-
-# -- as a process ------------------------------------------------------------------------------
-
-
-async def test_python_m_services_workspace_connects_a_session(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    session_log = ServiceProcess("services.sessionlog", tmp_path / "sessionlog")
-    service = ServiceProcess("services.workspace", tmp_path / "workspace")
-    try:
-        log_address = await session_log.start()
-        monkeypatch.setenv("AGENTHOST_SESSIONLOG_ADDR", log_address)
-        address = await service.start()
-        log_channel, channel = open_channel(log_address), open_channel(address)
-        try:
-            await wait_for_health(channel, health_pb2.HealthCheckResponse.SERVING)
-            workspaces = WorkspaceClient(channel)
-            workspace, _ = await workspaces.create(ACCOUNT, "/src/app")
-
-            session, reused = await workspaces.connect(ACCOUNT, workspace.id)
-
-            assert not reused
-            summary = await SessionLogClient(log_channel).get_session(session.id)
-            assert summary.cwd == "/src/app" and summary.blank
-        finally:
-            await channel.close()
-            await log_channel.close()
-        service.signal(signal.SIGTERM)
-        assert await service.wait() == 0
-    finally:
-        service.kill()
-        session_log.kill()
