@@ -9,6 +9,9 @@ from agenthost.planmode.v1 import plan_mode_pb2_grpc as pb_grpc
 from services.common.client import call_timeout, raising_domain_errors
 
 
+BOUNDARY_TIMEOUT_S = 5.0
+
+
 class PlanModeClient:
     def __init__(self, channel: grpc.aio.Channel) -> None:
         self.stub = pb_grpc.PlanModeServiceStub(channel)
@@ -35,7 +38,8 @@ class PlanModeClient:
     async def apply_at_boundary(self, session_id: str) -> pb.ApplyAtBoundaryResponse:
         reply: pb.ApplyAtBoundaryResponse = await self.stub.ApplyAtBoundary(
             pb.ApplyAtBoundaryRequest(session_id=session_id),
-            timeout=call_timeout(),
+            # A step waits at most this long for plan mode, then runs without it.
+            timeout=call_timeout(BOUNDARY_TIMEOUT_S),
             wait_for_ready=True,
         )
         return reply
