@@ -32,7 +32,8 @@ def _remaining_definition() -> ServiceDefinition:
 async def test_downstream_calls_get_at_most_the_callers_remaining_time(tmp_path: Path) -> None:
     async with running_host("deadline", _remaining_definition(), tmp_path) as (_, channel):
         call = channel.unary_unary(METHOD)
-        bounded = float(await call(b"", timeout=2.0))
+        # Generous enough for a loaded machine, well under our own 30 s.
+        bounded = float(await call(b"", timeout=10.0))
         unbounded = float(await call(b""))
-    assert 0 < bounded <= 2.0
+    assert 0 < bounded <= 10.0
     assert unbounded == 30.0
