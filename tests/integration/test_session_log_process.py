@@ -52,10 +52,12 @@ async def test_kill_9_during_appends_loses_no_acknowledged_event(
     await wait_for_health(channel, SERVING)
     await client.create_session("s", "/w")
     acknowledged: list[int] = []
-    enough = asyncio.Event()
+    enough, killed = asyncio.Event(), asyncio.Event()
 
     async def writer(worker: int) -> None:
         for batch in range(10_000):
+            if killed.is_set():
+                return  # no new append once the service is gone
             ids = [f"w{worker}-b{batch}-{n}" for n in range(BATCH)]
             try:
                 await client.append("s", [user(i, event_id=i) for i in ids])
@@ -68,6 +70,7 @@ async def test_kill_9_during_appends_loses_no_acknowledged_event(
     writers = [asyncio.create_task(writer(w)) for w in range(4)]
     await asyncio.wait_for(enough.wait(), 30)
     service.kill()  # SIGKILL while the writers are mid-append
+    killed.set()
     await asyncio.wait_for(asyncio.gather(*writers), 30)
     await channel.close()
 
