@@ -8,7 +8,6 @@ from agenthost.planmode.v1 import plan_mode_pb2_grpc as pb_grpc
 
 from services.common.client import call_timeout, raising_domain_errors
 
-
 BOUNDARY_TIMEOUT_S = 5.0
 
 
