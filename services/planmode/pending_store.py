@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, TypeVar
 
+from services.common.sqlite import connect_wal
+
 T = TypeVar("T")
 
 SCHEMA = """
@@ -103,10 +105,7 @@ class SqlitePendingStore:
         await self._run(delete)
 
     def _connect(self) -> sqlite3.Connection:
-        db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-        db.execute("PRAGMA journal_mode=WAL")
-        db.execute("PRAGMA synchronous=FULL")
-        db.execute("PRAGMA busy_timeout=5000")
+        db = connect_wal(self.path, "FULL", rows=False)
         db.executescript(SCHEMA)
         return db
 

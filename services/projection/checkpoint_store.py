@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
+from services.common.sqlite import connect_wal
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS session_checkpoint (
     session_id TEXT PRIMARY KEY,
@@ -66,10 +68,8 @@ class CheckpointStore:
     @classmethod
     def open(cls, path: Path) -> CheckpointStore:
         path.parent.mkdir(parents=True, exist_ok=True)
-        db = sqlite3.connect(path, isolation_level=None)
-        db.execute("PRAGMA journal_mode=WAL")
-        db.execute("PRAGMA synchronous=NORMAL")  # rebuildable from the log, see above
-        db.execute("PRAGMA busy_timeout=5000")
+        # NORMAL: everything here can be rebuilt from the log (see above).
+        db = connect_wal(path, "NORMAL", any_thread=False, rows=False)
         db.executescript(SCHEMA)
         return cls(db)
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from services.common.errors import EventIdConflict, SessionNotFound, WrongExpectedSeq
+from services.common.sqlite import connect_wal, in_transaction
 
 from .port import AppendResult, Direction, ReadResult, TailPage
 from .store import (
@@ -96,12 +97,7 @@ class SqliteSessionStore:
         self._reader.shutdown(wait=True)
 
     def _connect(self) -> sqlite3.Connection:
-        db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-        db.row_factory = sqlite3.Row
-        db.execute("PRAGMA journal_mode=WAL")
-        db.execute("PRAGMA synchronous=FULL")
-        db.execute("PRAGMA busy_timeout=5000")
-        return db
+        return connect_wal(self.path, "FULL")
 
     def _db(self, *, write: bool = False) -> sqlite3.Connection:
         db = self._write_db if write else self._read_db
@@ -117,7 +113,7 @@ class SqliteSessionStore:
         return await self._on(self._reader, lambda: work(self._db()))
 
     async def _write(self, work: Callable[[sqlite3.Connection], T]) -> T:
-        return await self._on(self._writer, lambda: _in_transaction(self._db(write=True), work))
+        return await self._on(self._writer, lambda: in_transaction(self._db(write=True), work))
 
     # -- sessions --------------------------------------------------------------
 
@@ -229,17 +225,6 @@ class SqliteSessionStore:
         self, source_id: str, up_to_seq: int | None, header: SessionHeader, now_us: int
     ) -> SessionSummary:
         return await self._write(lambda db: _fork(db, source_id, up_to_seq, header, now_us))
-
-
-def _in_transaction(db: sqlite3.Connection, work: Callable[[sqlite3.Connection], T]) -> T:
-    db.execute("BEGIN IMMEDIATE")
-    try:
-        result = work(db)
-    except BaseException:
-        db.execute("ROLLBACK")
-        raise
-    db.execute("COMMIT")
-    return result
 
 
 def _last_seq(db: sqlite3.Connection, session_id: str) -> int:

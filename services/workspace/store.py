@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, TypeVar
 
+from services.common.sqlite import connect_wal, in_transaction
+
 T = TypeVar("T")
 
 # SQLite's default limit on host parameters is 999 on old builds.
@@ -137,12 +139,8 @@ class SqliteWorkspaceStore:
         self._executor.shutdown(wait=True)
 
     def _connect(self) -> sqlite3.Connection:
-        db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-        db.row_factory = sqlite3.Row
-        db.execute("PRAGMA journal_mode=WAL")
-        db.execute("PRAGMA synchronous=FULL")
+        db = connect_wal(self.path, "FULL", busy_timeout_ms=self.busy_timeout_ms)
         db.execute("PRAGMA foreign_keys=ON")
-        db.execute(f"PRAGMA busy_timeout={int(self.busy_timeout_ms)}")
         return db
 
     def _db(self) -> sqlite3.Connection:
@@ -157,7 +155,7 @@ class SqliteWorkspaceStore:
         return await self._run(lambda: work(self._db()))
 
     async def _transaction(self, work: Callable[[sqlite3.Connection], T]) -> T:
-        return await self._run(lambda: _in_transaction(self._db(), work))
+        return await self._run(lambda: in_transaction(self._db(), work))
 
     # -- workspaces ------------------------------------------------------------
 
@@ -253,17 +251,6 @@ def _select_membership(db: sqlite3.Connection, session_id: str) -> Membership:
         f"SELECT {MEMBERSHIP_COLUMNS} FROM memberships WHERE session_id = ?", (session_id,)
     ).fetchone()
     return _to_membership(row)
-
-
-def _in_transaction(db: sqlite3.Connection, work: Callable[[sqlite3.Connection], T]) -> T:
-    db.execute("BEGIN IMMEDIATE")
-    try:
-        result = work(db)
-    except BaseException:
-        db.execute("ROLLBACK")
-        raise
-    db.execute("COMMIT")
-    return result
 
 
 @asynccontextmanager
