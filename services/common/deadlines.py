@@ -3,20 +3,9 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from contextvars import ContextVar
 
 _deadline: ContextVar[float | None] = ContextVar("agenthost_deadline", default=None)
-
-
-@contextmanager
-def deadline_scope(time_remaining: float | None) -> Iterator[None]:
-    token = _deadline.set(None if time_remaining is None else time.monotonic() + time_remaining)
-    try:
-        yield
-    finally:
-        _deadline.reset(token)
 
 
 def set_deadline(time_remaining: float | None) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from typing import Any
 
 import grpc
@@ -18,7 +19,7 @@ import protovalidate
 from buf.validate import validate_pb2
 from google.protobuf.message import Message
 
-from .deadlines import deadline_scope, set_deadline
+from .deadlines import set_deadline
 from .errors import DomainError
 from .status import bad_request_status, domain_error_status
 
@@ -117,28 +118,43 @@ def _log_call(method: str, started: float, outcome: str) -> None:
     )
 
 
+@asynccontextmanager
+async def _guarded_call(
+    method: str,
+    request: Message,
+    context: grpc.aio.ServicerContext,
+    authenticate: Authenticate | None,
+) -> AsyncIterator[None]:
+    """Around every call: authenticate, validate, carry the deadline, turn a
+    domain error into its status, and log the outcome."""
+    started, outcome = time.monotonic(), "OK"
+    try:
+        if authenticate is not None:
+            authenticate(context)
+        await _reject_invalid(request, context)
+        # Each call runs in its own task: set, never reset (a cancelled
+        # stream is closed from another context, where a reset would fail).
+        set_deadline(context.time_remaining())
+        yield
+    except DomainError as error:
+        outcome = error.status
+        await _abort_domain(error, context)
+    except grpc.aio.AbortError:
+        outcome = "ABORTED_BY_HANDLER" if outcome == "OK" else outcome
+        raise
+    except BaseException as error:
+        outcome = type(error).__name__
+        raise
+    finally:
+        _log_call(method, started, outcome)
+
+
 def _unary(
     method: str, behavior: UnaryBehavior, authenticate: Authenticate | None
 ) -> UnaryBehavior:
     async def wrapped(request: Message, context: grpc.aio.ServicerContext) -> Any:
-        started, outcome = time.monotonic(), "OK"
-        try:
-            if authenticate is not None:
-                authenticate(context)
-            await _reject_invalid(request, context)
-            with deadline_scope(context.time_remaining()):
-                return await behavior(request, context)
-        except DomainError as error:
-            outcome = error.status
-            await _abort_domain(error, context)
-        except grpc.aio.AbortError:
-            outcome = "ABORTED_BY_HANDLER" if outcome == "OK" else outcome
-            raise
-        except BaseException as error:
-            outcome = type(error).__name__
-            raise
-        finally:
-            _log_call(method, started, outcome)
+        async with _guarded_call(method, request, context, authenticate):
+            return await behavior(request, context)
 
     return wrapped
 
@@ -147,26 +163,8 @@ def _server_stream(
     method: str, behavior: StreamBehavior, authenticate: Authenticate | None
 ) -> StreamBehavior:
     async def wrapped(request: Message, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
-        started, outcome = time.monotonic(), "OK"
-        try:
-            if authenticate is not None:
-                authenticate(context)
-            await _reject_invalid(request, context)
-            # Each call runs in its own task: set, never reset (a cancelled
-            # stream is closed from another context, where a reset would fail).
-            set_deadline(context.time_remaining())
+        async with _guarded_call(method, request, context, authenticate):
             async for response in behavior(request, context):
                 yield response
-        except DomainError as error:
-            outcome = error.status
-            await _abort_domain(error, context)
-        except grpc.aio.AbortError:
-            outcome = "ABORTED_BY_HANDLER" if outcome == "OK" else outcome
-            raise
-        except BaseException as error:
-            outcome = type(error).__name__
-            raise
-        finally:
-            _log_call(method, started, outcome)
 
     return wrapped
