@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import grpc
@@ -11,19 +11,21 @@ from agenthost.sessionlog.v1 import session_log_pb2_grpc as pb_grpc
 
 from services.common.server import ServiceDefinition
 
-from .domain import SessionLog
+from .domain import SessionLog, now_us
 from .postgres_store import PostgresSessionStore
 from .servicer import SERVICE_NAME, SessionLogServicer
 from .sqlite_store import SqliteSessionStore
 from .store import SessionStore
 
 
-def session_log_service(db_path: Path, store: SessionStore | None = None) -> ServiceDefinition:
+def session_log_service(
+    db_path: Path, store: SessionStore | None = None, clock: Callable[[], int] = now_us
+) -> ServiceDefinition:
     """Storage opens before health turns SERVING and closes after shutdown;
     on a shared store (PostgreSQL) appends by other replicas wake our
     subscribers."""
     store = store or SqliteSessionStore(db_path)
-    log = SessionLog(store)
+    log = SessionLog(store, clock)
     servicer = SessionLogServicer(log)
     feed: list[asyncio.Task[None]] = []
 

@@ -9,13 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import grpc
-from agenthost.sessionlog.v1 import session_log_pb2_grpc
-
 from services.common.server import ServiceDefinition
-from services.sessionlog.domain import SessionLog
-from services.sessionlog.servicer import SERVICE_NAME, SessionLogServicer
-from services.sessionlog.sqlite_store import SqliteSessionStore
+from services.sessionlog.service import session_log_service
 
 START_US = 1_700_000_000_000_000
 
@@ -35,10 +30,4 @@ class ManualClock:
 
 def timed_session_log_service(db_path: Path, clock: ManualClock) -> ServiceDefinition:
     """session_log_service(db_path), with the domain on `clock`."""
-    store = SqliteSessionStore(db_path)
-    servicer = SessionLogServicer(SessionLog(store, clock))
-
-    def register(server: grpc.aio.Server) -> None:
-        session_log_pb2_grpc.add_SessionLogServiceServicer_to_server(servicer, server)
-
-    return ServiceDefinition([SERVICE_NAME], register, open=store.open, close=store.close)
+    return session_log_service(db_path, clock=clock)
