@@ -20,6 +20,7 @@ from psycopg.rows import dict_row
 
 from services.common.errors import EventIdConflict, SessionNotFound, WrongExpectedSeq
 
+from .folds import last_title
 from .port import AppendResult, Direction, ReadResult, TailPage
 from .store import (
     MESSAGE_KINDS,
@@ -317,7 +318,6 @@ async def _touch_session(
     now_us: int,
 ) -> None:
     kinds = [event_kind(e) for e in events]
-    titles = [e.session_title.title for e in events if e.HasField("session_title")]
     await connection.execute(
         "UPDATE sessions SET last_seq = %s, updated_at_us = %s, blank = blank AND %s, "
         "title = COALESCE(%s, title) WHERE id = %s",
@@ -325,7 +325,7 @@ async def _touch_session(
             last_seq,
             now_us,
             not TURN_KINDS.intersection(kinds),
-            titles[-1] if titles else None,
+            last_title(events),
             session_id,
         ),
     )

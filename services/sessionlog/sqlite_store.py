@@ -22,6 +22,7 @@ from typing import TypeVar
 from services.common.errors import EventIdConflict, SessionNotFound, WrongExpectedSeq
 from services.common.sqlite import connect_wal, in_transaction
 
+from .folds import last_title
 from .port import AppendResult, Direction, ReadResult, TailPage
 from .store import (
     MESSAGE_KINDS,
@@ -319,7 +320,6 @@ def _touch_session(
     db: sqlite3.Connection, session_id: str, events: Sequence[Event], last_seq: int, now_us: int
 ) -> None:
     kinds = [event_kind(e) for e in events]
-    titles = [e.session_title.title for e in events if e.HasField("session_title")]
     db.execute(
         "UPDATE sessions SET last_seq = ?, updated_at_us = ?, "
         "blank = blank AND ?, title = COALESCE(?, title) WHERE id = ?",
@@ -327,7 +327,7 @@ def _touch_session(
             last_seq,
             now_us,
             int(not TURN_KINDS.intersection(kinds)),
-            titles[-1] if titles else None,
+            last_title(events),
             session_id,
         ),
     )

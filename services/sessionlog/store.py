@@ -13,13 +13,14 @@ from typing import Any, Protocol, runtime_checkable
 
 from agenthost.sessionlog.v1 import events_pb2, session_log_pb2
 
+from .folds import BLANK_ENDING_KINDS
 from .port import AppendResult, Direction, ReadResult, TailPage
 
 Event = events_pb2.Event
 SessionSummary = session_log_pb2.SessionSummary
 
 # Event kinds (oneof field names) that end a session's blank state.
-TURN_KINDS = frozenset({"turn_start", "user_message"})
+TURN_KINDS = BLANK_ENDING_KINDS
 # Event kinds counted when a tail page is cut on message boundaries.
 MESSAGE_KINDS = frozenset({"user_message", "assistant_message"})
 

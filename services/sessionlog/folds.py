@@ -1,0 +1,473 @@
+"""The one fold of a session's log: everything a service or a client knows
+about a session is a pure function of its events.
+
+Plan mode (committed mode, a selection waiting for a boundary, what the last
+model request showed), the turn (open or not, its step, tool calls waiting
+for results, inputs waiting to run), open questions and the grants their
+answers gave, the sandbox and approval settings, the title and whether the
+session is still blank: each is folded here, once, and imported by plan mode,
+the projection units, the runtime, the session stores and the SDK. Nothing
+else derives them, so no two views of a session can disagree about the same
+log position, and any replica rebuilds them from the log alone.
+
+Every fold is incremental (`fold(state, event)`), returns the very same
+object when an event changes nothing (the projection engine relies on it),
+and serialises to JSON for checkpoints; folding incrementally, refolding cold
+and restoring a checkpoint then folding the rest give equal states (see the
+property tests).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from agenthost.sessionlog.v1 import events_pb2 as ev
+
+Event = ev.Event
+
+# The id of the system-prompt section plan mode contributes while active.
+PLAN_POLICY_SECTION_ID = "plan:policy"
+# Event kinds (oneof names) that end a session's blank state: a turn began or
+# a user message was accepted. Plan-mode, command and title events do not.
+BLANK_ENDING_KINDS = frozenset({"turn_start", "user_message"})
+# Answered question ids remembered, so a late second answer is told apart
+# from an unknown question.
+ANSWERED_KEPT = 64
+
+# Wire enums <-> the names the views and the SDK use.
+PRESENTATIONS = {
+    ev.QUESTION_PRESENTATION_GENERIC: "generic",
+    ev.QUESTION_PRESENTATION_PLAN_REVIEW: "plan-review",
+    ev.QUESTION_PRESENTATION_TOOL_APPROVAL: "tool-approval",
+}
+SANDBOXES = {
+    ev.SANDBOX_READ_ONLY: "read-only",
+    ev.SANDBOX_WORKSPACE_WRITE: "workspace-write",
+    ev.SANDBOX_FULL: "full",
+}
+APPROVAL_POLICIES = {
+    ev.APPROVAL_POLICY_ASK: "ask",
+    ev.APPROVAL_POLICY_ASK_FOR_COMMANDS: "ask-for-commands",
+    ev.APPROVAL_POLICY_NEVER: "never",
+}
+DEFAULT_SANDBOX = "workspace-write"
+DEFAULT_APPROVALS = "ask"
+
+
+def _kind(event: Event) -> str:
+    return event.WhichOneof("body") or ""
+
+
+def last_title(events: Iterable[Event]) -> str | None:
+    """The title the last session/title of `events` sets (None: none)."""
+    titles = [e.session_title.title for e in events if e.HasField("session_title")]
+    return titles[-1] if titles else None
+
+
+# -- plan mode ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PlanFold:
+    # The value of the last plan/mode event; False when there is none.
+    committed: bool = False
+    # The last plan/selection since that plan/mode (None: none since).
+    selection: bool | None = None
+    # Whether the last request/header carried the plan policy; None before any
+    # request, when there is no model view to notify about.
+    header_plan: bool | None = None
+
+    @property
+    def pending(self) -> bool | None:
+        """The selected target waiting for the next boundary, present only
+        while it differs from the committed value."""
+        if self.selection is None or self.selection == self.committed:
+            return None
+        return self.selection
+
+
+def fold_plan(state: PlanFold, event: Event) -> PlanFold:
+    kind = _kind(event)
+    if kind == "plan_mode":
+        # A commit outdates every selection made before it, whoever made it.
+        new = replace(state, committed=event.plan_mode.active, selection=None)
+    elif kind == "plan_selection":
+        new = replace(state, selection=event.plan_selection.active)
+    elif kind == "request_header":
+        new = replace(state, header_plan=shows_plan_policy(event.request_header))
+    else:
+        return state
+    return state if new == state else new
+
+
+def shows_plan_policy(header: ev.RequestHeader) -> bool:
+    return any(section.id == PLAN_POLICY_SECTION_ID for section in header.sections)
+
+
+def plan_view(state: PlanFold) -> dict[str, bool]:
+    """The `plan` projection value: the shape of PlanModeState."""
+    pending = state.pending
+    view = {"active": state.committed}
+    if pending is not None:
+        view["pending"] = pending
+    return view
+
+
+# -- the turn -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PendingCall:
+    """A tool call of the open step that has no result yet."""
+
+    call_id: str
+    name: str
+    args_json: str
+
+
+@dataclass(frozen=True)
+class QueuedInput:
+    """A prompt taken while a turn ran, not yet recorded as a user/message."""
+
+    input_id: str
+    text: str
+    # Steered inputs join the next step; the others wait for the next turn.
+    steer: bool
+
+
+@dataclass(frozen=True)
+class TurnFold:
+    open: bool = False
+    turn_id: str = ""
+    # The number of the last step started in the open turn (-1: none yet).
+    step: int = -1
+    step_open: bool = False
+    calls: tuple[PendingCall, ...] = ()
+    inputs: tuple[QueuedInput, ...] = ()
+
+    @property
+    def queued(self) -> tuple[QueuedInput, ...]:
+        return tuple(i for i in self.inputs if not i.steer)
+
+    @property
+    def steered(self) -> tuple[QueuedInput, ...]:
+        return tuple(i for i in self.inputs if i.steer)
+
+
+def running_after(event: Event) -> bool | None:
+    """Whether a turn is open after `event`; None when it does not say."""
+    return {"turn_start": True, "turn_end": False}.get(_kind(event))
+
+
+def fold_turn(state: TurnFold, event: Event) -> TurnFold:
+    kind = _kind(event)
+    if kind == "turn_start":
+        new = TurnFold(open=True, turn_id=event.turn_start.turn_id, inputs=state.inputs)
+    elif kind == "turn_end":
+        new = TurnFold(inputs=state.inputs)
+    elif kind == "step_start":
+        new = replace(state, step=event.step_start.step, step_open=True, calls=())
+    elif kind == "step_end":
+        new = replace(state, step_open=False, calls=())
+    elif kind in ("tool_call", "tool_result"):
+        new = replace(state, calls=_calls_after(state.calls, event))
+    elif kind in ("input_queued", "user_message"):
+        new = replace(state, inputs=_inputs_after(state.inputs, event))
+    else:
+        return state
+    return state if new == state else new
+
+
+def _calls_after(calls: tuple[PendingCall, ...], event: Event) -> tuple[PendingCall, ...]:
+    if event.HasField("tool_call"):
+        call = event.tool_call
+        return (*calls, PendingCall(call.call_id, call.name, call.args_json))
+    return tuple(c for c in calls if c.call_id != event.tool_result.call_id)
+
+
+def _inputs_after(inputs: tuple[QueuedInput, ...], event: Event) -> tuple[QueuedInput, ...]:
+    if event.HasField("input_queued"):
+        queued = event.input_queued
+        steer = queued.mode == ev.INPUT_MODE_STEER
+        return (*inputs, QueuedInput(queued.input_id, queued.text, steer))
+    # A queued input runs as the user/message whose event id is its input id.
+    return tuple(i for i in inputs if i.input_id != event.id)
+
+
+def status_view(state: TurnFold) -> dict[str, Any]:
+    """The `status` projection value."""
+    return {"running": state.open, "queued": len(state.queued)}
+
+
+# -- questions ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Approval:
+    tool: str
+    summary: str
+    detail: str
+    # What "allow for this session" allows from then on.
+    grant: str
+
+
+@dataclass(frozen=True)
+class Question:
+    question_id: str
+    presentation: str
+    title: str
+    body: str
+    approve_label: str = ""
+    turn_id: str = ""
+    call_id: str = ""
+    approval: Approval | None = None
+
+    @classmethod
+    def from_event(cls, asked: ev.QuestionAsked) -> Question:
+        approval = None
+        if asked.HasField("approval"):
+            a = asked.approval
+            approval = Approval(a.tool, a.summary, a.detail, a.grant)
+        return cls(
+            asked.question_id,
+            PRESENTATIONS.get(asked.presentation, "generic"),
+            asked.title,
+            asked.body,
+            asked.approve_label,
+            asked.turn_id,
+            asked.call_id,
+            approval,
+        )
+
+
+@dataclass(frozen=True)
+class QuestionsFold:
+    open: tuple[Question, ...] = ()
+    # The latest answered question ids, oldest first (at most ANSWERED_KEPT).
+    answered: tuple[str, ...] = ()
+    # What answers "allow for this session" granted (see Approval.grant).
+    grants: frozenset[str] = field(default_factory=frozenset)
+
+    def find(self, question_id: str) -> Question | None:
+        return next((q for q in self.open if q.question_id == question_id), None)
+
+
+def fold_questions(state: QuestionsFold, event: Event) -> QuestionsFold:
+    kind = _kind(event)
+    if kind == "question_asked":
+        return replace(state, open=(*state.open, Question.from_event(event.question_asked)))
+    if kind == "question_answered":
+        return _answered(state, event.question_answered)
+    if kind == "turn_end" and state.open:
+        # A question is open only while its turn waits for it.
+        return replace(state, open=())
+    return state
+
+
+def _answered(state: QuestionsFold, answered: ev.QuestionAnswered) -> QuestionsFold:
+    question = state.find(answered.question_id)
+    if question is None:
+        return state  # a stray answer changes nothing: the first one won
+    grants = state.grants
+    grant = question.approval.grant if question.approval else ""
+    if answered.answer.WhichOneof("kind") == "allow_for_session" and grant:
+        grants = grants | {grant}
+    return QuestionsFold(
+        open=tuple(q for q in state.open if q.question_id != question.question_id),
+        answered=(*state.answered, question.question_id)[-ANSWERED_KEPT:],
+        grants=grants,
+    )
+
+
+def questions_view(state: QuestionsFold) -> list[dict[str, Any]]:
+    """The `questions` projection value: the open questions, oldest first."""
+    return [_question_dict(q) for q in state.open]
+
+
+def _question_dict(question: Question) -> dict[str, Any]:
+    view: dict[str, Any] = {
+        "question_id": question.question_id,
+        "presentation": question.presentation,
+        "title": question.title,
+        "body": question.body,
+        "approve_label": question.approve_label,
+        "turn_id": question.turn_id,
+        "call_id": question.call_id,
+    }
+    if question.approval is not None:
+        a = question.approval
+        view["approval"] = {
+            "tool": a.tool,
+            "summary": a.summary,
+            "detail": a.detail,
+            "grant": a.grant,
+        }
+    return view
+
+
+def question_from_view(view: dict[str, Any]) -> Question:
+    """A `questions` projection entry as a Question (the inverse of the view)."""
+    approval = view.get("approval")
+    return Question(
+        question_id=str(view.get("question_id", "")),
+        presentation=str(view.get("presentation", "generic")),
+        title=str(view.get("title", "")),
+        body=str(view.get("body", "")),
+        approve_label=str(view.get("approve_label", "")),
+        turn_id=str(view.get("turn_id", "")),
+        call_id=str(view.get("call_id", "")),
+        approval=None
+        if not isinstance(approval, dict)
+        else Approval(
+            str(approval.get("tool", "")),
+            str(approval.get("summary", "")),
+            str(approval.get("detail", "")),
+            str(approval.get("grant", "")),
+        ),
+    )
+
+
+# -- settings -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SettingsFold:
+    sandbox: str = DEFAULT_SANDBOX
+    approvals: str = DEFAULT_APPROVALS
+
+
+def fold_settings(state: SettingsFold, event: Event) -> SettingsFold:
+    if _kind(event) != "session_settings":
+        return state
+    settings = event.session_settings
+    new = SettingsFold(
+        SANDBOXES.get(settings.sandbox, DEFAULT_SANDBOX),
+        APPROVAL_POLICIES.get(settings.approvals, DEFAULT_APPROVALS),
+    )
+    return state if new == state else new
+
+
+def settings_view(state: SettingsFold) -> dict[str, str]:
+    """The `settings` projection value."""
+    return {"sandbox": state.sandbox, "approvals": state.approvals}
+
+
+def settings_event(state: SettingsFold) -> ev.SessionSettings:
+    """The session/settings value recording `state`."""
+    return ev.SessionSettings(
+        sandbox=_wire(SANDBOXES, state.sandbox), approvals=_wire(APPROVAL_POLICIES, state.approvals)
+    )
+
+
+def _wire(names: Mapping[Any, str], name: str) -> Any:
+    return next(value for value, known in names.items() if known == name)
+
+
+# -- the whole session ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SessionState:
+    plan: PlanFold = field(default_factory=PlanFold)
+    turn: TurnFold = field(default_factory=TurnFold)
+    questions: QuestionsFold = field(default_factory=QuestionsFold)
+    settings: SettingsFold = field(default_factory=SettingsFold)
+    title: str = ""
+    # No turn started and no user message accepted yet.
+    blank: bool = True
+    last_seq: int = -1
+
+
+def fold(state: SessionState, event: Event) -> SessionState:
+    """The state after one more event."""
+    kind = _kind(event)
+    return SessionState(
+        plan=fold_plan(state.plan, event),
+        turn=fold_turn(state.turn, event),
+        questions=fold_questions(state.questions, event),
+        settings=fold_settings(state.settings, event),
+        title=event.session_title.title if kind == "session_title" else state.title,
+        blank=state.blank and kind not in BLANK_ENDING_KINDS,
+        last_seq=max(state.last_seq, event.seq),
+    )
+
+
+def fold_events(state: SessionState, events: Iterable[Event]) -> SessionState:
+    """The state after a batch of events, in log order."""
+    for event in events:
+        state = fold(state, event)
+    return state
+
+
+# -- checkpoints --------------------------------------------------------------------------
+
+
+def dump_state(state: object) -> bytes:
+    """Any fold state as JSON (for checkpoints)."""
+    return json.dumps(_plain(state), sort_keys=True).encode()
+
+
+def _plain(value: object) -> Any:
+    if isinstance(value, frozenset):
+        return sorted(value)
+    if isinstance(value, tuple):
+        return [_plain(item) for item in value]
+    if hasattr(value, "__dataclass_fields__"):
+        return {name: _plain(getattr(value, name)) for name in value.__dataclass_fields__}
+    return value
+
+
+def load_plan(data: dict[str, Any]) -> PlanFold:
+    return PlanFold(
+        committed=bool(data["committed"]),
+        selection=_optional_bool(data["selection"]),
+        header_plan=_optional_bool(data["header_plan"]),
+    )
+
+
+def load_turn(data: dict[str, Any]) -> TurnFold:
+    return TurnFold(
+        open=bool(data["open"]),
+        turn_id=str(data["turn_id"]),
+        step=int(data["step"]),
+        step_open=bool(data["step_open"]),
+        calls=tuple(PendingCall(**c) for c in data["calls"]),
+        inputs=tuple(QueuedInput(**i) for i in data["inputs"]),
+    )
+
+
+def load_questions(data: dict[str, Any]) -> QuestionsFold:
+    return QuestionsFold(
+        open=tuple(_load_question(q) for q in data["open"]),
+        answered=tuple(str(a) for a in data["answered"]),
+        grants=frozenset(str(g) for g in data["grants"]),
+    )
+
+
+def _load_question(data: dict[str, Any]) -> Question:
+    approval = data["approval"]
+    return Question(**{**data, "approval": None if approval is None else Approval(**approval)})
+
+
+def load_settings(data: dict[str, Any]) -> SettingsFold:
+    return SettingsFold(sandbox=str(data["sandbox"]), approvals=str(data["approvals"]))
+
+
+def load_state(raw: bytes) -> SessionState:
+    data = json.loads(raw)
+    return SessionState(
+        plan=load_plan(data["plan"]),
+        turn=load_turn(data["turn"]),
+        questions=load_questions(data["questions"]),
+        settings=load_settings(data["settings"]),
+        title=str(data["title"]),
+        blank=bool(data["blank"]),
+        last_seq=int(data["last_seq"]),
+    )
+
+
+def _optional_bool(value: object) -> bool | None:
+    return None if value is None else bool(value)
