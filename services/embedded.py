@@ -122,9 +122,9 @@ class EmbeddedStack:
             return session_log_service(data / "sessionlog.db")
         if name == "planmode":
             log: SessionLogPort = self._log(name)
-            return plan_mode_service(data, self.wrap_plan_log(log) if self.wrap_plan_log else log)
+            return plan_mode_service(self.wrap_plan_log(log) if self.wrap_plan_log else log)
         if name == "projection":
-            return projection_service(data, self._log(name))
+            return projection_service(data, self._log(name), with_plan_mode=self.with_plan_mode)
         if name == "workspace":
             return workspace_service(data, self._log(name))
         if name == "agentruntime":

@@ -18,7 +18,7 @@ plan_config = load_config(Path(config_file)) if config_file else PlanModeConfig(
 run_service(
     "planmode",
     lambda config, peers: plan_mode_service(
-        config.data_dir, SessionLogClient(required(peers, "sessionlog")), plan_config
+        SessionLogClient(required(peers, "sessionlog")), plan_config
     ),
     peers=["sessionlog"],
 )

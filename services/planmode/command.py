@@ -1,5 +1,4 @@
-"""The `/plan` command's argument grammar, shared by the controller and the
-projection unit so both read a recorded command/run the same way."""
+"""The `/plan` command's argument grammar."""
 
 from __future__ import annotations
 
@@ -24,11 +23,6 @@ class PlanCommand:
 @dataclass(frozen=True)
 class PlanCommandError:
     message: str
-
-
-def wants_active(args: str) -> bool:
-    """The state a recorded `/plan` argument string selects."""
-    return args.strip() != OFF
 
 
 def parse_plan_args(args: str | None) -> PlanCommand | PlanCommandError:

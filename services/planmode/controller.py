@@ -1,9 +1,12 @@
 """The plan collaboration state of each agent (agent id == session id).
 
-The committed state lives in the session log (the last plan/mode event); a
-selection made while a turn runs waits in the pending store until the
-runtime's next boundary. Calls for one session are serialised in-process by
-a lock; other writers of the log are handled optimistically: every commit
+Stateless over the session log: the committed state is the last plan/mode
+event, a selection made while a turn runs is the plan/selection recorded
+after it, and both are read with the one fold of services/sessionlog/folds.py.
+So any replica serves any session, and a pending choice survives every
+restart because the log does. The folded state is only a cache: calls for
+one session are serialised in-process by a lock, and other writers of the
+log (another replica, the runtime) are handled optimistically: every write
 appends with the last seq it folded and re-decides after a miss.
 """
 
@@ -22,15 +25,14 @@ from typing import NamedTuple, TypeVar
 from agenthost.sessionlog.v1 import events_pb2
 
 from services.common.errors import DomainError, WrongExpectedSeq
+from services.sessionlog.folds import SessionState, fold_events
 from services.sessionlog.port import SessionLogPort
 
 from .command import PlanCommand, parse_plan_args
 from .config import PlanModeConfig
-from .decisions import SetAction, decide_set, policy_sections, switch_events, waiting_target
+from .decisions import SetAction, decide_set, policy_sections, set_events, switch_events
 from .errors import PlanModeInactive
 from .events import command_done_event, command_run_event
-from .fold import PlanLogState, fold_events
-from .pending_store import PendingSelection, PendingStore
 
 logger = logging.getLogger(__name__)
 
@@ -93,20 +95,18 @@ class PlanModeController:
     def __init__(
         self,
         log: SessionLogPort,
-        pending: PendingStore,
         config: PlanModeConfig = DEFAULT_CONFIG,
         *,
         cache_size: int = DEFAULT_CACHE_SIZE,
     ) -> None:
         self._log = log
-        self._pending = pending
         self._config = config
         self._sessions = _SessionSlots(cache_size)
 
     async def get(self, session_id: str) -> PlanSnapshot:
         async with self._sessions.hold(session_id) as slot:
             await self._catch_up(session_id, slot)
-            return await self._snapshot(session_id, slot)
+            return slot.snapshot()
 
     async def set(self, session_id: str, active: bool) -> SetResult:
         async with self._sessions.hold(session_id) as slot:
@@ -115,23 +115,21 @@ class PlanModeController:
             )
 
     async def apply_at_boundary(self, session_id: str) -> BoundaryResult:
-        """Right before every model request. Never raises because a queued
+        """Right before every model request. Never raises because a pending
         selection could not be recorded: the step runs with the committed
         state and the selection waits for the next boundary."""
         async with self._sessions.hold(session_id) as slot:
             await self._catch_up(session_id, slot)  # an unknown session fails here
             applied = await self._try_apply(session_id, slot)
-            waiting = None if applied else await self._still_waiting(session_id, slot)
-            state = PlanState(slot.log.committed, waiting)
+            state = slot.snapshot().state
             sections = policy_sections(self._config, state.active)
-            return BoundaryResult(state, sections, applied, slot.log.last_seq)
+            return BoundaryResult(state, sections, applied, slot.state.last_seq)
 
     async def exit_plan_mode(self, session_id: str) -> PlanSnapshot:
         """The approved exit tool's commit: no notice (the model asked for it)."""
         async with self._sessions.hold(session_id) as slot:
             await self._optimistically(session_id, slot, lambda: self._exit_once(session_id, slot))
-            await self._forget_pending(session_id)
-            return PlanSnapshot(PlanState(active=False), slot.log.last_seq)
+            return slot.snapshot()
 
     async def run_plan_command(
         self, session_id: str, args: str | None, command_id: str = ""
@@ -139,7 +137,6 @@ class PlanModeController:
         """`/plan`, `/plan <message>`, `/plan off`, recorded as command/run and
         command/done around the selection."""
         command_id = command_id or f"cmd-{uuid.uuid4().hex}"
-        # Always record args ("" for a bare /plan): the projection ignores runs without.
         run = command_run_event(command_id, args or "")
         parsed = parse_plan_args(args)
         async with self._sessions.hold(session_id) as slot:
@@ -166,37 +163,28 @@ class PlanModeController:
     # -- one attempt of each operation, on a caught-up slot ----------------------------
 
     async def _set_once(self, session_id: str, slot: _Slot, active: bool) -> SetResult:
-        log = slot.log
-        waiting = waiting_target(log, await self._pending.get(session_id))
-        action = decide_set(log, waiting, active)
-        if action is SetAction.COMMIT:
-            await self._append_folded(session_id, slot, switch_events(log, active, by_user=True))
-            await self._forget_pending(session_id)
-            return SetResult(SetOutcome.COMMITTED, PlanState(active), slot.log.last_seq)
-        if action is SetAction.QUEUE:
-            await self._pending.put(session_id, PendingSelection(active, log.last_seq))
-            return SetResult(SetOutcome.QUEUED, PlanState(log.committed, active), log.last_seq)
-        if action is SetAction.CANCEL:
-            await self._pending.discard(session_id)
-            return SetResult(SetOutcome.CANCELLED, PlanState(log.committed), log.last_seq)
-        return SetResult(SetOutcome.NOOP, PlanState(log.committed, waiting), log.last_seq)
+        state = slot.state
+        action = decide_set(state.plan, state.turn.open, active)
+        events = set_events(state.plan, action, active)
+        if events:
+            await self._append_folded(session_id, slot, events)
+        snapshot = slot.snapshot()
+        return SetResult(_OUTCOMES[action], snapshot.state, snapshot.as_of_seq)
 
     async def _apply_once(self, session_id: str, slot: _Slot) -> None:
-        stored = await self._pending.get(session_id)
-        target = waiting_target(slot.log, stored)
-        if target is None:
-            if stored is not None:  # outdated or net zero: dropped without an event
-                await self._forget_pending(session_id)
-            return
-        await self._append_folded(session_id, slot, switch_events(slot.log, target, by_user=True))
-        await self._forget_pending(session_id)
+        plan = slot.state.plan
+        if plan.pending is not None:
+            await self._append_folded(
+                session_id, slot, switch_events(plan, plan.pending, by_user=True)
+            )
 
     async def _exit_once(self, session_id: str, slot: _Slot) -> None:
-        if not slot.log.committed:
+        plan = slot.state.plan
+        if not plan.committed:
             raise PlanModeInactive(session_id)
-        await self._append_folded(session_id, slot, switch_events(slot.log, False, by_user=False))
+        await self._append_folded(session_id, slot, switch_events(plan, False, by_user=False))
 
-    # -- log and pending store -----------------------------------------------------------
+    # -- the log -----------------------------------------------------------------------
 
     async def _optimistically(
         self, session_id: str, slot: _Slot, attempt: Callable[[], Awaitable[R]]
@@ -216,49 +204,30 @@ class PlanModeController:
     async def _catch_up(self, session_id: str, slot: _Slot) -> None:
         """Folds what was appended since the slot's last seq."""
         while True:
-            page = await self._log.read(session_id, from_seq=slot.log.last_seq + 1, limit=READ_PAGE)
-            slot.log = fold_events(slot.log, page.events)
-            if not page.events or slot.log.last_seq >= page.last_seq:
+            after = slot.state.last_seq
+            page = await self._log.read(session_id, from_seq=after + 1, limit=READ_PAGE)
+            slot.state = fold_events(slot.state, page.events)
+            if not page.events or slot.state.last_seq >= page.last_seq:
                 return
 
     async def _append_folded(
         self, session_id: str, slot: _Slot, events: Sequence[events_pb2.Event]
     ) -> None:
         """Appends right after the folded state and folds the batch locally."""
-        expected = slot.log.last_seq
+        expected = slot.state.last_seq
         result = await self._log.append(session_id, events, expected_last_seq=expected)
         if result.seqs == list(range(expected + 1, expected + 1 + len(events))):
-            slot.log = fold_events(slot.log, _with_seqs(events, result.seqs))
+            slot.state = fold_events(slot.state, _with_seqs(events, result.seqs))
 
     async def _try_apply(self, session_id: str, slot: _Slot) -> bool:
         try:
             await self._optimistically(session_id, slot, lambda: self._apply_once(session_id, slot))
-        # Whatever failed (log append, pending store, contention), the model
-        # request must still go out; the selection stays stored for next time.
+        # Whatever failed (log append, contention), the model request must
+        # still go out; the selection stays in the log for the next boundary.
         except Exception as error:
             _warn_not_applied(session_id, error)
             return False
         return True
-
-    async def _still_waiting(self, session_id: str, slot: _Slot) -> bool | None:
-        try:
-            return waiting_target(slot.log, await self._pending.get(session_id))
-        except Exception:  # already warned; report the committed state only
-            return None
-
-    async def _snapshot(self, session_id: str, slot: _Slot) -> PlanSnapshot:
-        waiting = waiting_target(slot.log, await self._pending.get(session_id))
-        return PlanSnapshot(PlanState(slot.log.committed, waiting), slot.log.last_seq)
-
-    async def _forget_pending(self, session_id: str) -> None:
-        """After a commit: the stored selection is already outdated by the new
-        plan/mode (see waiting_target), so a failed delete only leaves litter."""
-        try:
-            await self._pending.discard(session_id)
-        except Exception as error:
-            logger.warning(
-                "plan mode: could not delete the applied selection of %s: %s", session_id, error
-            )
 
     async def _record_done(self, session_id: str, command_id: str, message: str) -> None:
         # The selection already took effect; a missing command/done is cosmetic.
@@ -273,16 +242,28 @@ class PlanModeController:
         self, session_id: str, slot: _Slot, ok: bool, message: str, steer_text: str | None
     ) -> CommandResult:
         await self._catch_up(session_id, slot)
-        snapshot = await self._snapshot(session_id, slot)
+        snapshot = slot.snapshot()
         return CommandResult(ok, message, snapshot.state, steer_text, snapshot.as_of_seq)
+
+
+_OUTCOMES = {
+    SetAction.COMMIT: SetOutcome.COMMITTED,
+    SetAction.QUEUE: SetOutcome.QUEUED,
+    SetAction.CANCEL: SetOutcome.CANCELLED,
+    SetAction.NOOP: SetOutcome.NOOP,
+}
 
 
 @dataclass
 class _Slot:
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    log: PlanLogState = field(default_factory=PlanLogState)
+    state: SessionState = field(default_factory=SessionState)
     # Callers holding or waiting for the lock; a slot in use is never evicted.
     users: int = 0
+
+    def snapshot(self) -> PlanSnapshot:
+        plan = self.state.plan
+        return PlanSnapshot(PlanState(plan.committed, plan.pending), self.state.last_seq)
 
 
 class _SessionSlots:
@@ -325,7 +306,7 @@ def _with_seqs(events: Sequence[events_pb2.Event], seqs: list[int]) -> list[even
 
 def _warn_not_applied(session_id: str, error: Exception) -> None:
     logger.warning(
-        "plan mode: the queued selection of session %s could not be recorded at this "
+        "plan mode: the pending selection of session %s could not be recorded at this "
         "boundary; it stays pending for the next one: %s",
         session_id,
         error,

@@ -1,5 +1,5 @@
 """Pure decisions of the plan-mode controller: what a selection means given
-the folded log and the stored pending selection, and what a switch records."""
+the folded log, and what a switch records."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import enum
 
 from agenthost.sessionlog.v1 import events_pb2
 
+from services.sessionlog.folds import PLAN_POLICY_SECTION_ID, PlanFold
+
 from .config import PlanModeConfig
-from .events import plan_mode_event, switch_notice_event
-from .fold import PLAN_POLICY_SECTION_ID, PlanLogState
-from .pending_store import PendingSelection
+from .events import plan_mode_event, plan_selection_event, switch_notice_event
 
 # Where the policy sits among the system-prompt sections.
 PLAN_POLICY_ORDER = 50
@@ -23,33 +23,34 @@ class SetAction(enum.Enum):
     NOOP = "noop"
 
 
-def waiting_target(log: PlanLogState, stored: PendingSelection | None) -> bool | None:
-    """The selection that still waits for a boundary, or None.
-
-    A stored selection no longer waits once a plan/mode was recorded after it
-    was made, or when it equals the committed value (a net-zero leftover)."""
-    if stored is None or stored.queued_at_seq < log.committed_seq:
-        return None
-    return None if stored.active == log.committed else stored.active
-
-
-def decide_set(log: PlanLogState, waiting: bool | None, active: bool) -> SetAction:
+def decide_set(plan: PlanFold, turn_open: bool, active: bool) -> SetAction:
     """The outcome table of Set (DESIGN.md, plan-mode)."""
-    if waiting is not None and active == log.committed:
+    waiting = plan.pending
+    if waiting is not None and active == plan.committed:
         return SetAction.CANCEL
-    if log.turn_open:
-        effective = log.committed if waiting is None else waiting
+    if turn_open:
+        effective = plan.committed if waiting is None else waiting
         return SetAction.NOOP if active == effective else SetAction.QUEUE
     # Idle: no boundary is coming before the next prompt, so commit now.
-    return SetAction.NOOP if active == log.committed else SetAction.COMMIT
+    return SetAction.NOOP if active == plan.committed else SetAction.COMMIT
 
 
-def switch_events(log: PlanLogState, active: bool, *, by_user: bool) -> list[events_pb2.Event]:
+def set_events(plan: PlanFold, action: SetAction, active: bool) -> list[events_pb2.Event]:
+    """What a decided Set records: the switch when committing, the selection
+    (or the reverting one) when it waits for a boundary, nothing for a noop."""
+    if action is SetAction.COMMIT:
+        return switch_events(plan, active, by_user=True)
+    if action in (SetAction.QUEUE, SetAction.CANCEL):
+        return [plan_selection_event(active)]
+    return []
+
+
+def switch_events(plan: PlanFold, active: bool, *, by_user: bool) -> list[events_pb2.Event]:
     """plan/mode, plus a notice when the user's change contradicts what the
     last request showed the model (never before the first request, never for
     the exit tool, which the model itself asked for)."""
     events = [plan_mode_event(active)]
-    model_saw_other = log.header_plan is not None and log.header_plan != active
+    model_saw_other = plan.header_plan is not None and plan.header_plan != active
     if by_user and model_saw_other:
         events.append(switch_notice_event(active))
     return events

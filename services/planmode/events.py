@@ -18,6 +18,11 @@ def plan_mode_event(active: bool) -> Event:
     return Event(plan_mode=events_pb2.PlanMode(active=active))
 
 
+def plan_selection_event(active: bool) -> Event:
+    """The intent of a choice that waits for the next boundary."""
+    return Event(plan_selection=events_pb2.PlanSelection(active=active))
+
+
 def switch_notice_event(active: bool) -> Event:
     """The plugin-sourced user message telling the model the user switched."""
     source = events_pb2.MessageSource(

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from agenthost.sessionlog.v1 import events_pb2
 
-from services.planmode.fold import PLAN_POLICY_SECTION_ID
+from services.sessionlog.folds import PLAN_POLICY_SECTION_ID
 
 Event = events_pb2.Event
 
@@ -36,6 +36,10 @@ def plan_policy_header() -> Event:
 
 def plan_mode(active: bool) -> Event:
     return Event(plan_mode=events_pb2.PlanMode(active=active))
+
+
+def plan_selection(active: bool) -> Event:
+    return Event(plan_selection=events_pb2.PlanSelection(active=active))
 
 
 def command_run(command_id: str, args: str | None, name: str = "plan") -> Event:

@@ -6,7 +6,6 @@ from pathlib import Path
 import pytest
 
 from services.planmode.controller import PlanModeController
-from services.planmode.pending_store import SqlitePendingStore, open_pending_store
 from services.planmode.tests.harness import RuntimeDriver
 from services.sessionlog.domain import SessionLog, open_session_log
 
@@ -18,14 +17,8 @@ async def log(tmp_path: Path) -> AsyncIterator[SessionLog]:
 
 
 @pytest.fixture
-async def pending(tmp_path: Path) -> AsyncIterator[SqlitePendingStore]:
-    async with open_pending_store(tmp_path / "pending.db") as store:
-        yield store
-
-
-@pytest.fixture
-def controller(log: SessionLog, pending: SqlitePendingStore) -> PlanModeController:
-    return PlanModeController(log, pending)
+def controller(log: SessionLog) -> PlanModeController:
+    return PlanModeController(log)
 
 
 @pytest.fixture

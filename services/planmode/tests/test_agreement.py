@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -14,7 +13,6 @@ from hypothesis import strategies as st
 
 from services.planmode.controller import PlanModeController
 from services.planmode.errors import PlanModeInactive
-from services.planmode.pending_store import SqlitePendingStore, open_pending_store
 from services.planmode.projection_unit import PlanProjectionUnit
 from services.planmode.tests.harness import RuntimeDriver, plan_mode_values, read_all
 from services.sessionlog.domain import SessionLog, open_session_log
@@ -68,30 +66,28 @@ async def test_the_plan_projection_agrees_with_the_service(
     tmp_path_factory: pytest.TempPathFactory, actions: list[str]
 ) -> None:
     folder = tmp_path_factory.mktemp(f"agree-{uuid.uuid4().hex[:8]}")
-    async with (
-        open_session_log(folder / "log.db") as log,
-        open_pending_store(folder / "pending.db") as pending,
-    ):
+    async with open_session_log(folder / "log.db") as log:
         session, _ = await log.create_session(None, "/home/dev/project")
-        runtime = RuntimeDriver(log, PlanModeController(log, pending), session.id)
+        runtime = RuntimeDriver(log, PlanModeController(log), session.id)
         for action in actions:
             await perform(action, runtime)
             state, _ = await runtime.controller.get(session.id)
-            expected = {"active": state.active, "pending": state.pending is not None}
+            expected = {"active": state.active}
+            if state.pending is not None:
+                expected["pending"] = state.pending
             assert await projected(log, session.id) == expected, action
         values = await plan_mode_values(log, session.id)
         assert all(a != b for a, b in zip([False, *values], values, strict=False))
 
 
 async def test_replicas_sharing_a_log_never_record_a_redundant_switch(
-    log: SessionLog, pending: SqlitePendingStore, session_id: str, tmp_path: Path
+    log: SessionLog, session_id: str
 ) -> None:
-    async with open_pending_store(tmp_path / "other-pending.db") as other_pending:
-        first = PlanModeController(log, pending)
-        second = PlanModeController(log, other_pending)
-        for round_ in range(10):
-            wanted = round_ % 2 == 0
-            await asyncio.gather(first.set(session_id, wanted), second.set(session_id, wanted))
-        values = await plan_mode_values(log, session_id)
-        assert values == [True, False] * 5
-        assert await first.get(session_id) == await second.get(session_id)
+    first = PlanModeController(log)
+    second = PlanModeController(log)
+    for round_ in range(10):
+        wanted = round_ % 2 == 0
+        await asyncio.gather(first.set(session_id, wanted), second.set(session_id, wanted))
+    values = await plan_mode_values(log, session_id)
+    assert values == [True, False] * 5
+    assert await first.get(session_id) == await second.get(session_id)

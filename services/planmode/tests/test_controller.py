@@ -9,7 +9,6 @@ from services.common.errors import SessionNotFound
 from services.planmode.config import DEFAULT_SECTION, PlanModeConfig
 from services.planmode.controller import PlanModeController, PlanState, SetOutcome
 from services.planmode.errors import PlanModeInactive
-from services.planmode.pending_store import SqlitePendingStore
 from services.planmode.tests.builders import plan_mode
 from services.planmode.tests.harness import RuntimeDriver, last_seq, plan_mode_values, read_all
 from services.sessionlog.domain import SessionLog
@@ -69,7 +68,10 @@ async def test_while_a_turn_runs_a_selection_waits_for_the_boundary(
     assert queued.state == PlanState(active=False, pending=True)
     assert (await controller.set(session_id, True)).outcome is SetOutcome.NOOP
     assert (await controller.get(session_id)).state == PlanState(active=False, pending=True)
-    assert await last_seq(log, session_id) == before
+    # Only the selection is recorded (no plan/mode before the boundary).
+    recorded = await read_all(log, session_id, after_seq=before)
+    assert [e.WhichOneof("body") for e in recorded] == ["plan_selection"]
+    assert recorded[0].plan_selection.active is True
 
 
 async def test_an_idle_agent_commits_at_once(
@@ -99,7 +101,11 @@ async def test_choosing_the_committed_state_again_cancels_a_queued_selection(
     cancelled = await controller.set(session_id, False)
     assert cancelled.outcome is SetOutcome.CANCELLED
     assert cancelled.state == PlanState(active=False)
-    assert await last_seq(log, session_id) == before
+    # The reverting selection is recorded, never a plan/mode.
+    recorded = await read_all(log, session_id, after_seq=before)
+    assert [(e.WhichOneof("body"), e.plan_selection.active) for e in recorded] == [
+        ("plan_selection", False)
+    ]
     assert (await controller.get(session_id)).state == PlanState(active=False)
 
     boundary = await runtime.model_request()
@@ -157,10 +163,10 @@ async def test_the_boundary_applies_a_queued_selection_once(
 
 
 async def test_the_policy_is_the_configured_section_and_only_while_active(
-    log: SessionLog, pending: SqlitePendingStore, session_id: str
+    log: SessionLog, session_id: str
 ) -> None:
     section = "Plan first.\nPresent the plan through exit_plan_mode.\n"
-    controller = PlanModeController(log, pending, PlanModeConfig(section=section))
+    controller = PlanModeController(log, PlanModeConfig(section=section))
     assert (await controller.apply_at_boundary(session_id)).sections == []
 
     await controller.set(session_id, True)

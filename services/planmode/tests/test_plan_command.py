@@ -51,7 +51,7 @@ async def test_plan_enters_plan_mode_and_is_logged_as_a_command(
         events_pb2.COMMAND_DONE_KIND_SUCCESS,
         "Plan mode is on.",
     )
-    assert await projected(log, session_id) == {"active": True, "pending": False}
+    assert await projected(log, session_id) == {"active": True}
 
 
 async def test_plan_with_a_message_enters_then_steers_the_message(
@@ -74,7 +74,7 @@ async def test_plan_off_leaves_plan_mode_and_sends_nothing(
     assert (result.ok, result.message) == (True, "Plan mode is off.")
     assert (result.state, result.steer_text) == (PlanState(active=False), None)
     assert await plan_mode_values(log, session_id) == [True, False]
-    assert await projected(log, session_id) == {"active": False, "pending": False}
+    assert await projected(log, session_id) == {"active": False}
 
 
 async def test_plan_off_cancels_a_queued_entry(
@@ -90,7 +90,7 @@ async def test_plan_off_cancels_a_queued_entry(
     assert cancelled.ok is True
     assert cancelled.state == PlanState(active=False)
     assert "Cancelled" in cancelled.message
-    assert await projected(log, session_id) == {"active": False, "pending": False}
+    assert await projected(log, session_id) == {"active": False}
     await runtime.model_request()
     assert await plan_mode_values(log, session_id) == []
 
@@ -102,7 +102,7 @@ async def test_a_queued_plan_is_pending_in_the_projection_until_the_boundary(
     await controller.run_plan_command(session_id, None, "c1")
     assert await projected(log, session_id) == {"active": False, "pending": True}
     await runtime.model_request()
-    assert await projected(log, session_id) == {"active": True, "pending": False}
+    assert await projected(log, session_id) == {"active": True}
 
 
 async def test_plan_off_with_more_text_is_an_error_that_changes_nothing(
@@ -120,7 +120,7 @@ async def test_plan_off_with_more_text_is_an_error_that_changes_nothing(
     assert isinstance(run, events_pb2.CommandRun) and run.args == "off and stop planning"
     assert isinstance(done, events_pb2.CommandDone)
     assert (done.kind, done.message) == (events_pb2.COMMAND_DONE_KIND_ERROR, result.message)
-    assert await projected(log, session_id) == {"active": True, "pending": False}
+    assert await projected(log, session_id) == {"active": True}
 
 
 async def test_a_failed_command_leaves_an_earlier_queued_plan_pending(

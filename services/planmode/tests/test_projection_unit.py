@@ -1,8 +1,9 @@
-"""The `plan` projection: what a client shows, from the log alone."""
+"""The `plan` projection: what a client shows, from the log alone, in the
+shape of PlanModeState (`pending` only while it differs from `active`)."""
 
 from __future__ import annotations
 
-from services.planmode.projection_unit import PlanProjectionUnit, PlanUnitState
+from services.planmode.projection_unit import PlanProjectionUnit
 from services.planmode.tests.builders import (
     Event,
     assistant_message,
@@ -10,11 +11,14 @@ from services.planmode.tests.builders import (
     command_run,
     numbered,
     plan_mode,
+    plan_selection,
     request_header,
     turn_start,
     user_message,
 )
+from services.projection.service import default_registry
 from services.projection.unit import ProjectionUnit, View
+from services.sessionlog.folds import PlanFold
 
 UNIT = PlanProjectionUnit()
 
@@ -27,88 +31,48 @@ def view_after(*events: Event) -> View:
 
 
 def test_it_is_the_plan_unit_of_the_projection_registry() -> None:
-    unit: ProjectionUnit[PlanUnitState] = UNIT
-    assert (unit.key, unit.state_version) == ("plan", 1)
+    unit: ProjectionUnit[PlanFold] = UNIT
+    assert (unit.key, unit.state_version) == ("plan", 2)
+    assert "plan" in default_registry()
+    assert "plan" not in default_registry(with_plan_mode=False)
 
 
 def test_an_empty_log_is_inactive_and_not_pending() -> None:
-    assert view_after() == {"active": False, "pending": False}
+    assert view_after() == {"active": False}
 
 
-def test_a_bare_plan_command_is_pending_until_plan_mode_commits_it() -> None:
-    run = command_run("c1", "")
-    assert view_after(run) == {"active": False, "pending": True}
-    assert view_after(run, command_done("c1", ok=True)) == {"active": False, "pending": True}
-    committed = (run, command_done("c1", ok=True), plan_mode(True))
-    assert view_after(*committed) == {"active": True, "pending": False}
+def test_a_selection_is_pending_until_plan_mode_commits_it() -> None:
+    assert view_after(plan_selection(True)) == {"active": False, "pending": True}
+    assert view_after(plan_selection(True), plan_mode(True)) == {"active": True}
 
 
-def test_a_failed_command_drops_its_selection() -> None:
-    assert view_after(command_run("c1", ""), command_done("c1", ok=False)) == {
-        "active": False,
-        "pending": False,
-    }
+def test_choosing_the_committed_state_again_is_not_pending() -> None:
+    assert view_after(plan_selection(True), plan_selection(False)) == {"active": False}
+    assert view_after(plan_mode(True), plan_selection(True)) == {"active": True}
 
 
-def test_a_failed_command_keeps_the_selection_an_earlier_command_queued() -> None:
-    events = (
-        command_run("c1", ""),
-        command_done("c1", ok=True),
-        command_run("c2", "off please"),
-        command_done("c2", ok=False),
-    )
-    assert view_after(*events) == {"active": False, "pending": True}
+def test_a_selection_made_before_a_commit_does_not_come_back() -> None:
+    events = (plan_selection(True), plan_mode(True), plan_mode(False))
+    assert view_after(*events) == {"active": False}
 
 
-def test_the_error_of_another_command_changes_nothing() -> None:
-    events = (command_run("c1", ""), command_done("other", ok=False))
-    assert view_after(*events) == {"active": False, "pending": True}
-
-
-def test_off_means_off_whatever_the_surrounding_blanks() -> None:
-    active = (plan_mode(True),)
-    assert view_after(*active, command_run("c1", " off ")) == {"active": True, "pending": True}
-    assert view_after(command_run("c1", "off")) == {"active": False, "pending": False}
-
-
-def test_any_other_argument_selects_plan_mode() -> None:
-    assert view_after(command_run("c1", "design the cache")) == {"active": False, "pending": True}
-
-
-def test_choosing_the_committed_state_is_not_pending() -> None:
-    assert view_after(plan_mode(True), command_run("c1", "")) == {"active": True, "pending": False}
-    queued_then_reverted = (command_run("c1", ""), command_run("c2", "off"))
-    assert view_after(*queued_then_reverted) == {"active": False, "pending": False}
-
-
-def test_a_run_without_recorded_args_is_ignored() -> None:
-    state = UNIT.init()
-    [run] = numbered([command_run("c1", None)])
-    assert UNIT.apply(state, run) is state
-
-
-def test_other_commands_are_ignored() -> None:
-    state = UNIT.init()
-    [run] = numbered([command_run("c1", "", name="compact")])
-    assert UNIT.apply(state, run) is state
+def test_commands_alone_select_nothing() -> None:
+    # /plan records its intent as plan/selection; the command events are display.
+    events = (command_run("c1", ""), command_done("c1", ok=True), command_run("c2", "off"))
+    assert view_after(*events) == {"active": False}
 
 
 def test_unrelated_events_return_the_same_state_object() -> None:
-    state = UNIT.apply(UNIT.init(), numbered([command_run("c1", "")])[0])
-    unrelated: list[Event] = [
-        turn_start(),
-        request_header(),
-        user_message("hi"),
-        assistant_message("hello"),
-        command_done("c1", ok=True),
-    ]
-    for event in numbered(unrelated, first_seq=1):
-        assert UNIT.apply(state, event) is state
+    state = UNIT.apply(UNIT.init(), numbered([plan_selection(True)])[0])
+    for event in numbered(
+        [turn_start(), user_message("hi"), assistant_message("ok"), request_header()]
+    ):
+        if event.WhichOneof("body") != "request_header":
+            assert UNIT.apply(state, event) is state
 
 
 def test_the_state_survives_a_checkpoint() -> None:
     state = UNIT.init()
-    for event in numbered([plan_mode(True), command_run("c1", "off"), command_run("c2", "x")]):
+    for event in numbered([plan_mode(True), plan_selection(False), request_header()]):
         state = UNIT.apply(state, event)
     assert UNIT.load(UNIT.dump(state)) == state
-    assert UNIT.load(UNIT.dump(UNIT.init())) == UNIT.init()
