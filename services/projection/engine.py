@@ -32,7 +32,7 @@ from .checkpoint_store import CheckpointStore
 from .errors import ProjectionFailed, WatchLagged
 from .folding import SessionProjection
 from .keyed_lock import KeyedLock
-from .model import CaughtUp, Change, Snapshot, WatchItem
+from .model import CaughtUp, Change, SessionChange, Snapshot, WatchItem
 from .registry import UnitInfo, UnitRegistry
 
 logger = logging.getLogger(__name__)
@@ -113,6 +113,7 @@ class ProjectionEngine:
         self._cache: OrderedDict[str, SessionProjection] = OrderedDict()
         self._locks = KeyedLock()
         self._watchers: dict[str, set[_Watcher]] = {}
+        self._all_watchers: set[asyncio.Queue[SessionChange | _Closed]] = set()
         self._position = store.load_position()
         self._saved_position = self._position
         self._caught_up = asyncio.Event()
@@ -193,6 +194,24 @@ class ProjectionEngine:
                 yield live
         finally:
             self._forget_watcher(session_id, watcher)
+
+    async def watch_all(self) -> AsyncGenerator[CaughtUp | SessionChange, None]:
+        """Every change of every session from now on: first CaughtUp (the
+        watch is live), then changes in the order they were folded. Live
+        only: a watcher that falls `watch_buffer` changes behind is ended with
+        WatchLagged and reads what it needs with `get`."""
+        if self._stopped:
+            raise _shutting_down()
+        queue: asyncio.Queue[SessionChange | _Closed] = asyncio.Queue()
+        self._all_watchers.add(queue)
+        try:
+            yield CaughtUp(-1)
+            while not isinstance(item := await queue.get(), _Closed):
+                yield item
+            if item.error is not None:
+                raise item.error
+        finally:
+            self._all_watchers.discard(queue)
 
     # -- folding ---------------------------------------------------------------------
 
@@ -335,11 +354,21 @@ class ProjectionEngine:
     # -- watchers ----------------------------------------------------------------------
 
     def _notify(self, session_id: str, changes: list[Change]) -> None:
+        self._notify_all(session_id, changes)
         watchers = self._watchers.get(session_id, set())
         for watcher in list(watchers):
             if not watcher.offer(changes):
                 watcher.close(WatchLagged(session_id))
                 watchers.discard(watcher)
+
+    def _notify_all(self, session_id: str, changes: list[Change]) -> None:
+        for queue in list(self._all_watchers):
+            if queue.qsize() + len(changes) > self._watch_buffer:
+                self._all_watchers.discard(queue)
+                queue.put_nowait(_Closed(WatchLagged("*")))
+                continue
+            for change in changes:
+                queue.put_nowait(SessionChange(session_id, change))
 
     def _discard(self, session_id: str, error: DomainError) -> None:
         self._cache.pop(session_id, None)
@@ -358,6 +387,9 @@ class ProjectionEngine:
             for watcher in watchers:
                 watcher.close(error)
         self._watchers.clear()
+        for queue in self._all_watchers:
+            queue.put_nowait(_Closed(error))
+        self._all_watchers.clear()
 
 
 def _shutting_down() -> Unavailable:

@@ -35,3 +35,11 @@ class CaughtUp:
 
 
 WatchItem = Change | CaughtUp
+
+
+@dataclass(frozen=True)
+class SessionChange:
+    """A change of one session's view, as every-session watchers see it."""
+
+    session_id: str
+    change: Change

@@ -15,11 +15,14 @@ from .checkpoint_store import CheckpointStore
 from .engine import ProjectionEngine
 from .registry import UnitRegistry
 from .servicer import SERVICE_NAME, ProjectionServicer
+from .session_units import SESSION_UNITS
 
 
-def default_registry() -> UnitRegistry:
-    """The units this deployment folds: the plan unit."""
-    return UnitRegistry((PlanProjectionUnit(),))
+def default_registry(*, with_plan_mode: bool = True) -> UnitRegistry:
+    """The units this deployment folds: the session units, and `plan` only
+    where plan mode is composed (a missing key means the feature is absent)."""
+    plan = (PlanProjectionUnit(),) if with_plan_mode else ()
+    return UnitRegistry((*plan, *SESSION_UNITS))
 
 
 class ProjectionServiceDefinition(ServiceDefinition):
@@ -78,9 +81,13 @@ class ProjectionServiceDefinition(ServiceDefinition):
 
 
 def projection_service(
-    data_dir: Path, log: SessionLogPort, *, registry: UnitRegistry | None = None
+    data_dir: Path,
+    log: SessionLogPort,
+    *,
+    registry: UnitRegistry | None = None,
+    with_plan_mode: bool = True,
 ) -> ProjectionServiceDefinition:
     """Checkpoints live in `data_dir/projection.db`; the events come from `log`."""
     return ProjectionServiceDefinition(
-        data_dir / "projection.db", log, registry or default_registry()
+        data_dir / "projection.db", log, registry or default_registry(with_plan_mode=with_plan_mode)
     )

@@ -30,8 +30,10 @@ def view_to_value(view: View) -> struct_pb2.Value:
     elif isinstance(view, str):
         value.string_value = view
     elif isinstance(view, dict):
+        value.struct_value.SetInParent()  # an empty object is still an object
         value.struct_value.update(view)
     else:
+        value.list_value.SetInParent()  # an empty list is still a list
         value.list_value.extend(view)
     return value
 
@@ -72,6 +74,23 @@ class ProjectionServicer(pb_grpc.ProjectionServiceServicer):
                     key=item.key, value=view_to_value(item.value), seq=item.seq
                 )
                 yield pb.WatchProjectionResponse(change=change)
+
+    async def WatchAllProjections(
+        self, request: pb.WatchAllProjectionsRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[pb.WatchAllProjectionsResponse]:
+        async for item in self._engine().watch_all():
+            if isinstance(item, CaughtUp):
+                yield pb.WatchAllProjectionsResponse(live=pb.ProjectionCaughtUp(as_of_seq=-1))
+                continue
+            change = item.change
+            yield pb.WatchAllProjectionsResponse(
+                change=pb.SessionProjectionChange(
+                    session_id=item.session_id,
+                    key=change.key,
+                    value=view_to_value(change.value),
+                    seq=change.seq,
+                )
+            )
 
     async def ListUnits(
         self, request: pb.ListUnitsRequest, context: grpc.aio.ServicerContext

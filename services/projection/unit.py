@@ -18,8 +18,11 @@ class ProjectionUnit(Protocol[State]):
     Bump `state_version` whenever `init`/`apply` change meaning: stored
     checkpoints of an older version are refolded from the log."""
 
-    key: str
-    state_version: int
+    @property
+    def key(self) -> str: ...
+
+    @property
+    def state_version(self) -> int: ...
 
     def init(self) -> State: ...
 

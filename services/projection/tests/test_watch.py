@@ -9,7 +9,7 @@ from contextlib import aclosing
 import pytest
 
 from services.common.errors import SessionNotFound, Unavailable
-from services.planmode.events import command_done_event, command_run_event, plan_mode_event
+from services.planmode.events import command_done_event, plan_mode_event, plan_selection_event
 from services.planmode.projection_unit import PlanProjectionUnit
 from services.projection.engine import ProjectionEngine
 from services.projection.errors import WatchLagged
@@ -188,7 +188,7 @@ async def test_the_plan_unit_shows_a_pending_selection_and_its_commit(
     log: SessionLog, engine_factory: EngineFactory
 ) -> None:
     await log.create_session("s1", "/w")
-    await log.append("s1", [command_run_event("c1", "")])  # /plan while a turn runs
+    await log.append("s1", [plan_selection_event(True)])  # chosen while a turn runs
     async with engine_factory(PlanProjectionUnit()) as engine:
         # Folded from the log alone, with no checkpoint: the pending selection shows.
         assert await engine.get("s1") == (0, {"plan": {"active": False, "pending": True}})
@@ -197,10 +197,8 @@ async def test_the_plan_unit_shows_a_pending_selection_and_its_commit(
             assert await within(watch) == CaughtUp(0)
             await log.append("s1", [command_done_event("c1", True, "Plan mode selected")])
             await log.append("s1", [plan_mode_event(True)])  # the boundary commits it
-            assert await within(watch) == Change("plan", {"active": True, "pending": False}, 2)
+            assert await within(watch) == Change("plan", {"active": True}, 2)
 
-            await log.append(
-                "s1", [command_run_event("c2", "off"), command_done_event("c2", False, "x")]
-            )
-            assert await within(watch) == Change("plan", {"active": True, "pending": True}, 3)
-            assert await within(watch) == Change("plan", {"active": True, "pending": False}, 4)
+            await log.append("s1", [plan_selection_event(False), plan_selection_event(True)])
+            assert await within(watch) == Change("plan", {"active": True, "pending": False}, 3)
+            assert await within(watch) == Change("plan", {"active": True}, 4)

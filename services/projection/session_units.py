@@ -1,0 +1,68 @@
+"""The projection units every deployment folds: open questions, the
+sandbox and approval settings, and the turn status. Each is a fold of
+services/sessionlog/folds.py wrapped as a unit, so the views clients see are
+computed by the same code the runtime acts on."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from agenthost.sessionlog.v1 import events_pb2
+
+from services.sessionlog import folds
+
+from .unit import View
+
+S = TypeVar("S")
+
+
+@dataclass(frozen=True)
+class FoldUnit(Generic[S]):
+    """A projection unit made of one fold of the session log."""
+
+    key: str
+    state_version: int
+    initial: Callable[[], S]
+    fold: Callable[[S, events_pb2.Event], S]
+    show: Callable[[S], View]
+    restore: Callable[[dict[str, Any]], S]
+
+    def init(self) -> S:
+        return self.initial()
+
+    def apply(self, state: S, event: events_pb2.Event) -> S:
+        return self.fold(state, event)
+
+    def view(self, state: S) -> View:
+        return self.show(state)
+
+    def dump(self, state: S) -> bytes:
+        return folds.dump_state(state)
+
+    def load(self, data: bytes) -> S:
+        return self.restore(json.loads(data))
+
+
+QUESTIONS_UNIT = FoldUnit(
+    "questions",
+    1,
+    folds.QuestionsFold,
+    folds.fold_questions,
+    folds.questions_view,
+    folds.load_questions,
+)
+SETTINGS_UNIT = FoldUnit(
+    "settings",
+    1,
+    folds.SettingsFold,
+    folds.fold_settings,
+    folds.settings_view,
+    folds.load_settings,
+)
+STATUS_UNIT = FoldUnit(
+    "status", 1, folds.TurnFold, folds.fold_turn, folds.status_view, folds.load_turn
+)
+SESSION_UNITS = (QUESTIONS_UNIT, SETTINGS_UNIT, STATUS_UNIT)
