@@ -1,10 +1,22 @@
-"""One live agent: its inputs, its turn loop and what it recorded.
+"""One live agent: its turns, steps and tool calls, all recorded in the log.
 
-A turn opens when input is claimed and closes when nothing is owed. Each step
-runs the boundary hooks (plan mode) first, then records the step's user
-messages, assembles the request from ordered prompt sections and the stable
-tool catalog, records the request header ("model-visible means logged"),
-streams the answer and runs the tools it asked for.
+What the agent knows of its session is the one fold of the log
+(services/sessionlog/folds.py) plus the conversation the model sees
+(transcript.py): whether a turn is open, the tool calls of the open step that
+wait for results, the inputs that wait to run, the open questions and what
+"allow for this session" granted, the sandbox and approval settings. So a
+restarted runtime picks up where the log stands: a turn that waits for a
+question goes on once it is answered, any other turn left open is closed as
+interrupted, and queued inputs still run.
+
+A prompt is accepted once its user/message (or the input/queued it waits
+as) is in the log; the turn then runs in the runtime's own task (spawn: no
+deadline or account of the call that started it). Each step runs the
+boundary hooks (plan mode) first, records the step's steered messages,
+assembles the request from ordered prompt sections and the stable tool
+catalog, records the request header ("model-visible means logged"), streams
+the answer to clients as ephemeral deltas, records it whole, and runs the
+tools it asked for under the sandbox and approval policy.
 """
 
 from __future__ import annotations
@@ -13,25 +25,45 @@ import asyncio
 import enum
 import logging
 import uuid
-from collections import deque
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass
+from pathlib import Path
 
 from agenthost.sessionlog.v1 import events_pb2 as ev
 
-from services.common.errors import FailedPrecondition
+from services.common.errors import FailedPrecondition, WrongExpectedSeq
+from services.common.tasks import spawn
+from services.sessionlog.folds import (
+    PendingCall,
+    Question,
+    SessionState,
+    SettingsFold,
+    fold,
+    settings_event,
+)
 from services.sessionlog.port import Direction, SessionLogPort
 
+from . import gates
+from .live import ANSWER, REASONING, LiveFeed
 from .models.base import (
     ModelAdapter,
     ModelError,
     ModelRequest,
+    ReasoningDelta,
     StreamedAnswer,
+    TextDelta,
 )
 from .ports import PlanModePort
-from .questions import QuestionBroker
-from .tools import ToolCatalog, ToolContext
+from .questions import (
+    PLAN_REVIEW,
+    TOOL_APPROVAL,
+    AnswerWaits,
+    QuestionAnswered,
+    QuestionNotFound,
+    check_answer,
+)
+from .tools import Call, ToolCatalog, ToolContext, ToolOutcome
 from .transcript import Transcript
 
 log = logging.getLogger("agenthost.runtime")
@@ -40,7 +72,10 @@ READ_BATCH = 1000
 # Attempts of one step's model request; a retry reuses the assembled request,
 # so a plan choice made meanwhile waits for the next step's boundary.
 STEP_ATTEMPTS = 2
+# Appends retried after a WrongExpectedSeq (another writer got in between).
+MAX_ATTEMPTS = 5
 INTERRUPTED = "interrupted: the runtime stopped during this turn"
+DENIED = "The user denied this call"
 
 
 class AgentBusy(FailedPrecondition):
@@ -68,13 +103,7 @@ class AgentStatus:
     last_seq: int
 
 
-@dataclass(frozen=True)
-class Input:
-    text: str
-    input_id: str
-
-
-def _event_id(prefix: str) -> str:
+def new_id(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex}"
 
 
@@ -82,52 +111,68 @@ class Agent:
     def __init__(
         self,
         session_id: str,
+        cwd: str,
         *,
         log: SessionLogPort,
         model: ModelAdapter,
         plan: PlanModePort | None,
         catalog: ToolCatalog,
-        questions: QuestionBroker,
+        live: LiveFeed,
         base_sections: Sequence[ev.PromptSection],
         on_status: Callable[[AgentStatus], None],
     ) -> None:
         self.session_id = session_id
+        self.cwd = Path(cwd)
         self._log = log
         self._model = model
         self._plan = plan
         self._catalog = catalog
-        self._questions = questions
+        self._live = live
         self._base_sections = list(base_sections)
         self._on_status = on_status
+        self._state = SessionState()
         self._transcript = Transcript()
-        self._last_seq = -1
-        self._last_appended_seq = -1
-        self._queue: deque[Input] = deque()
-        self._steered: list[Input] = []
-        self._loop_task: asyncio.Task[None] | None = None
+        self._answers = AnswerWaits()
+        # Serialises reading the log into the fold (several tasks catch up).
+        self._reading = asyncio.Lock()
+        # Serialises starting turns against accepting inputs.
+        self._admitting = asyncio.Lock()
+        self._runner: asyncio.Task[None] | None = None
         self._turn_task: asyncio.Task[None] | None = None
+        # Set by close(): a stopping runtime records nothing about its turns.
+        self._closing = False
 
-    # -- loading ---------------------------------------------------------------
+    @property
+    def state(self) -> SessionState:
+        return self._state
+
+    # -- loading -----------------------------------------------------------------------
 
     async def load(self) -> None:
-        """Rebuild the conversation from the log; close a turn a crash left open."""
-        turn_open = False
-        async for event in self._events_after(self._last_seq):
-            kind = event.WhichOneof("body")
-            if kind == "turn_start":
-                turn_open = True
-            elif kind == "turn_end":
-                turn_open = False
-        if turn_open:
-            await self._append(
-                [
-                    ev.Event(
-                        id=_event_id("interrupted"),
-                        turn_end=ev.TurnEnd(reason=ev.TURN_END_REASON_ERROR, error=INTERRUPTED),
-                    )
-                ]
-            )
-            await self._catch_up()
+        """Rebuild the fold and the conversation from the log, then pick up
+        where a stopped runtime left the session."""
+        await self._catch_up()
+        turn = self._state.turn
+        if turn.open and self._waiting_question() is not None:
+            self._start(turn.turn_id, resuming=True)
+        elif turn.open:
+            await self._end_turn(turn.turn_id, ev.TURN_END_REASON_INTERRUPTED, INTERRUPTED)
+            await self._start_next()
+        else:
+            await self._start_next()
+
+    def _waiting_question(self) -> Question | None:
+        """The open question a pending call of the open step waits for."""
+        pending = {call.call_id for call in self._state.turn.calls}
+        return next((q for q in self._state.questions.open if q.call_id in pending), None)
+
+    async def _catch_up(self) -> None:
+        """Fold everything recorded since we last looked (our own events and
+        those of plan mode and other writers, in log order)."""
+        async with self._reading:
+            async for event in self._events_after(self._state.last_seq):
+                self._state = fold(self._state, event)
+                self._transcript.add(event)
 
     async def _events_after(self, seq: int) -> AsyncIterator[ev.Event]:
         while True:
@@ -137,48 +182,51 @@ class Agent:
                 )
             ).events
             for event in batch:
-                self._transcript.add(event)
-                self._last_seq = event.seq
-                yield event
+                if event.seq > self._state.last_seq:
+                    yield event
             if len(batch) < READ_BATCH:
                 return
             seq = batch[-1].seq
 
-    async def _catch_up(self) -> None:
-        """Take in everything recorded since we last looked (our own events
-        and those plan mode appended, such as notices)."""
-        async for _ in self._events_after(self._last_seq):
-            pass
-
-    # -- status ------------------------------------------------------------------
+    # -- status --------------------------------------------------------------------------
 
     @property
     def running(self) -> bool:
-        return self._loop_task is not None and not self._loop_task.done()
+        return self._runner is not None and not self._runner.done()
 
     def status(self) -> AgentStatus:
-        last_seq = max(self._last_seq, self._last_appended_seq)
-        return AgentStatus(self.session_id, self.running, len(self._queue), last_seq)
+        queued = len(self._state.turn.queued)
+        return AgentStatus(self.session_id, self.running, queued, self._state.last_seq)
 
     def _publish_status(self) -> None:
         self._on_status(self.status())
 
-    # -- inputs --------------------------------------------------------------------
+    # -- inputs --------------------------------------------------------------------------
 
-    def prompt(self, text: str, mode: PromptMode, input_id: str = "") -> PromptMode:
-        """Take an input; returns the mode it was taken in (SEND when idle)."""
-        item = Input(text, input_id or _event_id("input"))
-        if not self.running:
-            self._start_loop(item)
-            return PromptMode.SEND
-        if mode is PromptMode.SEND:
-            raise AgentBusy(self.session_id)
-        if mode is PromptMode.STEER:
-            self._steered.append(item)
-        else:
-            self._queue.append(item)
-            self._publish_status()
+    async def prompt(self, text: str, mode: PromptMode, input_id: str = "") -> PromptMode:
+        """Take an input, once it is in the log; the mode it was taken in
+        (SEND when idle). A retry with the same input id takes nothing twice."""
+        input_id = input_id or new_id("input")
+        async with self._admitting:
+            await self._catch_up()
+            if not self._state.turn.open:
+                # Idle, or the last turn just ended: this input opens the next
+                # one (a runner still finishing picks it up).
+                if await self._open_turn(input_id, text) and not self.running:
+                    self._start(self._state.turn.turn_id, resuming=False)
+                return PromptMode.SEND
+            if mode is PromptMode.SEND:
+                raise AgentBusy(self.session_id)
+            await self._append([_queued(input_id, text, mode)])
+        self._publish_status()
         return mode
+
+    async def _open_turn(self, input_id: str, text: str) -> bool:
+        """Record turn/start and the user's message; False for a retried input."""
+        turn = ev.Event(id=f"{input_id}-turn", turn_start=ev.TurnStart(turn_id=new_id("turn")))
+        result = await self._log.append(self.session_id, [turn, _user_message(input_id, text)])
+        await self._catch_up()
+        return not result.duplicate
 
     async def cancel(self) -> bool:
         """Stop the running turn (recorded as cancelled). Queued inputs stay."""
@@ -190,45 +238,109 @@ class Agent:
         return True
 
     async def close(self) -> None:
-        await self.cancel()
-        self._queue.clear()
-        if self._loop_task is not None:
-            await asyncio.wait([self._loop_task])
+        """Stop without recording anything: a turn left open is picked up by
+        whichever runtime loads the session next."""
+        self._closing = True
+        for task in (self._turn_task, self._runner):
+            if task is not None and not task.done():
+                task.cancel()
+                await asyncio.wait([task])
 
-    def _start_loop(self, first: Input) -> None:
-        self._loop_task = asyncio.create_task(
-            self._run_inputs(first), name=f"agent-{self.session_id}"
-        )
+    # -- questions and settings ----------------------------------------------------------
+
+    async def answer(self, question_id: str, answer: ev.QuestionAnswer) -> int:
+        """Record the first answer of an open question; the seq it got."""
+        for _ in range(MAX_ATTEMPTS):
+            await self._catch_up()
+            questions = self._state.questions
+            question = questions.find(question_id)
+            if question is None:
+                if question_id in questions.answered:
+                    raise QuestionAnswered(question_id)
+                raise QuestionNotFound(question_id)
+            check_answer(question, answer)
+            answered = ev.Event(
+                id=new_id("answer"),
+                question_answered=ev.QuestionAnswered(question_id=question_id, answer=answer),
+            )
+            try:
+                result = await self._log.append(
+                    self.session_id, [answered], expected_last_seq=self._state.last_seq
+                )
+            except WrongExpectedSeq:
+                continue
+            self._answers.resolve(question_id, answer)
+            return result.last_seq
+        raise FailedPrecondition("BUSY_LOG", f"session {self.session_id!r} changed too often")
+
+    async def update_settings(
+        self, sandbox: str | None, approvals: str | None
+    ) -> tuple[SettingsFold, int]:
+        """Record new settings (effective for the next tool call)."""
+        await self._catch_up()
+        current = self._state.settings
+        wanted = SettingsFold(sandbox or current.sandbox, approvals or current.approvals)
+        if wanted != current:
+            event = ev.Event(id=new_id("settings"), session_settings=settings_event(wanted))
+            await self._append([event])
+        return self._state.settings, self._state.last_seq
+
+    # -- the run loop --------------------------------------------------------------------
+
+    def _start(self, turn_id: str, *, resuming: bool) -> None:
+        self._runner = spawn(self._run(turn_id, resuming), name=f"agent-{self.session_id}")
         self._publish_status()
 
-    async def _run_inputs(self, first: Input) -> None:
+    async def _start_next(self) -> None:
+        """Run the oldest queued input, if any (after a turn, or on load)."""
+        async with self._admitting:
+            if not self.running and (turn_id := await self._next_turn()):
+                self._start(turn_id, resuming=False)
+
+    async def _following_turn(self, ended: str) -> str:
+        """The turn to run after `ended`: one a prompt opened meanwhile, else
+        the turn of the oldest waiting input ("" when there is none)."""
+        await self._catch_up()
+        turn = self._state.turn
+        if turn.open and turn.turn_id != ended:
+            return turn.turn_id
+        return "" if turn.open else await self._next_turn()
+
+    async def _next_turn(self) -> str:
+        """Open the turn of the oldest waiting input ("" when none waits); a
+        steered input that came too late for the last step runs too."""
+        await self._catch_up()
+        waiting = self._state.turn.inputs
+        if not waiting or self._closing:
+            return ""
+        await self._open_turn(waiting[0].input_id, waiting[0].text)
+        return self._state.turn.turn_id
+
+    async def _run(self, turn_id: str, resuming: bool) -> None:
         try:
-            item: Input | None = first
-            while item is not None:
-                self._turn_task = asyncio.create_task(self._turn(item))
+            while turn_id:
+                self._turn_task = spawn(self._turn(turn_id, resuming), name=f"turn-{turn_id}")
                 await asyncio.wait([self._turn_task])
-                self._steered.clear()
-                item = self._queue.popleft() if self._queue else None
+                resuming = False
+                async with self._admitting:
+                    turn_id = await self._following_turn(turn_id)
+                    if not turn_id:
+                        self._runner = None
         finally:
             self._turn_task = None
             # Report idle once this task is done, so `running` is already false.
             asyncio.get_running_loop().call_soon(self._publish_status)
 
-    # -- the turn ----------------------------------------------------------------
+    # -- the turn --------------------------------------------------------------------------
 
-    async def _turn(self, first: Input) -> None:
-        turn_id = _event_id("turn")
-        incoming = [first]
+    async def _turn(self, turn_id: str, resuming: bool) -> None:
         try:
-            await self._append(
-                [ev.Event(id=f"{first.input_id}-turn", turn_start=ev.TurnStart(turn_id=turn_id))]
-            )
-            step = 0
-            while True:
-                owes_request = await self._step(turn_id, step, incoming)
-                incoming = []
-                if not owes_request and not self._steered:
-                    break
+            step = self._state.turn.step if resuming else 0
+            owes = await self._run_calls(turn_id, step) if resuming else True
+            if resuming:
+                step += 1
+            while owes or self._state.turn.steered:
+                owes = await self._step(turn_id, step)
                 step += 1
             await self._end_turn(turn_id, ev.TURN_END_REASON_COMPLETED)
         except ModelError as error:
@@ -237,35 +349,28 @@ class Agent:
             )
             await self._end_turn(turn_id, ev.TURN_END_REASON_ERROR, error.message)
         except asyncio.CancelledError:
+            if self._closing:
+                raise
             await self._end_turn(turn_id, ev.TURN_END_REASON_CANCELLED)
         except Exception as error:
             log.exception("turn failed", extra={"session_id": self.session_id})
             await self._end_turn(turn_id, ev.TURN_END_REASON_ERROR, f"internal error: {error}")
+        finally:
+            self._live.end_turn(self.session_id, turn_id)
 
     async def _end_turn(
         self, turn_id: str, reason: ev.TurnEndReason.ValueType, error: str = ""
     ) -> None:
-        await self._append(
-            [
-                ev.Event(
-                    id=_event_id("end"),
-                    turn_end=ev.TurnEnd(turn_id=turn_id, reason=reason, error=error),
-                )
-            ]
-        )
+        end = ev.TurnEnd(turn_id=turn_id, reason=reason, error=error[:65536])
+        await self._append([ev.Event(id=new_id("end"), turn_end=end)])
 
-    async def _step(self, turn_id: str, step: int, incoming: list[Input]) -> bool:
+    async def _step(self, turn_id: str, step: int) -> bool:
         """Run one step; True when its tool calls owe the model another request."""
         plan_sections = await self._plan.boundary_sections(self.session_id) if self._plan else []
-        incoming = incoming + self._steered
-        self._steered = []
-        await self._append(
-            [
-                ev.Event(id=_event_id("step"), step_start=ev.StepStart(turn_id=turn_id, step=step)),
-                *(_user_message(item) for item in incoming),
-            ]
-        )
         await self._catch_up()
+        steered = [_user_message(i.input_id, i.text) for i in self._state.turn.steered]
+        start = ev.Event(id=new_id("step"), step_start=ev.StepStart(turn_id=turn_id, step=step))
+        await self._append([start, *steered])
         sections = sorted([*self._base_sections, *plan_sections], key=lambda s: s.order)
         request = ModelRequest(
             messages=self._transcript.messages(),
@@ -273,37 +378,31 @@ class Agent:
             tools=self._catalog.schemas(),
             model=self._model.model,
         )
-        await self._append(
-            [
-                ev.Event(
-                    id=_event_id("request"),
-                    request_header=ev.RequestHeader(
-                        sections=sections,
-                        tools=request.tools,
-                        model=self._model.model,
-                        turn_id=turn_id,
-                        step=step,
-                    ),
-                )
-            ]
+        header = ev.RequestHeader(
+            sections=sections,
+            tools=request.tools,
+            model=self._model.model,
+            turn_id=turn_id,
+            step=step,
         )
-        answer = await self._ask_model(request)
-        owes_request = await self._record_answer(answer)
-        await self._append(
-            [ev.Event(id=_event_id("step-end"), step_end=ev.StepEnd(turn_id=turn_id, step=step))]
-        )
-        return owes_request
+        await self._append([ev.Event(id=new_id("request"), request_header=header)])
+        answer = await self._ask_model(request, turn_id, step)
+        await self._record_answer(answer)
+        self._live.end_step(self.session_id, turn_id, step)
+        return await self._run_calls(turn_id, step)
 
-    async def _ask_model(self, request: ModelRequest) -> StreamedAnswer:
+    async def _ask_model(self, request: ModelRequest, turn_id: str, step: int) -> StreamedAnswer:
         for attempt in range(1, STEP_ATTEMPTS + 1):
             answer = StreamedAnswer()
             try:
                 async with aclosing(self._model.stream(request)) as chunks:
                     async for chunk in chunks:
                         answer.add(chunk)
+                        self._show(chunk, turn_id, step)
                 return answer
             except ModelError as error:
-                if not error.retryable or attempt == STEP_ATTEMPTS or answer.text:
+                streamed = answer.text or answer.reasoning
+                if not error.retryable or attempt == STEP_ATTEMPTS or streamed:
                     raise
                 log.warning(
                     "retrying the step's request",
@@ -315,55 +414,153 @@ class Agent:
                 )
         raise AssertionError("unreachable")
 
-    async def _record_answer(self, answer: StreamedAnswer) -> bool:
+    def _show(self, chunk: object, turn_id: str, step: int) -> None:
+        if isinstance(chunk, TextDelta) and chunk.text:
+            self._live.text(self.session_id, turn_id, step, ANSWER, chunk.text)
+        elif isinstance(chunk, ReasoningDelta) and chunk.text:
+            self._live.text(self.session_id, turn_id, step, REASONING, chunk.text)
+
+    async def _record_answer(self, answer: StreamedAnswer) -> None:
         events: list[ev.Event] = []
-        if answer.text:
-            events.append(
-                ev.Event(
-                    id=_event_id("assistant"),
-                    assistant_message=ev.AssistantMessage(text=answer.text),
-                )
-            )
+        if answer.text or answer.reasoning:
+            message = ev.AssistantMessage(text=answer.text, reasoning=answer.reasoning)
+            events.append(ev.Event(id=new_id("assistant"), assistant_message=message))
         events += [
             ev.Event(
-                id=_event_id("call"),
-                tool_call=ev.ToolCall(
-                    call_id=call.call_id, name=call.name, args_json=call.args_json
-                ),
+                id=new_id("call"),
+                tool_call=ev.ToolCall(call_id=c.call_id, name=c.name, args_json=c.args_json),
             )
-            for call in answer.tool_calls
+            for c in answer.tool_calls
         ]
         if events:
             await self._append(events)
-        context = ToolContext(self.session_id, self._questions)
-        for call in answer.tool_calls:
-            outcome = await self._catalog.run(context, call.name, call.args_json)
-            await self._append(
-                [
-                    ev.Event(
-                        id=_event_id("result"),
-                        tool_result=ev.ToolResult(
-                            call_id=call.call_id,
-                            ok=outcome.ok,
-                            output=outcome.output,
-                            error=outcome.error,
-                        ),
-                    )
-                ]
+
+    # -- tool calls ---------------------------------------------------------------------------
+
+    async def _run_calls(self, turn_id: str, step: int) -> bool:
+        """Run the step's calls that have no result yet, then end the step;
+        True when there were any (the model is owed another request)."""
+        calls = self._state.turn.calls
+        for call in calls:
+            outcome = await self._run_call(turn_id, call)
+            await self._record_result(turn_id, call, outcome)
+        end = ev.Event(id=new_id("step-end"), step_end=ev.StepEnd(turn_id=turn_id, step=step))
+        await self._append([end])
+        return bool(calls)
+
+    async def _run_call(self, turn_id: str, call: PendingCall) -> ToolOutcome:
+        parsed = self._catalog.parse(call.name, call.args_json)
+        if isinstance(parsed, ToolOutcome):
+            return parsed
+        context = self._context(turn_id, call.call_id)
+        question = next((q for q in self._state.questions.open if q.call_id == call.call_id), None)
+        if question is None:
+            first = await self._before_running(parsed, context)
+            if isinstance(first, ToolOutcome):
+                return first
+            question = first
+        answer = await self._answers.wait(question.question_id)
+        return await self._after_answer(parsed, context, question, answer)
+
+    async def _before_running(self, call: Call, context: ToolContext) -> ToolOutcome | Question:
+        """The call's result, or the question recorded before it may run."""
+        if call.tool.review is not None:
+            review = await call.tool.review(context, call.args)
+            if isinstance(review, ToolOutcome):
+                return review
+            asked = ev.QuestionAsked(
+                presentation=ev.QUESTION_PRESENTATION_PLAN_REVIEW,
+                title=review.title,
+                body=review.body,
+                approve_label=review.approve_label,
             )
-        return bool(answer.tool_calls)
+            return await self._ask(context, asked)
+        decision = self._gate(call)
+        if decision.gate is gates.Gate.REFUSE:
+            return ToolOutcome(ok=False, error=f"Not run: {decision.reason}.")
+        if decision.gate is gates.Gate.ALLOW:
+            return await call.tool.run(context, call.args)
+        return await self._ask(context, _approval_question(call))
+
+    def _gate(self, call: Call) -> gates.Decision:
+        settings = self._state.settings
+        granted = call.tool.approval(call.args).grant in self._state.questions.grants
+        return gates.decide(call.tool.effect, settings.sandbox, settings.approvals, granted=granted)
+
+    async def _ask(self, context: ToolContext, asked: ev.QuestionAsked) -> Question:
+        asked.question_id = new_id("q")
+        asked.turn_id, asked.call_id = context.turn_id, context.call_id
+        self._answers.expect(asked.question_id)
+        await self._append([ev.Event(id=new_id("asked"), question_asked=asked)])
+        return Question.from_event(asked)
+
+    async def _after_answer(
+        self, call: Call, context: ToolContext, question: Question, answer: ev.QuestionAnswer
+    ) -> ToolOutcome:
+        await self._catch_up()
+        if question.presentation == PLAN_REVIEW and call.tool.reviewed is not None:
+            return await call.tool.reviewed(context, call.args, answer)
+        if answer.WhichOneof("kind") in ("allow_once", "allow_for_session"):
+            # The sandbox may have changed while the user thought about it.
+            if self._gate(call).gate is gates.Gate.REFUSE:
+                return ToolOutcome(ok=False, error=f"Not run: {self._gate(call).reason}.")
+            return await call.tool.run(self._context(context.turn_id, context.call_id), call.args)
+        reason = answer.deny.strip() if answer.WhichOneof("kind") == "deny" else ""
+        return ToolOutcome(ok=False, error=f"{DENIED}: {reason}" if reason else f"{DENIED}.")
+
+    def _context(self, turn_id: str, call_id: str) -> ToolContext:
+        def on_output(piece: str) -> None:
+            self._live.output(self.session_id, turn_id, call_id, piece)
+
+        return ToolContext(
+            self.session_id, turn_id, call_id, self.cwd, self._state.settings.sandbox, on_output
+        )
+
+    async def _record_result(self, turn_id: str, call: PendingCall, outcome: ToolOutcome) -> None:
+        result = ev.ToolResult(
+            call_id=call.call_id,
+            ok=outcome.ok,
+            output=outcome.output[:1048576],
+            error=outcome.error[:65536],
+        )
+        if outcome.display is not None:
+            result.display.CopyFrom(outcome.display.to_pb())
+        await self._append([ev.Event(id=new_id("result"), tool_result=result)])
+        self._live.end_output(self.session_id, turn_id, call.call_id)
 
     async def _append(self, events: list[ev.Event]) -> None:
-        # Our own events reach the transcript through _catch_up, with plan
-        # mode's in between, so the model sees them in log order.
-        result = await self._log.append(self.session_id, events)
-        self._last_appended_seq = max(self._last_appended_seq, result.last_seq)
+        await self._log.append(self.session_id, events)
+        await self._catch_up()
 
 
-def _user_message(item: Input) -> ev.Event:
+def _user_message(input_id: str, text: str) -> ev.Event:
     return ev.Event(
-        id=item.input_id,
-        user_message=ev.UserMessage(
-            text=item.text, source=ev.MessageSource(kind=ev.SOURCE_KIND_USER)
+        id=input_id,
+        user_message=ev.UserMessage(text=text, source=ev.MessageSource(kind=ev.SOURCE_KIND_USER)),
+    )
+
+
+def _queued(input_id: str, text: str, mode: PromptMode) -> ev.Event:
+    input_mode = ev.INPUT_MODE_STEER if mode is PromptMode.STEER else ev.INPUT_MODE_QUEUE
+    return ev.Event(
+        id=f"{input_id}-queued",
+        input_queued=ev.InputQueued(input_id=input_id, text=text, mode=input_mode),
+    )
+
+
+def _approval_question(call: Call) -> ev.QuestionAsked:
+    approval = call.tool.approval(call.args)
+    return ev.QuestionAsked(
+        presentation=ev.QUESTION_PRESENTATION_TOOL_APPROVAL,
+        title=f"Allow {approval.summary}?"[:512],
+        body=approval.detail[:262144],
+        approval=ev.ToolApproval(
+            tool=approval.tool,
+            summary=approval.summary[:4096],
+            detail=approval.detail[:262144],
+            grant=approval.grant[:4096],
         ),
     )
+
+
+__all__ = ["TOOL_APPROVAL", "Agent", "AgentBusy", "AgentStatus", "PromptMode"]

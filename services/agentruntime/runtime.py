@@ -1,4 +1,5 @@
-"""The agent runtime: loads agents from their logs and routes inputs to them."""
+"""The agent runtime: loads agents from their logs and routes inputs,
+answers and settings to them; holds the live feed of what they stream."""
 
 from __future__ import annotations
 
@@ -9,14 +10,17 @@ from dataclasses import dataclass
 from agenthost.sessionlog.v1 import events_pb2 as ev
 
 from services.common.errors import NotFound
+from services.common.tasks import spawn
+from services.sessionlog.folds import SettingsFold
 from services.sessionlog.port import SessionLogPort
 
 from .agent import Agent, AgentStatus, PromptMode
+from .live import LiveDelta, LiveFeed
 from .models.base import ModelAdapter
 from .plan_tools import exit_plan_mode_tool
 from .ports import PlanModePort
-from .questions import QuestionBroker
 from .tools import Tool, ToolCatalog
+from .workspace_catalog import workspace_tools
 
 BASE_SECTION_ID = "agenthost:base"
 
@@ -71,9 +75,10 @@ class AgentRuntime:
         self._log = log
         self._model = model
         self._plan = plan
-        tools = [exit_plan_mode_tool(plan)] if plan is not None else []
-        self._catalog = ToolCatalog([*tools, *(extra_tools or [])])
-        self.questions = QuestionBroker()
+        # The same catalog in every mode: plan mode steers, it never hides tools.
+        plan_tools = [exit_plan_mode_tool(plan)] if plan is not None else []
+        self._catalog = ToolCatalog([*workspace_tools(), *plan_tools, *(extra_tools or [])])
+        self.live = LiveFeed()
         self._agents: dict[str, Agent] = {}
         self._loading: dict[str, asyncio.Task[Agent]] = {}
         self._status_watchers: set[asyncio.Queue[AgentStatus]] = set()
@@ -87,7 +92,7 @@ class AgentRuntime:
             return agent
         loading = self._loading.get(session_id)
         if loading is None:
-            loading = asyncio.create_task(self._load(session_id))
+            loading = spawn(self._load(session_id), name=f"load-{session_id}")
             self._loading[session_id] = loading
             loading.add_done_callback(lambda _: self._loading.pop(session_id, None))
         return await asyncio.shield(loading)
@@ -96,11 +101,12 @@ class AgentRuntime:
         summary = await self._log.get_session(session_id)
         agent = Agent(
             session_id,
+            summary.cwd,
             log=self._log,
             model=self._model,
             plan=self._plan,
             catalog=self._catalog,
-            questions=self.questions,
+            live=self.live,
             base_sections=[base_section(summary.cwd)],
             on_status=self._publish,
         )
@@ -109,6 +115,8 @@ class AgentRuntime:
         return agent
 
     async def close(self) -> None:
+        """Stop every agent; turns left open are picked up from the log by the
+        runtime that loads their sessions next."""
         await asyncio.gather(*(agent.close() for agent in self._agents.values()))
 
     # -- inputs ------------------------------------------------------------------
@@ -117,7 +125,7 @@ class AgentRuntime:
         self, session_id: str, text: str, mode: PromptMode = PromptMode.SEND, input_id: str = ""
     ) -> tuple[PromptMode, AgentStatus]:
         agent = await self.resume(session_id)
-        taken = agent.prompt(text, mode, input_id)
+        taken = await agent.prompt(text, mode, input_id)
         return taken, agent.status()
 
     async def cancel(self, session_id: str) -> tuple[bool, AgentStatus]:
@@ -140,9 +148,26 @@ class AgentRuntime:
             raise CommandNotFound(name)
         outcome = await self._plan.run_plan_command(session_id, args)
         if outcome.ok and outcome.steer_text:
-            agent.prompt(outcome.steer_text, PromptMode.STEER)
+            await agent.prompt(outcome.steer_text, PromptMode.STEER)
         last_seq = (await self._log.get_session(session_id)).last_seq
         return CommandResult(outcome.ok, outcome.message, last_seq)
+
+    # -- questions and settings ------------------------------------------------------------
+
+    async def answer(self, session_id: str, question_id: str, answer: ev.QuestionAnswer) -> int:
+        """Record the first answer of an open question (QUESTION_ANSWERED for a
+        later one); the turn waiting for it goes on. Returns the answer's seq."""
+        return await (await self.resume(session_id)).answer(question_id, answer)
+
+    async def update_settings(
+        self, session_id: str, sandbox: str | None, approvals: str | None
+    ) -> tuple[SettingsFold, int]:
+        agent = await self.resume(session_id)
+        return await agent.update_settings(sandbox, approvals)
+
+    def watch_live(self) -> AsyncIterator[LiveDelta]:
+        """The text so far of everything running, then the pieces as they come."""
+        return self.live.watch()
 
     # -- status stream ---------------------------------------------------------------
 

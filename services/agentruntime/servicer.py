@@ -8,8 +8,10 @@ import grpc
 from agenthost.runtime.v1 import runtime_pb2 as pb
 from agenthost.runtime.v1 import runtime_pb2_grpc as pb_grpc
 
+from services.sessionlog.folds import APPROVAL_POLICIES, SANDBOXES, settings_event
+
 from .agent import AgentStatus, PromptMode
-from .questions import GENERIC, PLAN_REVIEW, Answer, Asked, Question
+from .live import ANSWER, LiveDelta, TextDelta
 from .runtime import AgentRuntime
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["AgentRuntimeService"].full_name
@@ -21,10 +23,7 @@ _MODES = {
     pb.PROMPT_MODE_STEER: PromptMode.STEER,
 }
 _MODE_VALUES = {mode: value for value, mode in _MODES.items() if value}
-_PRESENTATIONS = {
-    GENERIC: pb.QUESTION_PRESENTATION_GENERIC,
-    PLAN_REVIEW: pb.QUESTION_PRESENTATION_PLAN_REVIEW,
-}
+_TEXT_KINDS = {True: pb.TEXT_KIND_ANSWER, False: pb.TEXT_KIND_REASONING}
 
 
 def status_pb(status: AgentStatus) -> pb.AgentStatus:
@@ -36,23 +35,26 @@ def status_pb(status: AgentStatus) -> pb.AgentStatus:
     )
 
 
-def question_pb(question: Question) -> pb.Question:
-    return pb.Question(
-        question_id=question.question_id,
-        session_id=question.session_id,
-        title=question.title,
-        body=question.body,
-        presentation=_PRESENTATIONS[question.presentation],
-        approve_label=question.approve_label,
-    )
-
-
-def answer_from_pb(answer: pb.Answer) -> Answer:
-    kind = answer.WhichOneof("kind")
-    return Answer(
-        approve=kind == "approve" and answer.approve,
-        feedback=answer.feedback if kind == "feedback" else "",
-        dismiss=kind == "dismiss" and answer.dismiss,
+def live_pb(delta: LiveDelta) -> pb.WatchLiveResponse:
+    if isinstance(delta, TextDelta):
+        return pb.WatchLiveResponse(
+            assistant=pb.AssistantDelta(
+                session_id=delta.session_id,
+                turn_id=delta.turn_id,
+                step=delta.step,
+                kind=_TEXT_KINDS[delta.kind == ANSWER],
+                offset=delta.offset,
+                text=delta.text,
+            )
+        )
+    return pb.WatchLiveResponse(
+        tool_output=pb.ToolOutputDelta(
+            session_id=delta.session_id,
+            turn_id=delta.turn_id,
+            call_id=delta.call_id,
+            offset=delta.offset,
+            text=delta.text,
+        )
     )
 
 
@@ -112,30 +114,22 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServiceServicer):
             ok=result.ok, message=result.message, last_seq=result.last_seq
         )
 
-    async def ListQuestions(
-        self, request: pb.ListQuestionsRequest, context: grpc.aio.ServicerContext
-    ) -> pb.ListQuestionsResponse:
-        return pb.ListQuestionsResponse(
-            questions=[question_pb(q) for q in self.runtime.questions.pending(request.session_id)]
-        )
-
-    async def WatchQuestions(
-        self, request: pb.WatchQuestionsRequest, context: grpc.aio.ServicerContext
-    ) -> AsyncIterator[pb.WatchQuestionsResponse]:
-        async for event in self.runtime.questions.watch(request.session_id or None):
-            if isinstance(event, Asked):
-                yield pb.WatchQuestionsResponse(asked=question_pb(event.question))
-            else:
-                yield pb.WatchQuestionsResponse(
-                    answered=pb.QuestionAnswered(
-                        question_id=event.question_id, session_id=event.session_id
-                    )
-                )
-
     async def AnswerQuestion(
         self, request: pb.AnswerQuestionRequest, context: grpc.aio.ServicerContext
     ) -> pb.AnswerQuestionResponse:
-        self.runtime.questions.answer(
-            request.session_id, request.question_id, answer_from_pb(request.answer)
-        )
-        return pb.AnswerQuestionResponse()
+        seq = await self.runtime.answer(request.session_id, request.question_id, request.answer)
+        return pb.AnswerQuestionResponse(seq=seq)
+
+    async def UpdateSettings(
+        self, request: pb.UpdateSettingsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.UpdateSettingsResponse:
+        sandbox = SANDBOXES[request.sandbox] if request.HasField("sandbox") else None
+        approvals = APPROVAL_POLICIES[request.approvals] if request.HasField("approvals") else None
+        settings, seq = await self.runtime.update_settings(request.session_id, sandbox, approvals)
+        return pb.UpdateSettingsResponse(settings=settings_event(settings), seq=seq)
+
+    async def WatchLive(
+        self, request: pb.WatchLiveRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[pb.WatchLiveResponse]:
+        async for delta in self.runtime.watch_live():
+            yield live_pb(delta)

@@ -1,16 +1,52 @@
 """Tools the model can call. The catalog is fixed when the runtime starts, so
-the tool schemas a model sees never change with modes (stable KV cache)."""
+the tool schemas a model sees never change with modes (stable KV cache): plan
+mode steers the model, the sandbox and the approval policy (gates.py) decide
+whether a call runs.
+
+A tool declares its effect (read, write, command), how an approval question
+describes a call and what "allow for this session" grants, and how it runs.
+A tool that asks its own question before it finishes (exit_plan_mode's plan
+review) declares `review` and `reviewed`; the runtime records the question
+and its answer in the log, so the wait survives a restart.
+"""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from agenthost.sessionlog.v1 import events_pb2
 
-from .questions import QuestionBroker
+from services.sessionlog.folds import Approval
+
+from .gates import Effect
+
+Args = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ToolDisplay:
+    """What a client shows of a call (the model never sees it)."""
+
+    summary: str = ""
+    diff: str = ""
+    lines_added: int = 0
+    lines_removed: int = 0
+    exit_code: int | None = None
+
+    def to_pb(self) -> events_pb2.ToolDisplay:
+        shown = events_pb2.ToolDisplay(
+            summary=self.summary[:1024],
+            diff=self.diff[:262144],
+            lines_added=self.lines_added,
+            lines_removed=self.lines_removed,
+        )
+        if self.exit_code is not None:
+            shown.exit_code = self.exit_code
+        return shown
 
 
 @dataclass(frozen=True)
@@ -18,15 +54,38 @@ class ToolOutcome:
     ok: bool
     output: str = ""
     error: str = ""
+    display: ToolDisplay | None = None
 
 
 @dataclass(frozen=True)
 class ToolContext:
     session_id: str
-    questions: QuestionBroker
+    turn_id: str
+    call_id: str
+    # The session's folder: relative paths start here.
+    cwd: Path
+    sandbox: str
+    # Streams a running command's output to clients (ephemeral).
+    on_output: Callable[[str], None]
 
 
-ToolRun = Callable[[ToolContext, dict[str, Any]], Awaitable[ToolOutcome]]
+@dataclass(frozen=True)
+class Review:
+    """A question a tool asks its user before it finishes."""
+
+    title: str
+    body: str
+    approve_label: str
+
+
+ToolRun = Callable[[ToolContext, Args], Awaitable[ToolOutcome]]
+ToolReview = Callable[[ToolContext, Args], Awaitable[Review | ToolOutcome]]
+ToolReviewed = Callable[[ToolContext, Args, events_pb2.QuestionAnswer], Awaitable[ToolOutcome]]
+
+
+def plain_approval(name: str, args: Args) -> Approval:
+    shown = json.dumps(args, ensure_ascii=False, sort_keys=True)
+    return Approval(name, f"{name} {shown}"[:200], shown, name)
 
 
 @dataclass(frozen=True)
@@ -35,6 +94,14 @@ class Tool:
     description: str
     parameters: dict[str, Any]
     run: ToolRun
+    effect: Effect = Effect.NONE
+    # What an approval question shows of a call, and what it grants.
+    describe: Callable[[Args], Approval] | None = None
+    review: ToolReview | None = None
+    reviewed: ToolReviewed | None = None
+
+    def approval(self, args: Args) -> Approval:
+        return self.describe(args) if self.describe else plain_approval(self.name, args)
 
     def schema(self) -> events_pb2.ToolSchema:
         return events_pb2.ToolSchema(
@@ -42,6 +109,14 @@ class Tool:
             description=self.description,
             parameters_json=json.dumps(self.parameters, sort_keys=True),
         )
+
+
+@dataclass(frozen=True)
+class Call:
+    """A tool call the catalog understood."""
+
+    tool: Tool
+    args: Args
 
 
 class ToolCatalog:
@@ -52,7 +127,8 @@ class ToolCatalog:
     def schemas(self) -> list[events_pb2.ToolSchema]:
         return list(self._schemas)
 
-    async def run(self, context: ToolContext, name: str, args_json: str) -> ToolOutcome:
+    def parse(self, name: str, args_json: str) -> Call | ToolOutcome:
+        """The tool and its arguments, or the failure the model is told."""
         tool = self._tools.get(name)
         if tool is None:
             return ToolOutcome(ok=False, error=f"unknown tool {name!r}")
@@ -62,4 +138,4 @@ class ToolCatalog:
             return ToolOutcome(ok=False, error=f"arguments are not JSON: {error}")
         if not isinstance(args, dict):
             return ToolOutcome(ok=False, error="arguments must be a JSON object")
-        return await tool.run(context, args)
+        return Call(tool, args)

@@ -1,8 +1,11 @@
 """The model adapter interface used by the agent runtime's turn loop.
 
 A `ModelAdapter` turns one `ModelRequest` (prompt sections, tool schemas and the
-conversation) into a stream of `ModelChunk`s: text deltas as they arrive, complete
-tool calls, and one final `Finish`. Failures are `ModelError`s.
+conversation) into a stream of `ModelChunk`s: reasoning deltas (a reasoning model's
+thinking, e.g. DeepSeek's `reasoning_content`) and text deltas as they arrive,
+complete tool calls, and one final `Finish`. `StreamedAnswer` folds them into one
+answer. Reasoning is shown to people but never sent back to the model: the
+`ChatMessage` types do not carry it. Failures are `ModelError`s.
 
 Cancellation: the runtime cancels the task consuming `stream()`. Consumers should
 iterate under `contextlib.aclosing(adapter.stream(request))` so an adapter also
@@ -107,11 +110,18 @@ class TextDelta:
 
 
 @dataclass(frozen=True)
+class ReasoningDelta:
+    """A piece of the model's reasoning, streamed before (or between) its text."""
+
+    text: str
+
+
+@dataclass(frozen=True)
 class Finish:
     reason: str = FINISH_STOP
 
 
-ModelChunk = TextDelta | ToolCallRequest | Finish
+ModelChunk = TextDelta | ReasoningDelta | ToolCallRequest | Finish
 
 
 @dataclass
@@ -119,6 +129,7 @@ class StreamedAnswer:
     """A whole answer folded from chunks (convenient for callers and tests)."""
 
     text: str = ""
+    reasoning: str = ""
     tool_calls: list[ToolCallRequest] = field(default_factory=list)
     finish: Finish | None = None
 
@@ -126,6 +137,8 @@ class StreamedAnswer:
         match chunk:
             case TextDelta(text=text):
                 self.text += text
+            case ReasoningDelta(text=text):
+                self.reasoning += text
             case ToolCallRequest():
                 self.tool_calls.append(chunk)
             case Finish():
@@ -144,7 +157,7 @@ class ModelAdapter(Protocol):
         ...
 
     def stream(self, request: ModelRequest) -> AsyncGenerator[ModelChunk, None]:
-        """Text deltas and complete tool calls in order, then one Finish."""
+        """Reasoning and text deltas and complete tool calls in order, then one Finish."""
         ...
 
     async def aclose(self) -> None:

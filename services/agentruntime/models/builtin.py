@@ -9,7 +9,22 @@ it echoes again. Each `ScriptedReply` is also the test's handle on that reply:
     ...                                               # act mid-request
     reply.release()                                   # let it finish
 
-A separately started runtime is scripted with a JSON file (see `load_script`).
+A reply can also stream reasoning before its text, cut its deltas into `parts`
+pieces spaced `delta_s` seconds apart, and wait `hold_s` seconds after its text
+before finishing, so a person sees a long streamed answer, a plan review or
+tool approvals without an API key. All waiting is cancellable: a cancelled
+stream ends at once with outcome "cancelled".
+
+A separately started runtime is scripted with a JSON file (see `load_script`),
+named by AGENTHOST_BUILTIN_SCRIPT, e.g.
+
+    {"replies": [
+      {"reasoning": "The user wants a plan.", "text": "Here is my plan.",
+       "parts": 20, "delta_s": 0.1, "hold_s": 2,
+       "tool_calls": [{"name": "exit_plan_mode", "args": {"plan": "# Plan"}}]},
+      {"tool_calls": [{"name": "write_file", "args": {"path": "a.txt", "content": "hi"}}]},
+      {"text": "Done."}
+    ]}
 """
 
 from __future__ import annotations
@@ -19,11 +34,11 @@ import itertools
 import json
 import math
 from collections import deque
-from collections.abc import AsyncGenerator, Iterable
+from collections.abc import AsyncGenerator, Callable, Iterable
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from services.agentruntime.models.base import (
     FINISH_STOP,
@@ -32,6 +47,7 @@ from services.agentruntime.models.base import (
     ModelChunk,
     ModelError,
     ModelRequest,
+    ReasoningDelta,
     TextDelta,
     ToolCallRequest,
     UserMessage,
@@ -43,6 +59,7 @@ BUILTIN_MODEL = "builtin-echo"
 DELTA_PARTS = 3
 
 Outcome = Literal["completed", "error", "cancelled", "closed"]
+_V = TypeVar("_V")
 
 
 @dataclass
@@ -55,14 +72,23 @@ class ScriptedToolCall:
 
 @dataclass(eq=False)
 class ScriptedReply:
-    """One scripted answer: text deltas, then (after the gate when `hold`) either
-    the scripted error or the tool calls and Finish."""
+    """One scripted answer: reasoning deltas, text deltas, then (after `hold_s`
+    and, when `hold`, the gate) either the scripted error or the tool calls and
+    Finish."""
 
     text: str = ""
     tool_calls: list[ScriptedToolCall] = field(default_factory=list)
     error: ModelError | None = None
     # When true the reply waits for `release()` after its text, before finishing.
     hold: bool = False
+    # Streamed as ReasoningDelta pieces before the text.
+    reasoning: str = ""
+    # Seconds to wait after the text, before finishing (and before the gate).
+    hold_s: float = 0
+    # Seconds between two deltas.
+    delta_s: float = 0
+    # How many deltas the text and the reasoning are each cut into (at most).
+    parts: int = DELTA_PARTS
     # Set when a request starts consuming this reply; `request` is that request.
     started: asyncio.Event = field(default_factory=asyncio.Event, init=False)
     # Set when the reply stops streaming for any reason; `outcome` says which.
@@ -70,6 +96,18 @@ class ScriptedReply:
     request: ModelRequest | None = field(default=None, init=False)
     outcome: Outcome | None = field(default=None, init=False)
     _gate: asyncio.Event = field(default_factory=asyncio.Event, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        for name in ("hold_s", "delta_s"):
+            if not _seconds(getattr(self, name)):
+                raise ValueError(f"{name} is a non-negative number of seconds")
+        if not _count(self.parts):
+            raise ValueError("parts is a whole number, at least 1")
+
+    def deltas(self) -> list[ModelChunk]:
+        """The reasoning's deltas, then the text's."""
+        reasoning = [ReasoningDelta(piece) for piece in split_deltas(self.reasoning, self.parts)]
+        return [*reasoning, *(TextDelta(piece) for piece in split_deltas(self.text, self.parts))]
 
     def release(self) -> None:
         """Let a held reply finish (harmless when not held or already released)."""
@@ -131,10 +169,12 @@ class BuiltinAdapter:
         """Nothing to release."""
 
     async def _play(self, reply: ScriptedReply) -> AsyncGenerator[ModelChunk, None]:
-        for piece in split_deltas(reply.text):
-            yield TextDelta(piece)
-            # Give other tasks a turn between deltas, as a network stream would.
-            await asyncio.sleep(0)
+        deltas = reply.deltas()
+        for number, delta in enumerate(deltas, 1):
+            yield delta
+            # Other tasks get a turn between deltas at least, as with a network stream.
+            await asyncio.sleep(reply.delta_s if number < len(deltas) else 0)
+        await asyncio.sleep(reply.hold_s)
         await reply.wait_released()
         if reply.error is not None:
             raise reply.error
@@ -169,15 +209,17 @@ def split_deltas(text: str, parts: int = DELTA_PARTS) -> list[str]:
 
 # --- JSON script files -----------------------------------------------------
 
-_REPLY_KEYS = {"text", "tool_calls", "error"}
+_REPLY_KEYS = {"text", "reasoning", "tool_calls", "error", "hold_s", "delta_s", "parts"}
 _CALL_KEYS = {"name", "args", "call_id"}
 _ERROR_KEYS = {"message", "retryable", "status"}
 
 
 def load_script(path: str | Path) -> list[ScriptedReply]:
     """Read scripted replies from JSON: `{"replies": [...]}` or a bare list, each
-    `{"text"?, "tool_calls"?: [{"name", "args"?, "call_id"?}],
-    "error"?: {"message", "retryable"?, "status"?}}`. Unknown keys are errors."""
+    `{"text"?, "reasoning"?, "tool_calls"?: [{"name", "args"?, "call_id"?}],
+    "error"?: {"message", "retryable"?, "status"?}, "hold_s"?, "delta_s"?,
+    "parts"?}`. Unknown keys and wrong types are errors naming the file and the
+    reply's index."""
     data = json.loads(Path(path).read_text(encoding="utf-8"))
     if isinstance(data, dict):
         _check_keys(data, {"replies"}, "script")
@@ -189,15 +231,18 @@ def load_script(path: str | Path) -> list[ScriptedReply]:
 
 def parse_reply(data: object, where: str) -> ScriptedReply:
     reply = _object(data, _REPLY_KEYS, where)
-    text = reply.get("text", "")
     calls = reply.get("tool_calls", [])
-    if not isinstance(text, str) or not isinstance(calls, list):
-        raise ValueError(f"{where}: text is a string and tool_calls a list")
+    if not isinstance(calls, list):
+        raise ValueError(f"{where}: tool_calls is a list")
     error = reply.get("error")
     return ScriptedReply(
-        text=text,
+        text=_field(reply, "text", "", where),
+        reasoning=_field(reply, "reasoning", "", where),
         tool_calls=[_parse_call(call, f"{where}: tool call {n}") for n, call in enumerate(calls)],
         error=None if error is None else _parse_error(error, f"{where}: error"),
+        hold_s=_field(reply, "hold_s", 0, where),
+        delta_s=_field(reply, "delta_s", 0, where),
+        parts=_field(reply, "parts", DELTA_PARTS, where),
     )
 
 
@@ -223,6 +268,39 @@ def _parse_error(data: object, where: str) -> ModelError:
     if status is not None and not isinstance(status, int):
         raise ValueError(f"{where}: status is an integer")
     return ModelError(message, retryable=retryable, status=status)
+
+
+def _field(reply: dict[str, Any], key: str, default: _V, where: str) -> _V:
+    """`reply[key]` (or `default`), checked by the key's rule in `_FIELD_RULES`."""
+    if key not in reply:
+        return default
+    valid, kind = _FIELD_RULES[key]
+    if not valid(reply[key]):
+        raise ValueError(f"{where}: {key} is {kind}, not {reply[key]!r}")
+    value: _V = reply[key]
+    return value
+
+
+def _seconds(value: object) -> bool:
+    return (
+        isinstance(value, int | float)
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and value >= 0
+    )
+
+
+def _count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
+_FIELD_RULES: dict[str, tuple[Callable[[object], bool], str]] = {
+    "text": (lambda value: isinstance(value, str), "a string"),
+    "reasoning": (lambda value: isinstance(value, str), "a string"),
+    "hold_s": (_seconds, "a non-negative number of seconds"),
+    "delta_s": (_seconds, "a non-negative number of seconds"),
+    "parts": (_count, "a whole number, at least 1"),
+}
 
 
 def _object(data: object, allowed: set[str], where: str) -> dict[str, Any]:

@@ -1,7 +1,9 @@
 """Choose the model adapter from the environment.
 
 The built-in adapter is the default; AGENTHOST_MODEL_BASE_URL selects the
-OpenAI-compatible one. AGENTHOST_BUILTIN_SCRIPT (or `builtin_script`) scripts
+OpenAI-compatible one, configured by the other AGENTHOST_MODEL_* variables
+(model, key, time limits and attempts: see `OpenAICompatConfig.from_env`).
+AGENTHOST_BUILTIN_SCRIPT (or `builtin_script`) scripts
 the built-in adapter from a JSON file.
 """
 

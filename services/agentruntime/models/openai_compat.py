@@ -1,12 +1,34 @@
 """OpenAI-compatible streaming chat-completions adapter (DeepSeek API and peers).
 
 POSTs `{base_url}/chat/completions` with `stream: true` and reads the
-server-sent events with httpx-sse. Text deltas are yielded as they arrive; tool
-calls are assembled from their indexed fragments and yielded, complete, at the
-end of the stream (`[DONE]`, or the stream closing after a finish reason).
-Connection errors, 429 and 5xx are retried with bounded exponential backoff, but
-only while nothing has been yielded yet: after that a retry would repeat output
-the runtime already consumed.
+server-sent events with httpx-sse. Reasoning (`reasoning_content`, as DeepSeek's
+`deepseek-reasoner` streams it before the answer) and text deltas are yielded as
+they arrive; tool calls are assembled from their indexed fragments and yielded,
+complete, at the end of the stream (`[DONE]`, or the stream closing after a
+finish reason).
+
+Time limits (config field, environment variable, default):
+
+- `connect_timeout_s`, AGENTHOST_MODEL_CONNECT_TIMEOUT_S, 10: TCP/TLS connect.
+- `first_byte_timeout_s`, AGENTHOST_MODEL_FIRST_BYTE_TIMEOUT_S, 120: from
+  starting the request until its first SSE data event (keep-alive comments and
+  events without data do not count).
+- `idle_timeout_s`, AGENTHOST_MODEL_IDLE_TIMEOUT_S, 60: the longest wait for the
+  next data event after the first.
+- `total_timeout_s`, AGENTHOST_MODEL_TOTAL_TIMEOUT_S, 900: the whole `stream()`
+  call, retries and backoff included.
+
+They are asyncio timeouts around each wait; httpx only enforces the connect
+limit. A limit that trips raises a `ModelError` naming it and its variable, e.g.
+"the model sent nothing for 60 s (idle limit, AGENTHOST_MODEL_IDLE_TIMEOUT_S)".
+
+Connection errors, the connect, first-byte and idle limits, 429 and 5xx are
+retried (at most `max_attempts` tries, AGENTHOST_MODEL_MAX_ATTEMPTS) with bounded
+exponential backoff, but only while nothing has been yielded yet: after that a
+retry would repeat output the runtime already consumed, so the error is final
+(still marked retryable). The total limit is final and not retryable; when it
+leaves no time for a retry's backoff the call fails at once, naming the failure
+it could not retry.
 """
 
 from __future__ import annotations
@@ -14,14 +36,15 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
 import os
-from collections.abc import AsyncGenerator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Mapping
 from contextlib import aclosing
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple, TypeVar
 
 import httpx
-from httpx_sse import SSEError, aconnect_sse
+from httpx_sse import EventSource, ServerSentEvent, SSEError
 
 from services.agentruntime.models.base import (
     FINISH_STOP,
@@ -32,6 +55,7 @@ from services.agentruntime.models.base import (
     ModelChunk,
     ModelError,
     ModelRequest,
+    ReasoningDelta,
     TextDelta,
     ToolCallRequest,
     ToolResultMessage,
@@ -44,9 +68,23 @@ OPENAI_COMPAT_NAME = "openai-compatible"
 ENV_BASE_URL = "AGENTHOST_MODEL_BASE_URL"
 ENV_API_KEY = "AGENTHOST_MODEL_API_KEY"
 ENV_MODEL = "AGENTHOST_MODEL"
+ENV_CONNECT_TIMEOUT = "AGENTHOST_MODEL_CONNECT_TIMEOUT_S"
+ENV_FIRST_BYTE_TIMEOUT = "AGENTHOST_MODEL_FIRST_BYTE_TIMEOUT_S"
+ENV_IDLE_TIMEOUT = "AGENTHOST_MODEL_IDLE_TIMEOUT_S"
+ENV_TOTAL_TIMEOUT = "AGENTHOST_MODEL_TOTAL_TIMEOUT_S"
+ENV_MAX_ATTEMPTS = "AGENTHOST_MODEL_MAX_ATTEMPTS"
+# Config field set by each timeout variable.
+TIMEOUT_VARIABLES = {
+    ENV_CONNECT_TIMEOUT: "connect_timeout_s",
+    ENV_FIRST_BYTE_TIMEOUT: "first_byte_timeout_s",
+    ENV_IDLE_TIMEOUT: "idle_timeout_s",
+    ENV_TOTAL_TIMEOUT: "total_timeout_s",
+}
 DONE_SENTINEL = "[DONE]"
 # Longest server error text carried into a ModelError.
 MAX_ERROR_TEXT = 2000
+
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -58,23 +96,35 @@ class OpenAICompatConfig:
     max_attempts: int = 4
     backoff_initial_s: float = 0.5
     backoff_max_s: float = 8.0
+    # The time limits, in seconds (see the module docstring).
     connect_timeout_s: float = 10.0
-    # Longest silence between two stream chunks.
-    read_timeout_s: float = 120.0
+    first_byte_timeout_s: float = 120.0
+    idle_timeout_s: float = 60.0
+    total_timeout_s: float = 900.0
 
     def __post_init__(self) -> None:
         if self.max_attempts < 1:
             raise ValueError("max_attempts must be at least 1")
+        for name in TIMEOUT_VARIABLES.values():
+            value = getattr(self, name)
+            if not _positive_seconds(value):
+                raise ValueError(f"{name} must be a positive number of seconds, not {value!r}")
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> OpenAICompatConfig:
         """AGENTHOST_MODEL_BASE_URL and AGENTHOST_MODEL are required,
-        AGENTHOST_MODEL_API_KEY is sent as a bearer token when set."""
+        AGENTHOST_MODEL_API_KEY is sent as a bearer token when set; the limits'
+        variables override the defaults when set and not blank."""
         env = os.environ if env is None else env
         base_url, model = env.get(ENV_BASE_URL, ""), env.get(ENV_MODEL, "")
         if not base_url or not model:
             raise ValueError(f"{ENV_BASE_URL} and {ENV_MODEL} must both be set")
-        return cls(base_url=base_url, model=model, api_key=env.get(ENV_API_KEY) or None)
+        return cls(
+            base_url=base_url,
+            model=model,
+            api_key=env.get(ENV_API_KEY) or None,
+            **limits_from_env(env),
+        )
 
     @property
     def completions_url(self) -> str:
@@ -86,6 +136,134 @@ class OpenAICompatConfig:
         if retry_after_s is not None:
             delay = retry_after_s
         return min(delay, self.backoff_max_s)
+
+
+def limits_from_env(env: Mapping[str, str]) -> dict[str, Any]:
+    """Config fields from the timeout and attempt variables that are set; a bad
+    value is a ValueError naming the variable and the value."""
+    fields: dict[str, Any] = {}
+    for variable, name in TIMEOUT_VARIABLES.items():
+        raw = env.get(variable, "").strip()
+        if raw:
+            fields[name] = _env_seconds(variable, raw)
+    raw = env.get(ENV_MAX_ATTEMPTS, "").strip()
+    if raw:
+        fields["max_attempts"] = _env_attempts(raw)
+    return fields
+
+
+def _env_seconds(variable: str, raw: str) -> float:
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not _positive_seconds(value):
+        raise ValueError(f"{variable}={raw!r}: expected a positive number of seconds")
+    return value
+
+
+def _env_attempts(raw: str) -> int:
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise ValueError(f"{ENV_MAX_ATTEMPTS}={raw!r}: expected a whole number, at least 1")
+    return value
+
+
+def _positive_seconds(value: object) -> bool:
+    return isinstance(value, int | float) and math.isfinite(value) and value > 0
+
+
+# --- time limits -----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TimeLimit:
+    """One configured limit; `message` is the text of the error when it trips."""
+
+    name: str
+    variable: str
+    seconds: float
+    # What happened, with "{s}" for the seconds.
+    what: str
+
+    @property
+    def message(self) -> str:
+        happened = self.what.format(s=f"{self.seconds:g}")
+        return f"{happened} ({self.name} limit, {self.variable})"
+
+
+class TimeLimits(NamedTuple):
+    connect: TimeLimit
+    first_byte: TimeLimit
+    idle: TimeLimit
+    total: TimeLimit
+
+    @classmethod
+    def of(cls, config: OpenAICompatConfig) -> TimeLimits:
+        return cls(
+            TimeLimit(
+                "connect",
+                ENV_CONNECT_TIMEOUT,
+                config.connect_timeout_s,
+                "could not connect to the model within {s} s",
+            ),
+            TimeLimit(
+                "first-byte",
+                ENV_FIRST_BYTE_TIMEOUT,
+                config.first_byte_timeout_s,
+                "the model sent nothing for {s} s after the request",
+            ),
+            TimeLimit(
+                "idle", ENV_IDLE_TIMEOUT, config.idle_timeout_s, "the model sent nothing for {s} s"
+            ),
+            TimeLimit(
+                "total",
+                ENV_TOTAL_TIMEOUT,
+                config.total_timeout_s,
+                "the model request took longer than {s} s in all",
+            ),
+        )
+
+
+class _Clock:
+    """The deadlines of one `stream()` call: each wait is bounded by its own
+    limit and by what is left of the total."""
+
+    def __init__(self, total: TimeLimit) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._total = total
+        self._total_at = self._loop.time() + total.seconds
+        # The last failure retried, named when the total limit ends the call.
+        self.last_failure = ""
+
+    def now(self) -> float:
+        return self._loop.time()
+
+    def remaining(self) -> float:
+        return self._total_at - self.now()
+
+    async def within(
+        self, limit: TimeLimit, awaitable: Awaitable[_T], *, since: float | None = None
+    ) -> _T:
+        """Await under `limit` counted from `since` (default now) and the total:
+        `_RetryableFailure` when `limit` trips, the total's ModelError when it does."""
+        limit_at = (self.now() if since is None else since) + limit.seconds
+        try:
+            async with asyncio.timeout_at(min(limit_at, self._total_at)) as scope:
+                return await awaitable
+        except TimeoutError:
+            if not scope.expired():
+                raise
+            if limit_at < self._total_at:
+                raise _RetryableFailure(limit.message, status=None, retry_after_s=None) from None
+            raise self.total_error() from None
+
+    def total_error(self) -> ModelError:
+        last = f"; last failure: {self.last_failure}" if self.last_failure else ""
+        return ModelError(self._total.message + last, retryable=False)
 
 
 class _RetryableFailure(ModelError):
@@ -104,10 +282,12 @@ class OpenAICompatAdapter:
     ) -> None:
         self.config = config
         self.model = config.model
+        self.limits = TimeLimits.of(config)
+        # Sent with every request, so a client passed in gets the same limits:
+        # httpx connects within the connect limit and never times out reads.
+        self._timeout = httpx.Timeout(None, connect=config.connect_timeout_s)
         self._owns_client = client is None
-        self._client = client or httpx.AsyncClient(
-            timeout=httpx.Timeout(config.read_timeout_s, connect=config.connect_timeout_s)
-        )
+        self._client = client or httpx.AsyncClient(timeout=self._timeout)
 
     async def aclose(self) -> None:
         if self._owns_client:
@@ -115,10 +295,11 @@ class OpenAICompatAdapter:
 
     async def stream(self, request: ModelRequest) -> AsyncGenerator[ModelChunk, None]:
         body = request_body(request, request.model or self.model)
+        clock = _Clock(self.limits.total)
         for attempt in range(1, self.config.max_attempts + 1):
             yielded = False
             try:
-                async with aclosing(self._attempt(body)) as chunks:
+                async with aclosing(self._attempt(body, clock)) as chunks:
                     async for chunk in chunks:
                         yielded = True
                         yield chunk
@@ -128,44 +309,86 @@ class OpenAICompatAdapter:
                     raise ModelError(
                         failure.message, retryable=True, status=failure.status
                     ) from failure
-                delay = self.config.backoff_s(attempt, failure.retry_after_s)
-                log.warning(
-                    "model request failed (%s), retry %d in %.2fs", failure.message, attempt, delay
-                )
-                await asyncio.sleep(delay)
+                await self._back_off(clock, attempt, failure)
 
-    async def _attempt(self, body: dict[str, Any]) -> AsyncGenerator[ModelChunk, None]:
+    async def _back_off(self, clock: _Clock, attempt: int, failure: _RetryableFailure) -> None:
+        clock.last_failure = failure.message
+        delay = self.config.backoff_s(attempt, failure.retry_after_s)
+        if delay >= clock.remaining():
+            raise clock.total_error() from failure
+        log.warning("model request failed (%s), retry %d in %.2fs", failure.message, attempt, delay)
+        await asyncio.sleep(delay)
+
+    async def _attempt(
+        self, body: dict[str, Any], clock: _Clock
+    ) -> AsyncGenerator[ModelChunk, None]:
         """One HTTP exchange; transport failures become `_RetryableFailure`."""
+        started = clock.now()
         try:
-            async with aconnect_sse(
-                self._client,
-                "POST",
-                self.config.completions_url,
-                json=body,
-                headers=self._headers(),
-            ) as source:
-                await _raise_for_status(source.response)
-                assembler = _StreamAssembler()
-                async for event in source.aiter_sse():
-                    for chunk in assembler.feed(event.data):
+            response = await clock.within(self.limits.first_byte, self._send(body), since=started)
+            try:
+                await clock.within(
+                    self.limits.first_byte, _raise_for_status(response), since=started
+                )
+                events = self._events(EventSource(response), clock, started)
+                async with aclosing(events) as chunks:
+                    async for chunk in chunks:
                         yield chunk
-                    if assembler.done:
-                        return
-                for chunk in assembler.close():
-                    yield chunk
+            finally:
+                await response.aclose()
         except SSEError as error:
             raise ModelError(
                 f"not an event stream: {error}", retryable=False, status=None
+            ) from error
+        except httpx.ConnectTimeout as error:
+            raise _RetryableFailure(
+                self.limits.connect.message, status=None, retry_after_s=None
             ) from error
         except httpx.TransportError as error:
             raise _RetryableFailure(
                 f"connection to the model failed: {error!r}", status=None, retry_after_s=None
             ) from error
 
+    async def _events(
+        self, source: EventSource, clock: _Clock, started: float
+    ) -> AsyncGenerator[ModelChunk, None]:
+        """The chunks of a 200 stream: the first data event within the first-byte
+        limit of `started`, each later one within the idle limit."""
+        assembler = _StreamAssembler()
+        async with aclosing(source.aiter_sse()) as events:
+            data = await clock.within(self.limits.first_byte, _next_data(events), since=started)
+            while data is not None:
+                for chunk in assembler.feed(data):
+                    yield chunk
+                if assembler.done:
+                    return
+                data = await clock.within(self.limits.idle, _next_data(events))
+        for chunk in assembler.close():
+            yield chunk
+
+    async def _send(self, body: dict[str, Any]) -> httpx.Response:
+        request = self._client.build_request(
+            "POST",
+            self.config.completions_url,
+            json=body,
+            headers=self._headers(),
+            timeout=self._timeout,
+        )
+        return await self._client.send(request, stream=True)
+
     def _headers(self) -> dict[str, str]:
-        if self.config.api_key is None:
-            return {}
-        return {"Authorization": f"Bearer {self.config.api_key}"}
+        headers = {"Accept": "text/event-stream", "Cache-Control": "no-store"}
+        if self.config.api_key is not None:
+            headers["Authorization"] = f"Bearer {self.config.api_key}"
+        return headers
+
+
+async def _next_data(events: AsyncIterator[ServerSentEvent]) -> str | None:
+    """The next event's data, skipping events without any; None at the stream's end."""
+    async for event in events:
+        if event.data.strip():
+            return event.data
+    return None
 
 
 # --- request mapping -------------------------------------------------------
@@ -265,7 +488,7 @@ class _PartialCall:
 
 
 class _StreamAssembler:
-    """Turns `data:` payloads into chunks: text deltas at once; tool calls (from
+    """Turns `data:` payloads into chunks: reasoning and text deltas at once; tool calls (from
     indexed fragments) and Finish at the end, since trailing chunks (usage) may
     follow the finish reason."""
 
@@ -296,8 +519,11 @@ class _StreamAssembler:
     def _choice(self, choice: dict[str, Any]) -> list[ModelChunk]:
         delta = choice.get("delta") or {}
         chunks: list[ModelChunk] = []
-        if delta.get("content"):
-            chunks.append(TextDelta(delta["content"]))
+        # DeepSeek sends the other field as null while one of them streams.
+        if reasoning := _text(delta, "reasoning_content"):
+            chunks.append(ReasoningDelta(reasoning))
+        if text := _text(delta, "content"):
+            chunks.append(TextDelta(text))
         for fragment in delta.get("tool_calls") or []:
             self._add_fragment(fragment)
         if choice.get("finish_reason"):
@@ -320,6 +546,11 @@ class _StreamAssembler:
         default = FINISH_TOOL_CALLS if chunks else FINISH_STOP
         chunks.append(Finish(self._finish_reason or default))
         return chunks
+
+
+def _text(delta: dict[str, Any], key: str) -> str:
+    value = delta.get(key)
+    return value if isinstance(value, str) else ""
 
 
 def _parse_payload(data: str) -> dict[str, Any]:

@@ -3,8 +3,11 @@
 Each request takes the next scripted `ProviderReply`: an error status with an
 OpenAI-style error body, a dropped connection, or a 200 event stream. A stream's
 items are sent in order: a dict is one `data:` chunk, a string is sent raw as
-`data:` (e.g. "[DONE]"), and an `asyncio.Event` makes the server wait until it
-is set, so a test controls exactly what the client has seen. The server records
+`data:` (e.g. "[DONE]"), a `Comment` is an SSE comment line (what providers send
+to keep a connection alive), a `Pause` makes the server wait that long, and an
+`asyncio.Event` makes it wait until the event is set (an event nobody sets
+stalls the stream for good), so a test controls exactly what the client has seen
+and when. The response headers go out before the first item. The server records
 every request and notices when a client goes away mid-stream.
 """
 
@@ -19,7 +22,28 @@ from typing import Any
 from aiohttp import web
 
 DONE = "[DONE]"
-StreamItem = dict[str, Any] | str | asyncio.Event
+
+
+@dataclass(frozen=True)
+class Pause:
+    """Wait this long before sending the next item."""
+
+    seconds: float
+
+
+@dataclass(frozen=True)
+class Comment:
+    """An SSE comment (`: text`), e.g. a keep-alive; carries no data."""
+
+    text: str = "keep-alive"
+
+
+StreamItem = dict[str, Any] | str | Comment | Pause | asyncio.Event
+
+
+def keep_alive(seconds: float, every_s: float = 0.05) -> list[StreamItem]:
+    """Keep-alive comments every `every_s` for about `seconds`, without data."""
+    return [item for _ in range(round(seconds / every_s)) for item in (Comment(), Pause(every_s))]
 
 
 @dataclass
@@ -87,18 +111,27 @@ class FakeProvider:
         await response.prepare(request)
         try:
             for item in reply.stream:
-                if isinstance(item, asyncio.Event):
-                    await item.wait()
-                else:
-                    payload = item if isinstance(item, str) else json.dumps(item)
-                    await response.write(f"data: {payload}\n\n".encode())
-        except asyncio.CancelledError:
+                await _send_item(response, item)
+        except (asyncio.CancelledError, ConnectionError):
             self.disconnected.set()
             raise
         if reply.drop:
             return _drop(request)
         await response.write_eof()
         return response
+
+
+async def _send_item(response: web.StreamResponse, item: StreamItem) -> None:
+    match item:
+        case asyncio.Event():
+            await item.wait()
+        case Pause(seconds=seconds):
+            await asyncio.sleep(seconds)
+        case Comment(text=text):
+            await response.write(f": {text}\n\n".encode())
+        case str() | dict():
+            payload = item if isinstance(item, str) else json.dumps(item)
+            await response.write(f"data: {payload}\n\n".encode())
 
 
 def _error_response(status: int, message: str) -> web.Response:

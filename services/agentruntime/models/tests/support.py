@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from contextlib import aclosing
 
-from services.agentruntime.models.base import ModelAdapter, ModelChunk, ModelRequest
+from services.agentruntime.models.base import ModelAdapter, ModelChunk, ModelError, ModelRequest
 
 TIMEOUT_S = 5.0
 API_KEY = "sk-test-key"
@@ -20,6 +20,37 @@ async def collect(adapter: ModelAdapter, request: ModelRequest) -> list[ModelChu
             return [chunk async for chunk in chunks]
 
     return await asyncio.wait_for(consume(), TIMEOUT_S)
+
+
+async def collect_timed(
+    adapter: ModelAdapter, request: ModelRequest
+) -> list[tuple[float, ModelChunk]]:
+    """Each chunk with the event-loop time it was received at."""
+    loop = asyncio.get_running_loop()
+
+    async def consume() -> list[tuple[float, ModelChunk]]:
+        async with aclosing(adapter.stream(request)) as chunks:
+            return [(loop.time(), chunk) async for chunk in chunks]
+
+    return await asyncio.wait_for(consume(), TIMEOUT_S)
+
+
+async def collect_until_error(
+    adapter: ModelAdapter, request: ModelRequest
+) -> tuple[list[ModelChunk], ModelError]:
+    """The chunks received before the stream failed, and its error."""
+    seen: list[ModelChunk] = []
+
+    async def consume() -> None:
+        async with aclosing(adapter.stream(request)) as chunks:
+            async for chunk in chunks:
+                seen.append(chunk)
+
+    try:
+        await asyncio.wait_for(consume(), TIMEOUT_S)
+    except ModelError as error:
+        return seen, error
+    raise AssertionError(f"the stream did not fail; it sent {seen}")
 
 
 async def wait(event: asyncio.Event) -> None:

@@ -11,10 +11,12 @@ from agenthost.sessionlog.v1 import events_pb2
 
 from services.agentruntime.models.base import (
     AssistantMessage,
+    ChatMessage,
     Finish,
     ModelChunk,
     ModelError,
     ModelRequest,
+    ReasoningDelta,
     StreamedAnswer,
     TextDelta,
     ToolCallRequest,
@@ -104,6 +106,65 @@ async def test_text_streams_as_deltas_as_they_arrive(
     await asyncio.wait_for(task, TIMEOUT_S)
 
     assert seen == [TextDelta("Hel"), TextDelta("lo, "), TextDelta("world"), Finish("stop")]
+
+
+async def test_reasoning_streams_as_it_arrives_before_the_text(
+    provider: FakeProvider, adapter: OpenAICompatAdapter
+) -> None:
+    more = asyncio.Event()
+    # As deepseek-reasoner streams: the field not streaming is null.
+    provider.enqueue(
+        ProviderReply(
+            stream=[
+                chunk({"role": "assistant", "content": None, "reasoning_content": ""}),
+                chunk({"content": None, "reasoning_content": "The user "}),
+                more,
+                chunk({"content": None, "reasoning_content": "says hi."}),
+                chunk({"content": "Hello", "reasoning_content": None}),
+                chunk({"content": "!", "reasoning_content": None}),
+                finish_chunk("stop"),
+                DONE,
+            ]
+        ),
+        text_reply("ok"),
+    )
+    first_seen = asyncio.Event()
+    seen: list[ModelChunk] = []
+
+    async def consume() -> None:
+        async with aclosing(adapter.stream(simple_request())) as chunks:
+            async for item in chunks:
+                seen.append(item)
+                first_seen.set()
+
+    task = asyncio.create_task(consume())
+    await wait(first_seen)
+    assert seen == [ReasoningDelta("The user ")]
+    more.set()
+    await asyncio.wait_for(task, TIMEOUT_S)
+
+    assert seen == [
+        ReasoningDelta("The user "),
+        ReasoningDelta("says hi."),
+        TextDelta("Hello"),
+        TextDelta("!"),
+        Finish("stop"),
+    ]
+    folded = answer(seen)
+    assert (folded.reasoning, folded.text) == ("The user says hi.", "Hello!")
+
+    # The next request carries the answer's text only, never its reasoning.
+    history: list[ChatMessage] = [
+        UserMessage("hi"),
+        AssistantMessage(folded.text),
+        UserMessage("again"),
+    ]
+    await collect(adapter, ModelRequest(messages=history))
+    assert provider.requests[1].body["messages"] == [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": "Hello!"},
+        {"role": "user", "content": "again"},
+    ]
 
 
 async def test_request_body_sections_tools_model_and_bearer(

@@ -1,0 +1,312 @@
+"""The shell tool: run one command in the session's folder and tell the model
+what happened.
+
+* The command runs under ``/bin/bash -c`` (``/bin/sh`` when bash is absent), with
+  stdin from /dev/null (a command waiting for input would hang the turn) and
+  stderr merged into stdout (the model reads one stream, in order).
+* It runs in its own process group (a new session). When the command ends,
+  times out or the call is cancelled, the whole group gets SIGTERM, then SIGKILL
+  after a short grace: nothing it started outlives the call, background jobs
+  (``server &``) included. A process that leaves the group itself (``setsid``)
+  is out of reach; we stop waiting for its output after the grace.
+* Output is capped: the result keeps the first and the last half of the cap with
+  a marker line in between, because errors tend to be at the end and context at
+  the start. ``on_output`` streams the first ``output_cap`` bytes as they arrive
+  (decoded incrementally) and is then no longer called.
+* The command's environment is the runtime's minus its secrets, since whatever a
+  command can read, the model (and anything it prints to) can read too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import codecs
+import contextlib
+import logging
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .tools import ToolOutcome
+
+DEFAULT_TIMEOUT_S = 120.0
+MAX_TIMEOUT_S = 600.0
+DEFAULT_OUTPUT_CAP = 64 * 1024
+KILL_GRACE_S = 2.0
+CANNOT_START = 126  # the shell's own code for "found but cannot execute"
+BASH = "/bin/bash"
+SH = "/bin/sh"
+SECRET_PREFIXES = ("AGENTHOST_",)
+SECRET_MARKERS = ("API_KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL")
+
+_log = logging.getLogger(__name__)
+_stopping: set[asyncio.Future[None]] = set()
+
+SHELL_DESCRIPTION = (
+    "Run a bash command in the session folder (stdin is empty; stdout and stderr are "
+    "combined; background processes are stopped when the command ends)."
+)
+SHELL_PARAMETERS: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "command": {"type": "string", "description": "The bash command line to run."},
+        "timeout_s": {
+            "type": "number",
+            "minimum": 1,
+            "maximum": MAX_TIMEOUT_S,
+            "description": "Seconds before the command is killed (default 120, at most 600).",
+        },
+    },
+    "required": ["command"],
+    "additionalProperties": False,
+}
+
+
+@dataclass(frozen=True)
+class ShellResult:
+    exit_code: int | None  # None when it was killed (timeout / cancel)
+    output: str  # combined stdout+stderr, capped
+    timed_out: bool
+    truncated: bool  # output was capped
+    duration_s: float
+
+
+def shell_environment(base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment for commands: base (default os.environ) minus secrets."""
+    source = os.environ if base is None else base
+    return {name: value for name, value in source.items() if not _is_secret(name)}
+
+
+def _is_secret(name: str) -> bool:
+    upper = name.upper()
+    return upper.startswith(SECRET_PREFIXES) or any(mark in upper for mark in SECRET_MARKERS)
+
+
+def _shell_program() -> str:
+    return BASH if os.access(BASH, os.X_OK) else SH
+
+
+# --- output -----------------------------------------------------------------------------
+
+
+def _trim_end(data: bytes) -> bytes:
+    """data without an incomplete UTF-8 character at its end."""
+    for back in range(1, min(4, len(data)) + 1):
+        byte = data[-back]
+        if byte & 0xC0 != 0x80:  # a lead byte or ASCII
+            width = 1 if byte < 0xC0 else 2 if byte < 0xE0 else 3 if byte < 0xF0 else 4
+            return data[:-back] if width > back else data
+    return data
+
+
+def _trim_start(data: bytes) -> bytes:
+    """data without the continuation bytes of a character cut at its start."""
+    skip = 0
+    while skip < min(3, len(data)) and data[skip] & 0xC0 == 0x80:
+        skip += 1
+    return data[skip:]
+
+
+class _Stream:
+    """Feeds on_output with the first `budget` bytes, decoded incrementally."""
+
+    def __init__(self, on_output: Callable[[str], None], budget: int) -> None:
+        self._on_output: Callable[[str], None] | None = on_output
+        self._budget = budget
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+
+    def feed(self, data: bytes) -> None:
+        taken = data[: self._budget]
+        self._budget -= len(taken)
+        self._emit(self._decoder.decode(taken, final=False))
+
+    def close(self) -> None:
+        if self._budget > 0:  # not capped: flush a character cut at the end
+            self._emit(self._decoder.decode(b"", final=True))
+
+    def _emit(self, text: str) -> None:
+        if not text or self._on_output is None:
+            return
+        try:
+            self._on_output(text)
+        except Exception:
+            _log.exception("on_output failed; streaming stopped")
+            self._on_output = None
+
+
+class _Capture:
+    """The first `cap` bytes and the latest bytes after them, for head + tail."""
+
+    def __init__(self, cap: int, on_output: Callable[[str], None] | None) -> None:
+        self._cap, self._keep = cap, cap - cap // 2
+        self._head, self._tail = bytearray(), bytearray()
+        self._total = 0
+        self._stream = _Stream(on_output, cap) if on_output is not None else None
+
+    def feed(self, data: bytes) -> None:
+        self._total += len(data)
+        room = self._cap - len(self._head)
+        self._head += data[:room]
+        self._tail += data[room:]
+        if len(self._tail) > 2 * self._keep:
+            del self._tail[: -self._keep]
+        if self._stream is not None:
+            self._stream.feed(data)
+
+    def close(self) -> None:
+        if self._stream is not None:
+            self._stream.close()
+
+    @property
+    def truncated(self) -> bool:
+        return self._total > self._cap
+
+    def text(self) -> str:
+        if not self.truncated:
+            return self._head.decode("utf-8", "replace")
+        head = _trim_end(bytes(self._head[: self._cap // 2]))
+        tail = _trim_start(bytes((self._head[self._cap // 2 :] + self._tail)[-self._keep :]))
+        start = head.decode("utf-8", "replace")
+        newline = "" if not start or start.endswith("\n") else "\n"
+        omitted = self._total - len(head) - len(tail)
+        return f"{start}{newline}[… {omitted} bytes omitted …]\n{tail.decode('utf-8', 'replace')}"
+
+
+class _ShellProtocol(asyncio.SubprocessProtocol):
+    """Collects the output and tells when the shell exited and when the output
+    closed (later, when a background process still holds it)."""
+
+    def __init__(self, capture: _Capture) -> None:
+        self.capture = capture
+        self.exited = asyncio.Event()
+        self.output_closed = asyncio.Event()
+
+    def pipe_data_received(self, fd: int, data: bytes | bytearray) -> None:
+        self.capture.feed(bytes(data))
+
+    def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
+        self.capture.close()
+        self.output_closed.set()
+
+    def process_exited(self) -> None:
+        self.exited.set()
+
+
+# --- processes --------------------------------------------------------------------------
+
+
+def _signal_group(pgid: int, signum: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):  # the group is gone
+        os.killpg(pgid, signum)
+
+
+async def _within(seconds: float, *events: asyncio.Event) -> bool:
+    """Whether every event is set within seconds."""
+    try:
+        async with asyncio.timeout(seconds):
+            for event in events:
+                await event.wait()
+    except TimeoutError:
+        return False
+    return True
+
+
+async def _stop_group(transport: asyncio.SubprocessTransport, protocol: _ShellProtocol) -> None:
+    """SIGTERM the group, SIGKILL what is left after the grace, then close."""
+    pgid, events = transport.get_pid(), (protocol.exited, protocol.output_closed)
+    _signal_group(pgid, signal.SIGTERM)
+    settled = await _within(KILL_GRACE_S, *events)
+    _signal_group(pgid, signal.SIGKILL)  # also members that closed their output
+    if not settled:
+        await _within(KILL_GRACE_S, *events)
+    transport.close()  # stops reading output held open by a process outside the group
+
+
+async def _stop_shielded(transport: asyncio.SubprocessTransport, protocol: _ShellProtocol) -> None:
+    """Stop the group even when the caller is cancelled again meanwhile."""
+    stopping = asyncio.ensure_future(_stop_group(transport, protocol))
+    _stopping.add(stopping)
+    stopping.add_done_callback(_stopping.discard)
+    await asyncio.shield(stopping)
+
+
+def _exit_code(returncode: int | None) -> int | None:
+    """The exit code a shell would report (128 + N for a death by signal N)."""
+    if returncode is None or returncode >= 0:
+        return returncode
+    return 128 - returncode
+
+
+async def _spawn(
+    command: str, cwd: Path, env: Mapping[str, str] | None, protocol: _ShellProtocol
+) -> asyncio.SubprocessTransport:
+    if "\0" in command:
+        raise ValueError("the command contains a NUL byte")
+    transport, _ = await asyncio.get_running_loop().subprocess_exec(
+        lambda: protocol,
+        _shell_program(),
+        "-c",
+        command,
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        env=shell_environment() if env is None else dict(env),
+    )
+    return transport
+
+
+async def run_shell(
+    command: str,
+    cwd: Path,
+    *,
+    timeout_s: float,
+    output_cap: int = DEFAULT_OUTPUT_CAP,
+    on_output: Callable[[str], None] | None = None,
+    env: Mapping[str, str] | None = None,
+) -> ShellResult:
+    """Run command in cwd; see the module docstring. A command that cannot start
+    (missing cwd, NUL byte) answers exit code 126 with the reason as output."""
+    started = time.monotonic()
+    protocol = _ShellProtocol(_Capture(max(output_cap, 2), on_output))
+    try:
+        transport = await _spawn(command, cwd, env, protocol)
+    except (OSError, ValueError) as error:
+        return ShellResult(CANNOT_START, f"cannot start the command: {error}", False, False, 0.0)
+    try:
+        finished = await _within(timeout_s, protocol.exited)
+    except asyncio.CancelledError:
+        await _stop_shielded(transport, protocol)
+        raise
+    await _stop_shielded(transport, protocol)
+    code = _exit_code(transport.get_returncode()) if finished else None
+    capture, duration = protocol.capture, time.monotonic() - started
+    return ShellResult(code, capture.text(), not finished, capture.truncated, duration)
+
+
+def format_shell_result(command: str, result: ShellResult) -> ToolOutcome:
+    """The text the model reads: a status line, then the output; ok only on exit 0."""
+    if result.timed_out:
+        status = (
+            f"timed out after {result.duration_s:.1f} s; the command and everything it "
+            f"started were killed: {_short(command)}"
+        )
+    elif result.exit_code is None:
+        status = "killed"
+    else:
+        status = f"exit code {result.exit_code}"
+    text = f"{status}\n{result.output}" if result.output else f"{status}\n(no output)"
+    if result.exit_code == 0 and not result.timed_out:
+        return ToolOutcome(ok=True, output=text)
+    return ToolOutcome(ok=False, error=text)
+
+
+def _short(command: str, limit: int = 200) -> str:
+    line = " ".join(command.split())
+    return line if len(line) <= limit else line[:limit] + "…"

@@ -1,0 +1,186 @@
+"""The workspace tools a model is offered in every mode: read_file, list_dir,
+glob, grep, write_file, edit_file and shell, over the session's folder.
+
+Each wraps workspace_tools.py / shell.py with what the runtime needs around
+it: its effect (what the sandbox and the approval policy judge), what an
+approval question shows and what "allow for this session" grants (every
+file change, or one exact command), and the one-line summary and diff a
+client shows of the call.
+"""
+
+from __future__ import annotations
+
+import difflib
+from typing import Any
+
+from services.sessionlog.folds import Approval
+
+from . import gates
+from . import workspace_tools as wt
+from .gates import Effect
+from .shell import (
+    DEFAULT_TIMEOUT_S,
+    MAX_TIMEOUT_S,
+    SHELL_DESCRIPTION,
+    SHELL_PARAMETERS,
+    format_shell_result,
+    run_shell,
+)
+from .tools import Args, Tool, ToolContext, ToolDisplay, ToolOutcome
+
+# What "allow for this session" grants for a file change: every file change.
+EDIT_GRANT = "edit"
+
+
+def _files(context: ToolContext) -> wt.WorkspaceFiles:
+    return wt.WorkspaceFiles(context.cwd, confined=gates.confines_paths(context.sandbox))
+
+
+def _text(args: Args, name: str, default: str = "") -> Any:
+    return args.get(name, default)
+
+
+def _shown(outcome: ToolOutcome, summary: str) -> ToolOutcome:
+    return ToolOutcome(outcome.ok, outcome.output, outcome.error, ToolDisplay(summary=summary))
+
+
+# -- reads ------------------------------------------------------------------------------
+
+
+async def _read_file(context: ToolContext, args: Args) -> ToolOutcome:
+    outcome = await _files(context).read_file(
+        _text(args, "path"), args.get("offset"), args.get("limit")
+    )
+    return _shown(outcome, read_summary(args))
+
+
+def read_summary(args: Args) -> str:
+    path, offset, limit = args.get("path", ""), args.get("offset"), args.get("limit")
+    if isinstance(offset, int) and isinstance(limit, int):
+        return f"read {path}:{offset}-{offset + limit - 1}"
+    if isinstance(offset, int):
+        return f"read {path}:{offset}-"
+    if isinstance(limit, int):
+        return f"read {path}:1-{limit}"
+    return f"read {path}"
+
+
+async def _list_dir(context: ToolContext, args: Args) -> ToolOutcome:
+    path = _text(args, "path", ".")
+    return _shown(await _files(context).list_dir(path), f"list {path}")
+
+
+async def _glob(context: ToolContext, args: Args) -> ToolOutcome:
+    pattern, path = _text(args, "pattern"), _text(args, "path", ".")
+    return _shown(await _files(context).glob(pattern, path), f"glob {pattern}")
+
+
+async def _grep(context: ToolContext, args: Args) -> ToolOutcome:
+    pattern, path = _text(args, "pattern"), _text(args, "path", ".")
+    outcome = await _files(context).grep(
+        pattern,
+        path,
+        args.get("glob"),
+        bool(args.get("ignore_case", False)),
+        args.get("max_results"),
+    )
+    where = "" if path == "." else f" in {path}"
+    return _shown(outcome, f"grep {pattern!r}{where}")
+
+
+# -- file changes -------------------------------------------------------------------------
+
+
+def _edit_shown(edit: wt.FileEdit, verb: str, path: object) -> ToolOutcome:
+    outcome, change = edit.outcome, edit.change
+    if change is None:
+        return _shown(outcome, f"{verb} {path}")
+    display = ToolDisplay(
+        summary=f"{verb} {change.path} (+{change.added} -{change.removed})",
+        diff=change.diff,
+        lines_added=change.added,
+        lines_removed=change.removed,
+    )
+    return ToolOutcome(outcome.ok, outcome.output, outcome.error, display)
+
+
+async def _write_file(context: ToolContext, args: Args) -> ToolOutcome:
+    path = _text(args, "path")
+    edit = await _files(context).write_file(path, _text(args, "content"))
+    return _edit_shown(edit, "write", path)
+
+
+async def _edit_file(context: ToolContext, args: Args) -> ToolOutcome:
+    path = _text(args, "path")
+    edit = await _files(context).edit_file(
+        path,
+        _text(args, "old_string"),
+        _text(args, "new_string"),
+        bool(args.get("replace_all", False)),
+    )
+    return _edit_shown(edit, "edit", path)
+
+
+def _write_approval(args: Args) -> Approval:
+    path, content = str(args.get("path", "")), str(args.get("content", ""))
+    return Approval("write_file", f"write {path}", content, EDIT_GRANT)
+
+
+def _edit_approval(args: Args) -> Approval:
+    path = str(args.get("path", ""))
+    old, new = str(args.get("old_string", "")), str(args.get("new_string", ""))
+    diff = difflib.unified_diff(old.splitlines(), new.splitlines(), path, path, lineterm="")
+    return Approval("edit_file", f"edit {path}", "\n".join(diff), EDIT_GRANT)
+
+
+# -- commands -------------------------------------------------------------------------------
+
+
+async def _shell(context: ToolContext, args: Args) -> ToolOutcome:
+    command = args.get("command")
+    if not isinstance(command, str) or not command.strip():
+        return ToolOutcome(ok=False, error="command must be a non-empty string")
+    timeout = args.get("timeout_s", DEFAULT_TIMEOUT_S)
+    if not isinstance(timeout, int | float) or not 0 < timeout <= MAX_TIMEOUT_S:
+        return ToolOutcome(ok=False, error=f"timeout_s must be a number in (0, {MAX_TIMEOUT_S:g}]")
+    result = await run_shell(
+        command, context.cwd, timeout_s=float(timeout), on_output=context.on_output
+    )
+    outcome = format_shell_result(command, result)
+    ending = "timed out" if result.timed_out else f"exit {result.exit_code}"
+    display = ToolDisplay(summary=f"$ {command} ({ending})", exit_code=result.exit_code)
+    return ToolOutcome(outcome.ok, outcome.output, outcome.error, display)
+
+
+def shell_approval(args: Args) -> Approval:
+    command = str(args.get("command", ""))
+    return Approval("shell", f"$ {command}", command, f"shell:{command}")
+
+
+def workspace_tools() -> list[Tool]:
+    """The workspace tools, in the order the model is offered them."""
+    return [
+        Tool(
+            "read_file", wt.READ_FILE_DESCRIPTION, wt.READ_FILE_PARAMETERS, _read_file, Effect.READ
+        ),
+        Tool("list_dir", wt.LIST_DIR_DESCRIPTION, wt.LIST_DIR_PARAMETERS, _list_dir, Effect.READ),
+        Tool("glob", wt.GLOB_DESCRIPTION, wt.GLOB_PARAMETERS, _glob, Effect.READ),
+        Tool("grep", wt.GREP_DESCRIPTION, wt.GREP_PARAMETERS, _grep, Effect.READ),
+        Tool(
+            "write_file",
+            wt.WRITE_FILE_DESCRIPTION,
+            wt.WRITE_FILE_PARAMETERS,
+            _write_file,
+            Effect.WRITE,
+            describe=_write_approval,
+        ),
+        Tool(
+            "edit_file",
+            wt.EDIT_FILE_DESCRIPTION,
+            wt.EDIT_FILE_PARAMETERS,
+            _edit_file,
+            Effect.WRITE,
+            describe=_edit_approval,
+        ),
+        Tool("shell", SHELL_DESCRIPTION, SHELL_PARAMETERS, _shell, Effect.COMMAND, shell_approval),
+    ]
