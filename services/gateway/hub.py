@@ -1,10 +1,20 @@
 """The gateway's live side: one follower of each internal stream, fanned out
 to the client connections of the account that owns each session.
 
-Followers: the session log (every session, from the current end), the
-runtime's status stream and its question stream. Each reconnects on its own
-when the service behind it restarts; a client that missed events repairs
-the gap from the log by seq, so nothing is lost or doubled.
+Followers:
+- the session log (every session, from the current end): session events,
+  and the status frame each turn/start or turn/end implies, sent right after
+  it, so a client never sees "idle" before the turn's end;
+- the projection service (every session's changes): relayed as
+  session_projection frames, the projection service being their only
+  producer; after a lost stream every client connection is ended, so clients
+  resume with their cursors and read the values they missed;
+- the runtime's live stream: ephemeral text of running steps and commands,
+  ordered against the logged records by LiveTexts.
+
+Each reconnects on its own when the service behind it restarts; a client
+that missed events repairs the gap from the log by seq, so nothing is lost
+or doubled.
 """
 
 from __future__ import annotations
@@ -15,15 +25,19 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 
 from agenthost.gateway.v1 import gateway_pb2 as gw
+from agenthost.projection.v1 import projection_pb2 as pj
+from agenthost.projection.v1 import projection_pb2_grpc
 from agenthost.runtime.v1 import runtime_pb2 as rt
 from agenthost.runtime.v1 import runtime_pb2_grpc
 from agenthost.sessionlog.v1 import events_pb2
 from google.protobuf import struct_pb2
 
+from services.common.tasks import spawn
+from services.sessionlog.folds import running_after
 from services.sessionlog.port import CaughtUp, Heartbeat, SessionLogPort
 from services.workspace.client import WorkspaceClient
 
-from .plan_cache import PlanCache, PlanView
+from .live import LiveTexts
 
 log = logging.getLogger("agenthost.gateway")
 
@@ -31,7 +45,6 @@ log = logging.getLogger("agenthost.gateway")
 # reconnects with its cursors and catches up from the log).
 CONNECTION_BUFFER = 10_000
 RECONNECT_DELAYS_S = (0.1, 0.5, 2.0)
-PLAN_KEY = "plan"
 
 Frame = gw.ConnectResponse
 
@@ -62,14 +75,9 @@ class Connection:
         self.frames.put_nowait(None)
 
 
-def plan_frame(session_id: str, view: PlanView) -> Frame:
-    value = struct_pb2.Value()
-    value.struct_value.update(view.as_value())
-    return Frame(
-        session_projection=gw.SessionProjection(
-            session_id=session_id, key=PLAN_KEY, value=value, seq=view.seq
-        )
-    )
+def projection_frame(session_id: str, key: str, value: struct_pb2.Value, seq: int) -> Frame:
+    projection = gw.SessionProjection(session_id=session_id, key=key, value=value, seq=seq)
+    return Frame(session_projection=projection)
 
 
 class Hub:
@@ -77,29 +85,31 @@ class Hub:
         self,
         log: SessionLogPort,
         runtime: runtime_pb2_grpc.AgentRuntimeServiceStub,
+        projection: projection_pb2_grpc.ProjectionServiceStub,
         workspaces: WorkspaceClient,
-        plans: PlanCache,
-        refresh_plan: Callable[[str], Awaitable[None]] | None,
     ) -> None:
         self._log = log
         self._runtime = runtime
+        self._projection = projection
         self._workspaces = workspaces
-        self.plans = plans
-        self._refresh_plan = refresh_plan
+        self.texts = LiveTexts()
         self._connections: dict[str, set[Connection]] = {}
         self._owners: dict[str, str | None] = {}
+        # The step each session runs now (from its step/start), for LiveTexts.
+        self._steps: dict[str, tuple[str, int]] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self.live = asyncio.Event()
         # Where the log follower resumes after losing its stream (None: the end).
         self._position: int | None = None
+        self._projection_followed = False
 
     # -- lifecycle -------------------------------------------------------------
 
     async def start(self) -> None:
         self._tasks = [
-            asyncio.create_task(self._forever("session log", self._follow_log)),
-            asyncio.create_task(self._forever("runtime status", self._follow_status)),
-            asyncio.create_task(self._forever("questions", self._follow_questions)),
+            spawn(self._forever("session log", self._follow_log), name="hub-log"),
+            spawn(self._forever("projections", self._follow_projections), name="hub-projections"),
+            spawn(self._forever("live text", self._follow_live), name="hub-live"),
         ]
         await asyncio.wait_for(self.live.wait(), 30)
 
@@ -107,6 +117,10 @@ class Hub:
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        self.close_all()
+
+    def close_all(self) -> None:
+        """End every client stream (clients resume with their cursors)."""
         for connections in self._connections.values():
             for connection in connections:
                 connection.close()
@@ -169,14 +183,11 @@ class Hub:
         self._owners[session_id] = found
         return found
 
-    async def _send(self, session_id: str, frame: Frame) -> None:
+    async def _send(self, session_id: str, *frames: Frame) -> None:
         account = await self.owner(session_id)
         if account is not None:
-            self.broadcast(account, frame)
-
-    def announce_plan(self, account: str, session_id: str, view: PlanView | None) -> None:
-        if view is not None:
-            self.broadcast(account, plan_frame(session_id, view))
+            for frame in frames:
+                self.broadcast(account, frame)
 
     # -- followers -------------------------------------------------------------------
 
@@ -194,49 +205,77 @@ class Hub:
 
     async def _on_event(self, event: events_pb2.Event) -> None:
         session_id = event.session_id
-        await self._send(
-            session_id,
-            Frame(session_event=gw.SessionEvent(session_id=session_id, seq=event.seq, event=event)),
+        account = await self.owner(session_id)
+        frames = self._frames_of(event)
+        if account is not None:
+            for frame in frames:
+                self.broadcast(account, frame)
+
+    def _frames_of(self, event: events_pb2.Event) -> list[Frame]:
+        """The frames one event makes, in the order clients must get them."""
+        session_id = event.session_id
+        frames = [Frame(assistant_delta=d) for d in self._closing_deltas(event)]
+        frames.append(
+            Frame(session_event=gw.SessionEvent(session_id=session_id, seq=event.seq, event=event))
         )
-        kind = event.WhichOneof("body")
-        if kind == "plan_mode":
-            view = self.plans.committed(session_id, event.plan_mode.active, event.seq)
-            if view is not None:
-                await self._send(session_id, plan_frame(session_id, view))
-        elif kind == "command_done" and self._refresh_plan is not None:
-            # A /plan may have queued or cancelled a selection the log cannot show.
-            try:
-                await self._refresh_plan(session_id)
-            except Exception as error:  # plan mode is down: the next read asks again
-                log.warning("could not refresh the plan state of %s: %s", session_id, error)
-                self.plans.forget(session_id)
-
-    async def _follow_status(self) -> None:
-        async for reply in self._runtime.WatchStatus(rt.WatchStatusRequest(), wait_for_ready=True):
-            status = reply.status
-            await self._send(
-                status.session_id,
-                Frame(
-                    session_status=gw.SessionStatus(
-                        session_id=status.session_id, running=status.running
-                    )
-                ),
+        running = running_after(event)
+        if running is not None:
+            frames.append(
+                Frame(session_status=gw.SessionStatus(session_id=session_id, running=running))
             )
+        return frames
 
-    async def _follow_questions(self) -> None:
-        stream: AsyncIterator[rt.WatchQuestionsResponse] = self._runtime.WatchQuestions(
-            rt.WatchQuestionsRequest(), wait_for_ready=True
+    def _closing_deltas(self, event: events_pb2.Event) -> list[rt.AssistantDelta]:
+        """Keep LiveTexts in step with the log; the deltas owed before `event`."""
+        session_id, kind = event.session_id, event.WhichOneof("body")
+        if kind == "step_start":
+            self._steps[session_id] = (event.step_start.turn_id, event.step_start.step)
+        elif kind == "assistant_message" and session_id in self._steps:
+            turn_id, step = self._steps[session_id]
+            message = event.assistant_message
+            return self.texts.finish_step(
+                session_id, turn_id, step, message.text, message.reasoning
+            )
+        elif kind == "tool_result" and session_id in self._steps:
+            self.texts.finish_output(
+                session_id, self._steps[session_id][0], event.tool_result.call_id
+            )
+        elif kind == "turn_end":
+            self._steps.pop(session_id, None)
+            self.texts.finish_turn(session_id, event.turn_end.turn_id)
+        return []
+
+    async def _follow_projections(self) -> None:
+        stream: AsyncIterator[pj.WatchAllProjectionsResponse] = (
+            self._projection.WatchAllProjections(
+                pj.WatchAllProjectionsRequest(), wait_for_ready=True
+            )
         )
         async for reply in stream:
-            if reply.HasField("asked"):
-                await self._send(reply.asked.session_id, Frame(question=reply.asked))
+            if reply.HasField("live"):
+                if self._projection_followed:
+                    # Changes may have been missed while the stream was down.
+                    self.close_all()
+                self._projection_followed = True
+                continue
+            change = reply.change
+            await self._send(
+                change.session_id,
+                projection_frame(change.session_id, change.key, change.value, change.seq),
+            )
+
+    async def _follow_live(self) -> None:
+        stream: AsyncIterator[rt.WatchLiveResponse] = self._runtime.WatchLive(
+            rt.WatchLiveRequest(), wait_for_ready=True
+        )
+        async for reply in stream:
+            if reply.HasField("assistant"):
+                account = await self.owner(reply.assistant.session_id)
+                text = self.texts.text(reply.assistant)
+                if account is not None and text is not None:
+                    self.broadcast(account, Frame(assistant_delta=text))
             else:
-                closed = reply.answered
-                await self._send(
-                    closed.session_id,
-                    Frame(
-                        question_closed=gw.QuestionClosed(
-                            session_id=closed.session_id, question_id=closed.question_id
-                        )
-                    ),
-                )
+                account = await self.owner(reply.tool_output.session_id)
+                output = self.texts.output(reply.tool_output)
+                if account is not None and output is not None:
+                    self.broadcast(account, Frame(tool_output=output))

@@ -19,26 +19,28 @@ from agenthost.projection.v1 import projection_pb2 as pj
 from agenthost.projection.v1 import projection_pb2_grpc as pj_grpc
 from agenthost.runtime.v1 import runtime_pb2 as rt
 from agenthost.runtime.v1 import runtime_pb2_grpc as rt_grpc
+from google.protobuf import struct_pb2
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from services.common.client import call_timeout, domain_errors
 from services.common.errors import DomainError, SessionNotFound
+from services.common.tasks import spawn
 from services.planmode.client import PlanModeClient
 from services.sessionlog.port import Direction, SessionLogPort, SessionSummary
 from services.workspace.client import WorkspaceClient
 
 from .accounts import current_account
 from .fencing import Fence, Fences
-from .hub import Connection, Frame, Hub
-from .plan_cache import PlanCache, PlanView
+from .hub import Connection, Frame, Hub, projection_frame
 
 log = logging.getLogger("agenthost.gateway")
 
 SERVICE_NAME = gw.DESCRIPTOR.services_by_name["GatewayService"].full_name
 
 HEARTBEAT_S = 15.0
-# How long OpenSession waits for the projection block and the plan state.
+# How long OpenSession waits for the projection block.
 SIDE_READ_TIMEOUT_S = 2.0
+PLAN_KEY = "plan"
 # A reconnect whose cursor is further behind than this reopens the session.
 MAX_CATCH_UP = 10_000
 READ_BATCH = 1000
@@ -50,12 +52,14 @@ def _fence(message: gw.RequestFence, present: bool) -> Fence | None:
     return Fence(message.generation, message.request_id, message.client_id)
 
 
-def _plan_value(view: PlanView | None) -> gw.PlanModeValue:
-    if view is None:
+def _plan_value(value: struct_pb2.Value | None) -> gw.PlanModeValue:
+    """The `plan` projection value as the RPC's PlanModeValue (absent: no plan mode)."""
+    if value is None:
         return gw.PlanModeValue()
-    state = pm.PlanModeState(active=view.active)
-    if view.pending is not None:
-        state.pending = view.pending
+    fields = value.struct_value.fields
+    state = pm.PlanModeState(active=fields["active"].bool_value)
+    if "pending" in fields:
+        state.pending = fields["pending"].bool_value
     return gw.PlanModeValue(state=state)
 
 
@@ -76,10 +80,7 @@ class GatewayServicer(gw_grpc.GatewayServiceServicer):
         self.plan = plan
         self.heartbeat_s = heartbeat_s
         self.fences = Fences()
-        self.plans = PlanCache()
-        self.hub = Hub(
-            log, runtime, workspaces, self.plans, self._refresh_plan if plan is not None else None
-        )
+        self.hub = Hub(log, runtime, projection, workspaces)
         self._access: set[tuple[str, str]] = set()
         self._resuming: dict[str, asyncio.Task[rt.AgentStatus]] = {}
 
@@ -99,7 +100,7 @@ class GatewayServicer(gw_grpc.GatewayServiceServicer):
         """Load a cold session's agent once, whoever asks first."""
         task = self._resuming.get(session_id)
         if task is None:
-            task = asyncio.create_task(self._resume_once(session_id))
+            task = spawn(self._resume_once(session_id), name=f"resume-{session_id}")
             self._resuming[session_id] = task
             task.add_done_callback(lambda _: self._resuming.pop(session_id, None))
         return await asyncio.shield(task)
@@ -115,29 +116,19 @@ class GatewayServicer(gw_grpc.GatewayServiceServicer):
         status: rt.AgentStatus = reply.status
         return status
 
-    # -- plan state ------------------------------------------------------------------
+    # -- projections ---------------------------------------------------------------
 
-    async def _plan_view(self, session_id: str) -> PlanView | None:
-        if self.plan is None:
-            return None
-        cached = self.plans.get(session_id)
-        if cached is not None:
-            return cached
-        await self._resume(session_id)
-        await self._refresh_plan(session_id)
-        return self.plans.get(session_id)
-
-    async def _refresh_plan(self, session_id: str) -> None:
-        assert self.plan is not None
-        reply = await self.plan.get(session_id)
-        self._adopt(session_id, reply.state, reply.as_of_seq)
-
-    def _adopt(self, session_id: str, state: pm.PlanModeState, as_of_seq: int) -> None:
-        pending = state.pending if state.HasField("pending") else None
-        changed = self.plans.authoritative(session_id, state.active, pending, as_of_seq)
-        owner = self.hub.known_owner(session_id)
-        if owner is not None:
-            self.hub.announce_plan(owner, session_id, changed)
+    async def _projections(
+        self, session_id: str, keys: list[str] | None = None, within_s: float | None = None
+    ) -> pj.GetProjectionResponse:
+        reply: pj.GetProjectionResponse = await domain_errors(
+            self.projection.GetProjection(
+                pj.GetProjectionRequest(session_id=session_id, keys=keys or []),
+                timeout=call_timeout(within_s) if within_s else call_timeout(),
+                wait_for_ready=True,
+            )
+        )
+        return reply
 
     # -- the stream --------------------------------------------------------------------
 
@@ -178,6 +169,27 @@ class GatewayServicer(gw_grpc.GatewayServiceServicer):
         async for frame in self._events_between(session_id, cursor, last_seq + 1):
             yield frame
         delivered[session_id] = last_seq
+        for frame in await self._current_views(session_id):
+            yield frame
+
+    async def _current_views(self, session_id: str) -> list[Frame]:
+        """What a resuming client may have missed besides events: the current
+        projection values (the higher seq wins on its side) and the text so
+        far of what runs now."""
+        frames = []
+        try:
+            block = await self._projections(session_id, within_s=SIDE_READ_TIMEOUT_S)
+        except (DomainError, grpc.aio.AioRpcError) as error:
+            log.warning("resume of %s without projections: %s", session_id, error)
+        else:
+            frames = [
+                projection_frame(session_id, key, value, block.as_of_seq)
+                for key, value in sorted(block.values.items())
+            ]
+        texts, outputs = self.hub.texts.snapshot(session_id)
+        frames += [Frame(assistant_delta=text) for text in texts]
+        frames += [Frame(tool_output=output) for output in outputs]
+        return frames
 
     async def _events_between(
         self, session_id: str, after: int, before: int
@@ -278,51 +290,36 @@ class GatewayServicer(gw_grpc.GatewayServiceServicer):
     async def OpenSession(
         self, request: gw.OpenSessionRequest, context: grpc.aio.ServicerContext
     ) -> gw.OpenSessionResponse:
+        """The tail page and the projection block as of one log position."""
         self.fences.check_read(_fence(request.fence, request.HasField("fence")))
         session_id = request.session_id
         await self._own(session_id)
         status = await self._resume(session_id)
+        reply = gw.OpenSessionResponse(running=status.running)
+        try:
+            block = await self._projections(session_id, within_s=SIDE_READ_TIMEOUT_S)
+        except (DomainError, grpc.aio.AioRpcError) as error:
+            log.warning("open %s without projections: %s", session_id, error)
+            reply.projection_error = f"projections unavailable now: {error}"
+            block = None
         page = await self.log.tail_page(
             session_id,
+            before_seq=None if block is None else block.as_of_seq + 1,
             message_limit=request.message_limit if request.HasField("message_limit") else 50,
         )
-        summary = await self.log.get_session(session_id)
-        questions: rt.ListQuestionsResponse = await self.runtime.ListQuestions(
-            rt.ListQuestionsRequest(session_id=session_id), timeout=call_timeout()
-        )
-        reply = gw.OpenSessionResponse(
-            session=summary,
-            events=page.events,
-            has_more=page.has_more,
-            before_seq=page.before_seq,
-            running=status.running,
-            questions=questions.questions,
-            seq=page.last_seq,
-            projections_seq=-1,
-        )
-        await self._add_side_reads(session_id, reply)
-        return reply
-
-    async def _add_side_reads(self, session_id: str, reply: gw.OpenSessionResponse) -> None:
-        """The projection block and the plan state, each bounded in time: when
-        one cannot be read now, history is served without it."""
-        try:
-            projections: pj.GetProjectionResponse = await self.projection.GetProjection(
-                pj.GetProjectionRequest(session_id=session_id),
-                timeout=call_timeout(SIDE_READ_TIMEOUT_S),
-            )
-            for key, value in projections.values.items():
+        reply.session.CopyFrom(await self.log.get_session(session_id))
+        reply.events.extend(page.events)
+        reply.has_more, reply.before_seq = page.has_more, page.before_seq
+        reply.seq = page.last_seq if block is None else block.as_of_seq
+        if block is not None:
+            for key, value in block.values.items():
                 reply.projections[key].CopyFrom(value)
-            reply.projections_seq = projections.as_of_seq
-        except grpc.aio.AioRpcError as error:
-            log.warning("open %s without projections: %s", session_id, error.details())
-        try:
-            view = await asyncio.wait_for(self._plan_view(session_id), SIDE_READ_TIMEOUT_S)
-        except (DomainError, grpc.aio.AioRpcError, TimeoutError) as error:
-            reply.plan_error = f"plan state unavailable now: {error}"
-            return
-        reply.plan.CopyFrom(_plan_value(view))
-        reply.plan_seq = view.seq if view else -1
+            if "status" in block.values:
+                reply.running = block.values["status"].struct_value.fields["running"].bool_value
+        texts, outputs = self.hub.texts.snapshot(session_id)
+        reply.live.extend(texts)
+        reply.live_output.extend(outputs)
+        return reply
 
     async def HistoryPage(
         self, request: gw.HistoryPageRequest, context: grpc.aio.ServicerContext
@@ -357,10 +354,9 @@ class GatewayServicer(gw_grpc.GatewayServiceServicer):
         await self._resume(request.session_id)
         rollback: bool | None = None
         if request.HasField("plan_target") and self.plan is not None:
-            before = await self._plan_view(request.session_id)
-            if before is not None:
-                rollback = before.pending if before.pending is not None else before.active
-            await self._set_plan(request.session_id, request.plan_target)
+            before = (await self.plan.get(request.session_id)).state
+            rollback = before.pending if before.HasField("pending") else before.active
+            await self.plan.set(request.session_id, request.plan_target)
         try:
             reply: rt.PromptResponse = await domain_errors(
                 self.runtime.Prompt(
@@ -371,8 +367,8 @@ class GatewayServicer(gw_grpc.GatewayServiceServicer):
                 )
             )
         except DomainError:
-            if rollback is not None:
-                await self._set_plan(request.session_id, rollback)
+            if rollback is not None and self.plan is not None:
+                await self.plan.set(request.session_id, rollback)
             raise
         return gw.PromptResponse(
             mode=reply.mode, running=reply.status.running, seq=reply.status.last_seq
@@ -411,15 +407,13 @@ class GatewayServicer(gw_grpc.GatewayServiceServicer):
         reply: rt.ExecuteCommandResponse = await domain_errors(
             self.runtime.ExecuteCommand(command, timeout=call_timeout())
         )
-        if self.plan is not None and request.name == "plan":
-            await self._refresh_plan(request.session_id)
         return gw.ExecuteCommandResponse(ok=reply.ok, message=reply.message, seq=reply.last_seq)
 
     async def AnswerQuestion(
         self, request: gw.AnswerQuestionRequest, context: grpc.aio.ServicerContext
     ) -> gw.AnswerQuestionResponse:
         await self._admit(request.fence, request.session_id)
-        await domain_errors(
+        reply: rt.AnswerQuestionResponse = await domain_errors(
             self.runtime.AnswerQuestion(
                 rt.AnswerQuestionRequest(
                     session_id=request.session_id,
@@ -429,18 +423,35 @@ class GatewayServicer(gw_grpc.GatewayServiceServicer):
                 timeout=call_timeout(),
             )
         )
-        last_seq = (await self.log.get_session(request.session_id)).last_seq
-        return gw.AnswerQuestionResponse(seq=last_seq)
+        return gw.AnswerQuestionResponse(seq=reply.seq)
+
+    async def UpdateSessionSettings(
+        self, request: gw.UpdateSessionSettingsRequest, context: grpc.aio.ServicerContext
+    ) -> gw.UpdateSessionSettingsResponse:
+        await self._admit(request.fence, request.session_id)
+        update = rt.UpdateSettingsRequest(session_id=request.session_id)
+        if request.HasField("sandbox"):
+            update.sandbox = request.sandbox
+        if request.HasField("approvals"):
+            update.approvals = request.approvals
+        reply: rt.UpdateSettingsResponse = await domain_errors(
+            self.runtime.UpdateSettings(update, timeout=call_timeout())
+        )
+        return gw.UpdateSessionSettingsResponse(settings=reply.settings, seq=reply.seq)
 
     # -- plan mode ----------------------------------------------------------------------------
 
     async def PlanMode(
         self, request: gw.PlanModeRequest, context: grpc.aio.ServicerContext
     ) -> gw.PlanModeResponse:
+        """The `plan` projection value itself, so the two never disagree."""
         self.fences.check_read(_fence(request.fence, request.HasField("fence")))
         await self._own(request.session_id)
-        view = await self._plan_view(request.session_id)
-        return gw.PlanModeResponse(plan=_plan_value(view), seq=view.seq if view else -1)
+        if self.plan is None:
+            return gw.PlanModeResponse(plan=gw.PlanModeValue(), seq=-1)
+        block = await self._projections(request.session_id, [PLAN_KEY])
+        value = block.values.get(PLAN_KEY)
+        return gw.PlanModeResponse(plan=_plan_value(value), seq=block.as_of_seq)
 
     async def SetPlanMode(
         self, request: gw.SetPlanModeRequest, context: grpc.aio.ServicerContext
@@ -449,16 +460,10 @@ class GatewayServicer(gw_grpc.GatewayServiceServicer):
         if self.plan is None:
             return gw.SetPlanModeResponse(plan=gw.PlanModeValue(), seq=-1)
         await self._resume(request.session_id)
-        reply = await self._set_plan(request.session_id, request.active)
+        reply = await self.plan.set(request.session_id, request.active)
         return gw.SetPlanModeResponse(
             plan=gw.PlanModeValue(state=reply.state), outcome=reply.outcome, seq=reply.as_of_seq
         )
-
-    async def _set_plan(self, session_id: str, active: bool) -> pm.SetPlanModeResponse:
-        assert self.plan is not None
-        reply = await self.plan.set(session_id, active)
-        self._adopt(session_id, reply.state, reply.as_of_seq)
-        return reply
 
     # -- workspaces -----------------------------------------------------------------------------
 

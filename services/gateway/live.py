@@ -1,0 +1,135 @@
+"""The text each session's running step (and command) has streamed so far,
+as the gateway relays it.
+
+Deltas come from the runtime's live stream and the logged record from the
+session log: two streams, so the gateway orders them. When a step's
+assistant/message is logged, whatever text the deltas have not yet carried
+is sent first as one last delta, and later deltas of that step are dropped;
+so clients always get the deltas before the logged message, and their
+concatenation is its text. A (re)connecting client gets the text so far of
+each running stream at offset 0.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+from agenthost.runtime.v1 import runtime_pb2 as rt
+
+# Closed streams remembered per gateway, so late deltas of them are dropped.
+CLOSED_KEPT = 10_000
+
+TextKey = tuple[str, str, int, "rt.TextKind.ValueType"]  # session, turn, step, kind
+OutputKey = tuple[str, str, str]  # session, turn, call
+
+
+class LiveTexts:
+    def __init__(self) -> None:
+        self._texts: dict[TextKey, str] = {}
+        self._outputs: dict[OutputKey, str] = {}
+        self._closed: OrderedDict[tuple[object, ...], None] = OrderedDict()
+
+    # -- deltas from the runtime ------------------------------------------------------
+
+    def text(self, delta: rt.AssistantDelta) -> rt.AssistantDelta | None:
+        """The part of `delta` clients have not had yet (None: nothing new)."""
+        key = (delta.session_id, delta.turn_id, delta.step, delta.kind)
+        if key in self._closed:
+            return None
+        held = self._texts.get(key, "")
+        fresh = _fresh(held, delta.offset, delta.text)
+        if fresh is None:
+            return None
+        self._texts[key] = held + fresh
+        return rt.AssistantDelta(
+            session_id=delta.session_id,
+            turn_id=delta.turn_id,
+            step=delta.step,
+            kind=delta.kind,
+            offset=len(held),
+            text=fresh,
+        )
+
+    def output(self, delta: rt.ToolOutputDelta) -> rt.ToolOutputDelta | None:
+        key = (delta.session_id, delta.turn_id, delta.call_id)
+        if key in self._closed:
+            return None
+        held = self._outputs.get(key, "")
+        fresh = _fresh(held, delta.offset, delta.text)
+        if fresh is None:
+            return None
+        self._outputs[key] = held + fresh
+        return rt.ToolOutputDelta(
+            session_id=delta.session_id,
+            turn_id=delta.turn_id,
+            call_id=delta.call_id,
+            offset=len(held),
+            text=fresh,
+        )
+
+    # -- the log's records close streams ----------------------------------------------------
+
+    def finish_step(
+        self, session_id: str, turn_id: str, step: int, text: str, reasoning: str
+    ) -> list[rt.AssistantDelta]:
+        """The step's message is logged: the deltas still owed, then closed."""
+        owed = []
+        for kind, whole in ((rt.TEXT_KIND_REASONING, reasoning), (rt.TEXT_KIND_ANSWER, text)):
+            key = (session_id, turn_id, step, kind)
+            held = self._texts.pop(key, "")
+            self._close(key)
+            if len(whole) > len(held) and whole.startswith(held):
+                owed.append(
+                    rt.AssistantDelta(
+                        session_id=session_id,
+                        turn_id=turn_id,
+                        step=step,
+                        kind=kind,
+                        offset=len(held),
+                        text=whole[len(held) :],
+                    )
+                )
+        return owed
+
+    def finish_output(self, session_id: str, turn_id: str, call_id: str) -> None:
+        key = (session_id, turn_id, call_id)
+        self._outputs.pop(key, None)
+        self._close(key)
+
+    def finish_turn(self, session_id: str, turn_id: str) -> None:
+        for key in [k for k in self._texts if k[:2] == (session_id, turn_id)]:
+            del self._texts[key]
+            self._close(key)
+        for okey in [k for k in self._outputs if k[:2] == (session_id, turn_id)]:
+            del self._outputs[okey]
+            self._close(okey)
+
+    # -- snapshots ------------------------------------------------------------------------
+
+    def snapshot(self, session_id: str) -> tuple[list[rt.AssistantDelta], list[rt.ToolOutputDelta]]:
+        """The text so far of the session's running streams, at offset 0."""
+        texts = [
+            rt.AssistantDelta(session_id=s, turn_id=turn, step=step, kind=kind, offset=0, text=text)
+            for (s, turn, step, kind), text in self._texts.items()
+            if s == session_id and text
+        ]
+        outputs = [
+            rt.ToolOutputDelta(session_id=s, turn_id=turn, call_id=call, offset=0, text=text)
+            for (s, turn, call), text in self._outputs.items()
+            if s == session_id and text
+        ]
+        return texts, outputs
+
+    def _close(self, key: tuple[object, ...]) -> None:
+        self._closed[key] = None
+        self._closed.move_to_end(key)
+        while len(self._closed) > CLOSED_KEPT:
+            self._closed.popitem(last=False)
+
+
+def _fresh(held: str, offset: int, text: str) -> str | None:
+    """What a piece at `offset` adds to `held`; None when it adds nothing or
+    leaves a gap (the runtime's snapshot or the logged record fills it)."""
+    if offset > len(held) or offset + len(text) <= len(held):
+        return None
+    return text[len(held) - offset :]
