@@ -16,6 +16,7 @@ import enum
 import logging
 import random
 import uuid
+from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -39,6 +40,7 @@ from .errors import (
     error_from_rpc,
 )
 from .plan import PlanValue
+from .sessions import SessionList
 from .validation import outcome_name, plan_value
 
 if TYPE_CHECKING:
@@ -54,6 +56,9 @@ DEFAULT_CALL_TIMEOUT_S = 10.0
 # the stream is dead even if TCP has not noticed.
 DEFAULT_IDLE_TIMEOUT_S = 60.0
 DEFAULT_MESSAGE_LIMIT = 200
+# Frames held for sessions not opened yet: per session, and sessions held.
+EARLY_FRAMES_KEPT = 1000
+EARLY_SESSIONS_KEPT = 64
 
 
 @dataclass(frozen=True)
@@ -141,6 +146,10 @@ class AgentHostClient:
         self.stub = gw_grpc.GatewayServiceStub(self._channel)
         self._request_id = 0
         self._sessions: dict[str, Session] = {}
+        # The account's sessions as frames and lists show them.
+        self.session_list = SessionList()
+        # Frames of sessions not opened (yet): adopted by an open that follows.
+        self._early: OrderedDict[str, deque[Frame]] = OrderedDict()
         self._listeners: list[FrameListener] = []
         self._stream_task: asyncio.Task[None] | None = None
         self._call: Any = None
@@ -342,10 +351,23 @@ class AgentHostClient:
                 listener(frame)
             except Exception:
                 log.exception("a frame listener failed")
+        self.session_list.on_frame(frame)
         session_id = frame_session_id(frame)
         session = self._sessions.get(session_id) if session_id else None
         if session is not None:
             session._on_frame(frame)
+        elif session_id:
+            self._keep_early(session_id, frame)
+
+    def _keep_early(self, session_id: str, frame: Frame) -> None:
+        """Hold a frame of a session not opened yet (bounded per session and
+        in sessions), so an open that follows misses nothing."""
+        held = self._early.get(session_id)
+        if held is None:
+            held = self._early[session_id] = deque(maxlen=EARLY_FRAMES_KEPT)
+            while len(self._early) > EARLY_SESSIONS_KEPT:
+                self._early.popitem(last=False)
+        held.append(frame)
 
     def add_listener(self, listener: FrameListener) -> Callable[[], None]:
         """Call `listener` with every frame (session_added, heartbeats, …);
@@ -445,9 +467,12 @@ class AgentHostClient:
         return reply.session
 
     async def list_sessions(self, workspace_id: str | None = None) -> list[sl.SessionSummary]:
+        """The sessions of the account's workspaces (of one, when given); the
+        mirror `session_list` takes them in (blank never comes back)."""
         reply: gw.ListSessionsResponse = await self.call(
             self.stub.ListSessions, gw.ListSessionsRequest(workspace_id=workspace_id or "")
         )
+        self.session_list.apply_list(reply.sessions)
         return list(reply.sessions)
 
     async def list_commands(self, session_id: str) -> list[rt.CommandInfo]:
@@ -467,6 +492,8 @@ class AgentHostClient:
         await self.connect()
         session = Session(self, session_id, message_limit or self.message_limit)
         self._sessions[session_id] = session
+        for frame in self._early.pop(session_id, ()):
+            session._on_frame(frame)
         try:
             await session._open()
         except BaseException:
@@ -509,10 +536,10 @@ def frame_session_id(frame: Frame) -> str:
         return frame.commands_changed.session_id
     if kind == "session_projection":
         return frame.session_projection.session_id
-    if kind == "question":
-        return frame.question.session_id
-    if kind == "question_closed":
-        return frame.question_closed.session_id
+    if kind == "assistant_delta":
+        return frame.assistant_delta.session_id
+    if kind == "tool_output":
+        return frame.tool_output.session_id
     if kind == "resync":
         return frame.resync.session_id
     return ""

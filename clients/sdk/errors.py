@@ -93,6 +93,16 @@ class ClientClosedError(AgentHostError):
     """The client was closed."""
 
 
+class PlanSelectionFailedError(AgentHostError):
+    """A prompt targeted plan mode while the session's latest plan selection
+    had failed; it was not sent. Select again first."""
+
+
+class HistoryGapError(AgentHostError):
+    """An older history page did not end right before the loaded window; it
+    was not used, and the history can still load older pages."""
+
+
 _TRANSPORT_CODES = {"UNAVAILABLE", "DEADLINE_EXCEEDED", "CANCELLED"}
 
 

@@ -27,6 +27,14 @@ def well_formed(event: Event, session_id: str) -> bool:
     )
 
 
+class HistoryGap(Exception):
+    """An older page that does not end right before the window."""
+
+    def __init__(self, base: int, first: int, last: int) -> None:
+        super().__init__(f"a page of seqs {first}..{last} does not end right before seq {base}")
+        self.base, self.first, self.last = base, first, last
+
+
 @dataclass(frozen=True)
 class Gap:
     """Seqs `after < seq < before` are missing."""
@@ -94,22 +102,28 @@ class History:
             appended.append(event)
         return appended
 
+    @property
+    def base(self) -> int:
+        """The first seq of the window (last_seq + 1 when it is empty)."""
+        return self.events[0].seq if self.events else self.last_seq + 1
+
     def prepend(self, events: Iterable[Event], *, has_more: bool, before_seq: int) -> list[Event]:
-        """An older page (seqs before the window); returns what was added."""
-        first = self.events[0].seq if self.events else self.last_seq + 1
-        older = sorted(
-            (e for e in events if well_formed(e, self.session_id) and e.seq < first),
-            key=lambda e: e.seq,
-        )
-        added: list[Event] = []
-        for event in reversed(older):
-            if event.seq == first - 1:
-                added.append(event)
-                first = event.seq
-        added.reverse()
-        self.events[:0] = added
+        """An older page: what it holds from the window's base on is already
+        here; the rest is accepted only when it is contiguous and its last
+        seq + 1 is the base. Returns what was added; raises HistoryGap (and
+        changes nothing) otherwise."""
+        base = self.base
+        older = {e.seq: e for e in events if well_formed(e, self.session_id) and e.seq < base}
+        page = [older[seq] for seq in sorted(older)]
+        if not page:
+            self.has_more, self.before_seq = has_more, before_seq
+            return []
+        seqs = [e.seq for e in page]
+        if seqs[-1] + 1 != base or seqs != list(range(seqs[0], seqs[-1] + 1)):
+            raise HistoryGap(base, seqs[0], seqs[-1])
+        self.events[:0] = page
         self.has_more, self.before_seq = has_more, before_seq
-        return added
+        return page
 
     def missing(self) -> Gap | None:
         """The first gap between the window and events waiting beyond it."""

@@ -1,32 +1,28 @@
 """The plan state of one session as a client sees it, behind its fences.
 
-Pure logic (no I/O): `PlanTracker` is fed the replies of plan queries and
-selections, the committed `plan/mode` events the client receives (live,
-caught up after a reconnect, or recovered by gap repair) and reconnects, in
+Pure logic (no I/O): `PlanTracker` is fed the `plan` projection values the
+client receives (the page's block, live frames, the values a resumed stream
+sends), the replies of plan queries and selections, and reconnects, in
 whatever order they arrive, and decides what the snapshot shows:
 
-- the full-state query is the source of truth; `plan/mode` events are the
-  commit signal in between;
+- projection values and replies are full states stamped with the log seq
+  they reflect, folded from the log by the same code; the higher seq wins
+  (a reply older than a value already known does not replace it);
 - generation fence: a reply to a request begun before a reconnect is dropped;
 - request fence: queries and selections share one monotonic request number;
   a reply older than one already applied is dropped;
-- event-version fence: a reply whose log seq is older than a committed
-  `plan/mode` already known does not replace it (the commit wins);
-- events change the state only once a reply confirmed that this deployment
-  has plan mode; before that a commit is held and used when one does;
-- a failed query or selection leaves the state as it was;
-- malformed events are ignored; of a batch of events (a history window, a
-  catch-up, a repaired gap) the latest valid commit by seq counts.
+- a projection block without a `plan` key, or an "unavailable" reply, means
+  the deployment has no plan mode; any `plan` value says it has;
+- a failed query or selection leaves the state as it was; the latest
+  selection's failure is kept (`selection_failed`) until a newer selection,
+  so a prompt that targets plan mode can be refused before it is sent.
 """
 
 from __future__ import annotations
 
 import enum
 from collections import deque
-from collections.abc import Iterable
 from dataclasses import dataclass, field
-
-from agenthost.sessionlog.v1 import events_pb2
 
 # Decisions kept for inspection (tests, debugging).
 DECISIONS_KEPT = 512
@@ -112,48 +108,29 @@ class PlanTicket:
 
 class Verdict(enum.Enum):
     APPLIED = "applied"
-    # A reply older than a committed plan/mode already known: the commit wins
+    # A reply older than a projection value already known: the value wins
     # (the reply still confirms that plan mode exists).
-    COMMIT_WINS = "overtaken by a commit"
+    NEWER_KNOWN = "older than a known value"
     OLDER_REQUEST = "older than an applied request"
     SUPERSEDED = "begun before a reconnect"
     FAILED = "failed; state kept"
-    COMMIT_APPLIED = "commit applied"
-    COMMIT_HELD = "commit held until plan mode is confirmed"
-    COMMIT_OLD = "commit not newer than the state"
-    MALFORMED = "malformed; ignored"
+    VALUE_APPLIED = "projection value applied"
+    VALUE_OLD = "projection value not newer than the state"
 
 
 @dataclass(frozen=True)
 class Decision:
     verdict: Verdict
-    # The request a reply or failure answered; None for events.
+    # The request a reply or failure answered; None for projection values.
     ticket: PlanTicket | None = None
-    # The log seq of the reply or event.
+    # The log seq of the reply or value.
     seq: int | None = None
     # Whether the snapshot changed.
     changed: bool = False
 
     @property
     def applied(self) -> bool:
-        return self.verdict in (Verdict.APPLIED, Verdict.COMMIT_APPLIED, Verdict.COMMIT_WINS)
-
-
-@dataclass(frozen=True)
-class Commit:
-    seq: int
-    active: bool
-
-
-def plan_commit(event: events_pb2.Event) -> Commit | None:
-    """The commit a valid `plan/mode` event records, else None."""
-    if event.WhichOneof("body") != "plan_mode" or event.seq < 0:
-        return None
-    return Commit(event.seq, event.plan_mode.active)
-
-
-def is_malformed_plan_event(event: events_pb2.Event) -> bool:
-    return event.WhichOneof("body") == "plan_mode" and event.seq < 0
+        return self.verdict in (Verdict.APPLIED, Verdict.VALUE_APPLIED, Verdict.NEWER_KNOWN)
 
 
 class PlanTracker:
@@ -164,8 +141,8 @@ class PlanTracker:
         self._available: bool | None = None
         self._state: PlanState | None = None
         self._state_seq = -1
-        # The latest valid commit known, applied or held.
-        self._commit: Commit | None = None
+        self._newest_selection = 0
+        self._failed_selection: PlanTicket | None = None
         self._in_flight: dict[int, PlanTicket] = {}
         self.decisions: deque[Decision] = deque(maxlen=DECISIONS_KEPT)
 
@@ -173,22 +150,26 @@ class PlanTracker:
 
     @property
     def view(self) -> PlanView:
+        """The snapshot: availability, state and the seq it reflects."""
         return PlanView(self._available, self._state, self._state_seq)
 
     @property
     def generation(self) -> int:
+        """The connection generation requests are fenced by."""
         return self._generation
 
     @property
-    def commit(self) -> Commit | None:
-        """The latest committed plan/mode known (applied, or held)."""
-        return self._commit
-
-    @property
     def in_flight(self) -> list[PlanTicket]:
+        """Requests begun and not answered yet, oldest first."""
         return sorted(self._in_flight.values(), key=lambda t: t.number)
 
+    @property
+    def selection_failed(self) -> PlanTicket | None:
+        """The newest selection, when it failed (None once a newer one began)."""
+        return self._failed_selection
+
     def decision_for(self, ticket: PlanTicket) -> Decision | None:
+        """The verdict on a request, if it was decided."""
         for decision in reversed(self.decisions):
             if decision.ticket == ticket:
                 return decision
@@ -203,6 +184,9 @@ class PlanTracker:
             self._issued, self._generation if generation is None else generation, kind
         )
         self._in_flight[ticket.number] = ticket
+        if kind is RequestKind.SELECT:
+            self._newest_selection = ticket.number
+            self._failed_selection = None
         return ticket
 
     def reconnected(self, generation: int) -> None:
@@ -210,6 +194,7 @@ class PlanTracker:
         self._generation = max(self._generation, generation)
 
     def on_reply(self, ticket: PlanTicket, value: PlanValue, seq: int) -> Decision:
+        """A query's or selection's answer, behind the fences."""
         self._in_flight.pop(ticket.number, None)
         if ticket.generation < self._generation:
             return self._decide(Verdict.SUPERSEDED, ticket, seq)
@@ -221,13 +206,19 @@ class PlanTracker:
             self._available, self._state, self._state_seq = False, None, seq
             return self._decide(Verdict.APPLIED, ticket, seq, before)
         self._available = True
-        commit = self._commit
-        if commit is not None and seq < commit.seq:
-            if self._state is None or self._state_seq < commit.seq:
-                self._state, self._state_seq = PlanState(commit.active), commit.seq
-            return self._decide(Verdict.COMMIT_WINS, ticket, seq, before)
+        if seq < self._state_seq:
+            return self._decide(Verdict.NEWER_KNOWN, ticket, seq, before)
         self._state, self._state_seq = value.state, seq
         return self._decide(Verdict.APPLIED, ticket, seq, before)
+
+    def on_projection(self, value: PlanValue, seq: int) -> Decision:
+        """A `plan` projection value as of `seq` (UNAVAILABLE: the block had
+        no `plan` key); applied unless the state already reflects a newer seq."""
+        if seq < self._state_seq:
+            return self._decide(Verdict.VALUE_OLD, seq=seq)
+        before = self.view
+        self._available, self._state, self._state_seq = value.available, value.state, seq
+        return self._decide(Verdict.VALUE_APPLIED, seq=seq, before=before)
 
     def superseded(self, ticket: PlanTicket, seq: int | None = None) -> Decision:
         """A reply the caller itself found superseded by a reconnect."""
@@ -239,43 +230,14 @@ class PlanTracker:
         self._in_flight.pop(ticket.number, None)
         if ticket.generation < self._generation:
             return self._decide(Verdict.SUPERSEDED, ticket)
+        if ticket.kind is RequestKind.SELECT and ticket.number == self._newest_selection:
+            self._failed_selection = ticket
         return self._decide(Verdict.FAILED, ticket)
 
-    def on_events(self, events: Iterable[events_pb2.Event]) -> Decision | None:
-        """Events received in any way; the latest valid commit by seq counts.
-        None when the batch holds no plan/mode event at all."""
-        latest: Commit | None = None
-        malformed = False
-        for event in events:
-            if is_malformed_plan_event(event):
-                malformed = True
-                continue
-            commit = plan_commit(event)
-            if commit is not None and (latest is None or commit.seq > latest.seq):
-                latest = commit
-        if latest is None:
-            return self._decide(Verdict.MALFORMED) if malformed else None
-        return self._on_commit(latest)
-
-    def _on_commit(self, commit: Commit) -> Decision:
-        known = self._commit
-        if known is not None and commit.seq <= known.seq:
-            return self._decide(Verdict.COMMIT_OLD, seq=commit.seq)
-        self._commit = commit
-        if self._available is not True:
-            return self._decide(Verdict.COMMIT_HELD, seq=commit.seq)
-        if commit.seq <= self._state_seq:
-            return self._decide(Verdict.COMMIT_OLD, seq=commit.seq)
-        before = self.view
-        self._state, self._state_seq = PlanState(commit.active), commit.seq
-        return self._decide(Verdict.COMMIT_APPLIED, seq=commit.seq, before=before)
-
-    def reset_events(self) -> None:
-        """The history was replaced (a resync): forget the commit seen so far,
-        so the replacement window's commit counts even if its seq is lower."""
-        self._commit = None
-        if self._state is not None:
-            self._state_seq = -1
+    def reset(self) -> None:
+        """The history was replaced (a resync): the replacement's values count
+        even if their seq is lower."""
+        self._state_seq = -1
 
     def _decide(
         self,

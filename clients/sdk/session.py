@@ -1,12 +1,14 @@
 """A live session as a client application holds it.
 
-Opening loads the tail page (history, projection block, plan value, running
-status, pending questions), then queries the full plan state. From then on
-the connection's frames keep it current: events enter the history exactly
-once (gaps are repaired from history pages), the plan state moves behind the
-fences of `PlanTracker`, projections keep the value with the higher seq.
-After a reconnect the session refreshes (a small tail page and a plan query);
-after a `resync` it reopens and replaces its history window.
+Opening loads the tail page and the projection block as of one log position
+(history, plan, open questions, settings, running status, and the text so far
+of a running step), then queries the full plan state. From then on the
+connection's frames keep it current: events enter the history exactly once
+(gaps are repaired from history pages), projection values keep the one with
+the higher seq (one store; the plan state also moves behind the request
+fences of `PlanTracker`), streamed text merges by offset. After a reconnect
+the session refreshes (a small tail page and a plan query); after a `resync`
+it reopens and replaces its history window.
 
 Applications observe it through `updates()` (an async iterator of typed
 updates), `wait_until(predicate)`, or by reading its attributes.
@@ -26,12 +28,48 @@ from agenthost.gateway.v1 import gateway_pb2 as gw
 from agenthost.runtime.v1 import runtime_pb2 as rt
 from agenthost.sessionlog.v1 import events_pb2
 from agenthost.sessionlog.v1 import session_log_pb2 as sl
+from google.protobuf import struct_pb2
 
-from .errors import AgentHostError, InvalidReplyError, StaleRequestError, TransportError
-from .history import History
-from .plan import Decision, PlanTicket, PlanTracker, PlanValue, PlanView, RequestKind, Verdict
+from services.sessionlog.folds import (
+    APPROVAL_POLICIES,
+    SANDBOXES,
+    Question,
+    question_from_view,
+    running_after,
+)
+
+from .errors import (
+    AgentHostError,
+    HistoryGapError,
+    InvalidReplyError,
+    PlanSelectionFailedError,
+    StaleRequestError,
+    TransportError,
+)
+from .history import History, HistoryGap
+from .live import LiveText, step_key
+from .plan import (
+    UNAVAILABLE,
+    Decision,
+    PlanTicket,
+    PlanTracker,
+    PlanValue,
+    PlanView,
+    RequestKind,
+    Verdict,
+)
 from .projection import JsonValue, ProjectionStore
-from .validation import frame_event, outcome_name, plan_value, valid_events
+from .validation import (
+    approvals_value,
+    frame_event,
+    outcome_name,
+    plan_value,
+    plan_value_of_view,
+    sandbox_value,
+    valid_events,
+    wire_approvals,
+    wire_sandbox,
+)
 
 if TYPE_CHECKING:
     from .connection import AgentHostClient
@@ -87,7 +125,7 @@ class StatusChanged:
 
 @dataclass(frozen=True)
 class QuestionAsked:
-    question: rt.Question
+    question: Question
 
 
 @dataclass(frozen=True)
@@ -112,6 +150,41 @@ class ConnectionChanged:
     generation: int
 
 
+@dataclass(frozen=True)
+class TextStreamed:
+    """More of a running step's text (`kind` "answer" or "reasoning"):
+    `delta` is what is new, `text` the step's text so far."""
+
+    turn_id: str
+    step: int
+    kind: str
+    delta: str
+    text: str
+
+
+@dataclass(frozen=True)
+class OutputStreamed:
+    """More of a running command's output."""
+
+    call_id: str
+    delta: str
+    text: str
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The session's sandbox ("read-only", "workspace-write", "full") and
+    approval policy ("ask", "ask-for-commands", "never")."""
+
+    sandbox: str
+    approvals: str
+
+
+@dataclass(frozen=True)
+class SettingsChanged:
+    settings: Settings
+
+
 Update = (
     HistoryLoaded
     | EventAppended
@@ -122,6 +195,9 @@ Update = (
     | ProjectionChanged
     | CommandsChanged
     | ConnectionChanged
+    | TextStreamed
+    | OutputStreamed
+    | SettingsChanged
 )
 
 
@@ -133,19 +209,23 @@ class Updates:
         self._queue: asyncio.Queue[Update | None] = asyncio.Queue()
 
     def __aiter__(self) -> Updates:
+        """The updates, as an async iterator."""
         return self
 
     async def __anext__(self) -> Update:
+        """The next update (StopAsyncIteration once closed)."""
         item = await self._queue.get()
         if item is None:
             raise StopAsyncIteration
         return item
 
     async def next(self, within: float | None = None) -> Update:
+        """The next update, waiting at most `within` seconds."""
         async with asyncio.timeout(within):
             return await self.__anext__()
 
     def close(self) -> None:
+        """Stop receiving updates; iteration ends."""
         self._session._subscribers.discard(self)
         self._queue.put_nowait(None)
 
@@ -192,7 +272,11 @@ class Session:
         self.summary: sl.SessionSummary | None = None
         self.history = History(session_id)
         self.running = False
-        self.questions: dict[str, rt.Question] = {}
+        # The open questions (the plan review, tool approvals), oldest first.
+        self.questions: dict[str, Question] = {}
+        # None until the gateway said (the `settings` projection).
+        self.settings: Settings | None = None
+        self.live = LiveText()
         self.projections = ProjectionStore()
         self.plan_tracker = PlanTracker(client.generation)
         # The last failed plan query (None after a successful one).
@@ -205,8 +289,11 @@ class Session:
         self.dropped_loads = 0
         self.loads = 0
         self.repairs = 0
-        self._status_version = 0
-        self._questions_version = 0
+        # The seq `running` reflects: status frames follow their turn event.
+        self._running_seq = -1
+        self._last_event_seq = -1
+        # The step running now, from its step/start (for the streamed text).
+        self._step: tuple[str, int] | None = None
         self._load_wanted: LoadMode | None = None
         self._loader: asyncio.Task[None] | None = None
         self._first_load: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -241,6 +328,7 @@ class Session:
 
     @property
     def loaded(self) -> bool:
+        """Whether the first open succeeded."""
         first = self._first_load
         return first.done() and not first.cancelled() and first.exception() is None
 
@@ -318,8 +406,6 @@ class Session:
         """One OpenSession; False when a reconnect superseded it."""
         client = self._client
         generation = client.generation
-        ticket = self.plan_tracker.begin(RequestKind.OPEN, generation)
-        status_version, questions_version = self._status_version, self._questions_version
         request = gw.OpenSessionRequest(fence=client.fence(), session_id=self.id)
         request.message_limit = (
             self.message_limit if mode is LoadMode.REPLACE else REFRESH_MESSAGE_LIMIT
@@ -327,21 +413,13 @@ class Session:
         try:
             reply: gw.OpenSessionResponse = await client.call(client.stub.OpenSession, request)
         except StaleRequestError:
-            self.plan_tracker.on_failure(ticket)
             if client.generation != generation:
                 return False
             raise
         except TransportError as error:
-            # OpenSession also reads plan mode; when that is what failed, the
-            # history must stay usable: read it on its own.
-            self.plan_tracker.on_failure(ticket)
-            self.plan_error = error
+            # History must stay usable whatever else failed: read it on its own.
             return await self._load_history_only(mode, generation, error)
-        except AgentHostError:
-            self.plan_tracker.on_failure(ticket)
-            raise
         if client.generation != generation:
-            self.plan_tracker.superseded(ticket, reply.seq)
             return False
         self.loads += 1
         self.summary = reply.session
@@ -351,31 +429,27 @@ class Session:
         if mode is LoadMode.REPLACE:
             replaced = self.history.based
             if replaced:
-                self.plan_tracker.reset_events()
+                self.plan_tracker.reset()
                 self.projections.clear()
+                self.live.clear()
             self.history.replace(
                 events, has_more=reply.has_more, before_seq=reply.before_seq, last_seq=reply.seq
             )
-            self._running_from(self.history.events)
             updates.append(HistoryLoaded(replaced))
         else:
             updates += self._appended(self.history.ingest(events))
-        self.plan_tracker.on_events(events)
-        if reply.plan_error:
-            # Plan mode could not be read just now: history is fine, and the
-            # plan stays as last known (a failed query, not "unavailable").
-            self.plan_tracker.on_failure(ticket)
-            self.plan_error = TransportError(reply.plan_error)
+        updates += self._set_running(reply.running, reply.seq)
+        if reply.projection_error:
+            self.plan_error = TransportError(reply.projection_error)
         else:
-            self._apply_plan_reply(ticket, reply.plan, reply.plan_seq or reply.seq)
-        projections_seq = reply.projections_seq if reply.projections_seq >= 0 else reply.seq
-        for key in self.projections.seed(reply.projections, projections_seq):
-            updates.append(ProjectionChanged(key, self.projections.get(key)))
-        if status_version == self._status_version and reply.running != self.running:
-            self.running = reply.running
-            updates.append(StatusChanged(self.running))
-        if questions_version == self._questions_version:
-            self.questions = {q.question_id: q for q in reply.questions}
+            if "plan" not in reply.projections:
+                self.plan_tracker.on_projection(UNAVAILABLE, reply.seq)
+            for key, value in sorted(reply.projections.items()):
+                updates += self._on_projection(key, value, reply.seq)
+        for text in reply.live:
+            updates += self._on_text(text)
+        for output in reply.live_output:
+            updates += self._on_output(output)
         if self.plan != before:
             updates.append(PlanChanged(self.plan))
         self._notify(*updates)
@@ -414,14 +488,10 @@ class Session:
             self.history.replace(
                 events, has_more=page.has_more, before_seq=page.before_seq, last_seq=page.seq
             )
-            self._running_from(self.history.events)
             updates.append(HistoryLoaded(replaced))
         else:
             updates += self._appended(self.history.ingest(events))
-        before = self.plan
-        self.plan_tracker.on_events(events)
-        if self.plan != before:
-            updates.append(PlanChanged(self.plan))
+        self.plan_error = cause
         self._notify(*updates)
         self._repair_soon()
         return True
@@ -451,41 +521,84 @@ class Session:
                 self.ignored_frames += 1
                 self._notify()
                 return
+            self._last_event_seq = max(self._last_event_seq, event.seq)
             self._ingest([event])
         elif kind == "session_status":
-            self._status_version += 1
-            if frame.session_status.running != self.running:
-                self.running = frame.session_status.running
-                self._notify(StatusChanged(self.running))
+            # It follows the turn event it reflects: the newest event seen.
+            self._notify(*self._set_running(frame.session_status.running, self._last_event_seq))
         elif kind == "session_projection":
             change = frame.session_projection
-            if self.projections.update(change.key, change.value, change.seq):
-                self._notify(ProjectionChanged(change.key, self.projections.get(change.key)))
-            if change.key == "plan":
-                # The gateway's plan state moved (maybe another client's
-                # selection, which the log does not show): ask for it.
-                self._query_plan_soon()
-        elif kind == "question":
-            self._questions_version += 1
-            self.questions[frame.question.question_id] = frame.question
-            self._notify(QuestionAsked(frame.question))
-        elif kind == "question_closed":
-            self._questions_version += 1
-            if self.questions.pop(frame.question_closed.question_id, None) is not None:
-                self._notify(QuestionClosed(frame.question_closed.question_id))
+            before = self.plan
+            updates = self._on_projection(change.key, change.value, change.seq)
+            if self.plan != before:
+                updates.append(PlanChanged(self.plan))
+            self._notify(*updates)
+        elif kind == "assistant_delta":
+            self._notify(*self._on_text(frame.assistant_delta))
+        elif kind == "tool_output":
+            self._notify(*self._on_output(frame.tool_output))
         elif kind == "resync":
             self._request_load(LoadMode.REPLACE)
         elif kind == "commands_changed":
             self._notify(CommandsChanged())
 
+    def _set_running(self, running: bool, seq: int) -> list[Update]:
+        if seq < self._running_seq:
+            return []
+        self._running_seq = seq
+        if running == self.running:
+            return []
+        self.running = running
+        return [StatusChanged(running)]
+
+    def _on_projection(self, key: str, value: struct_pb2.Value, seq: int) -> list[Update]:
+        """One projection value; the higher seq wins, then what it means."""
+        if not self.projections.update(key, value, seq):
+            return []
+        view = self.projections.get(key)
+        updates: list[Update] = [ProjectionChanged(key, view)]
+        try:
+            if key == "plan":
+                self.plan_tracker.on_projection(plan_value_of_view(view), seq)
+            elif key == "questions":
+                updates += self._questions_now(view)
+            elif key == "settings":
+                self.settings = Settings(sandbox_value(view), approvals_value(view))
+                updates.append(SettingsChanged(self.settings))
+            elif key == "status":
+                updates += self._set_running(bool(view.get("running")), seq)
+        except (InvalidReplyError, AttributeError, TypeError) as error:
+            log.info("session %s: malformed %s projection ignored (%s)", self.id, key, error)
+            self.ignored_frames += 1
+        return updates
+
+    def _questions_now(self, view: JsonValue) -> list[Update]:
+        if not isinstance(view, list):
+            raise TypeError("questions is a list")
+        now = {q.question_id: q for q in (question_from_view(item) for item in view)}
+        updates: list[Update] = [QuestionClosed(qid) for qid in self.questions if qid not in now]
+        updates += [QuestionAsked(q) for qid, q in now.items() if qid not in self.questions]
+        self.questions = now
+        return updates
+
+    def _on_text(self, delta: rt.AssistantDelta) -> list[Update]:
+        fresh = self.live.add_text(delta)
+        if not fresh:
+            return []
+        key = step_key(delta)
+        text = self.live.text_of(key.turn_id, key.step, key.kind)
+        return [TextStreamed(key.turn_id, key.step, key.kind, fresh, text)]
+
+    def _on_output(self, delta: rt.ToolOutputDelta) -> list[Update]:
+        fresh = self.live.add_output(delta)
+        if not fresh:
+            return []
+        return [OutputStreamed(delta.call_id, fresh, self.live.outputs[delta.call_id])]
+
     # -- events -------------------------------------------------------------------------------
 
     def _ingest(self, events: list[Event]) -> None:
-        before = self.plan
-        self.plan_tracker.on_events(events)
         updates = self._appended(self.history.ingest(events))
-        if self.plan != before:
-            updates.append(PlanChanged(self.plan))
         if updates:
             self._notify(*updates)
         self._repair_soon()
@@ -493,28 +606,25 @@ class Session:
     def _appended(self, events: Iterable[Event]) -> list[Update]:
         updates: list[Update] = []
         for event in events:
+            self._follow_streams(event)
             updates.append(EventAppended(event))
-            running = self._running_after(event)
-            if running is not None and running != self.running:
-                self.running = running
-                updates.append(StatusChanged(running))
+            running = running_after(event)
+            if running is not None:
+                updates += self._set_running(running, event.seq)
         return updates
 
-    @staticmethod
-    def _running_after(event: Event) -> bool | None:
+    def _follow_streams(self, event: Event) -> None:
+        """The logged record ends the streamed text it completes."""
         kind = event.WhichOneof("body")
-        if kind == "turn_start":
-            return True
-        if kind == "turn_end":
-            return False
-        return None
-
-    def _running_from(self, events: list[Event]) -> None:
-        for event in reversed(events):
-            running = self._running_after(event)
-            if running is not None:
-                self.running = running
-                return
+        if kind == "step_start":
+            self._step = (event.step_start.turn_id, event.step_start.step)
+        elif kind == "assistant_message" and self._step is not None:
+            self.live.end_step(*self._step)
+        elif kind == "tool_result":
+            self.live.end_output(event.tool_result.call_id)
+        elif kind == "turn_end":
+            self._step = None
+            self.live.clear()
 
     def _repair_soon(self) -> None:
         if self.closed or self.history.missing() is None:
@@ -611,8 +721,9 @@ class Session:
                 deadline=deadline,
             )
             value = plan_value(reply.plan)
-        except AgentHostError:
+        except AgentHostError as error:
             self.plan_tracker.on_failure(ticket)
+            self.plan_error = error
             self._notify()
             raise
         finally:
@@ -643,17 +754,24 @@ class Session:
     ) -> PromptResult:
         """Send (AGENT_BUSY while a turn runs), queue or steer a user message;
         with `plan_target`, plan mode is set to it first (rolled back by the
-        gateway when the send is rejected)."""
+        gateway when the send is rejected). A prompt that targets plan mode
+        while the latest plan selection failed is refused here, unsent
+        (PlanSelectionFailedError): select again first."""
+        failed = self.plan_tracker.selection_failed
+        if plan_target is not None and failed is not None:
+            raise PlanSelectionFailedError(
+                f"the last plan selection (request {failed.number}) failed; select again",
+                reason="PLAN_SELECTION_FAILED",
+            )
         client = self._client
         request = gw.PromptRequest(fence=client.fence(), session_id=self.id, text=text)
         request.mode = mode.value
         if plan_target is not None:
             request.plan_target = plan_target
-        status_version = self._status_version
         reply: gw.PromptResponse = await client.call(client.stub.Prompt, request)
-        if status_version == self._status_version and reply.running and not self.running:
-            self.running = True
-            self._notify(StatusChanged(True))
+        # Accepted means the user message is in the log: the session is no blank.
+        client.session_list.engaged(self.id)
+        self._notify(*self._set_running(reply.running, reply.seq))
         if plan_target is not None:
             self._query_plan_soon()
         return PromptResult(PromptMode(reply.mode), reply.running, reply.seq)
@@ -680,6 +798,7 @@ class Session:
         return CommandResult(reply.ok, reply.message, reply.seq)
 
     async def list_commands(self) -> list[rt.CommandInfo]:
+        """The slash commands this session offers (e.g. /plan)."""
         return await self._client.list_commands(self.id)
 
     async def answer_question(
@@ -689,17 +808,28 @@ class Session:
         approve: bool = False,
         feedback: str | None = None,
         dismiss: bool = False,
+        allow_once: bool = False,
+        allow_for_session: bool = False,
+        deny: str | None = None,
     ) -> int:
-        """Answer a question (the plan review): exactly one of approve, keep
-        planning with `feedback`, or dismiss. Returns the log seq after it."""
-        if (approve, feedback is not None, dismiss).count(True) != 1:
-            raise ValueError("give exactly one of approve, feedback, dismiss")
-        if approve:
-            answer = rt.Answer(approve=True)
-        elif feedback is not None:
-            answer = rt.Answer(feedback=feedback)
-        else:
-            answer = rt.Answer(dismiss=True)
+        """Answer an open question with exactly one of: a plan review's
+        approve, keep planning with `feedback`, or dismiss; a tool approval's
+        allow_once, allow_for_session, or `deny` (a reason, may be "").
+        The first answer wins (QUESTION_ANSWERED after). Returns its seq."""
+        kinds = {
+            "approve": approve,
+            "feedback": feedback,
+            "dismiss": dismiss,
+            "allow_once": allow_once,
+            "allow_for_session": allow_for_session,
+            "deny": deny,
+        }
+        given = {kind: value for kind, value in kinds.items() if value not in (False, None)}
+        if len(given) != 1:
+            raise ValueError("give exactly one answer")
+        answer = events_pb2.QuestionAnswer()
+        [(kind, value)] = given.items()
+        setattr(answer, kind, value)
         client = self._client
         reply: gw.AnswerQuestionResponse = await client.call(
             client.stub.AnswerQuestion,
@@ -709,8 +839,30 @@ class Session:
         )
         return reply.seq
 
+    async def set_settings(
+        self, *, sandbox: str | None = None, approvals: str | None = None
+    ) -> Settings:
+        """Change the sandbox ("read-only", "workspace-write", "full") and/or
+        the approval policy ("ask", "ask-for-commands", "never"); recorded in
+        the session's log, effective for the next tool call."""
+        client = self._client
+        request = gw.UpdateSessionSettingsRequest(fence=client.fence(), session_id=self.id)
+        if sandbox is not None:
+            request.sandbox = wire_sandbox(sandbox)
+        if approvals is not None:
+            request.approvals = wire_approvals(approvals)
+        reply: gw.UpdateSessionSettingsResponse = await client.call(
+            client.stub.UpdateSessionSettings, request
+        )
+        settings = Settings(
+            SANDBOXES[reply.settings.sandbox], APPROVAL_POLICIES[reply.settings.approvals]
+        )
+        return settings
+
     async def load_older(self, message_limit: int | None = None) -> list[Event]:
-        """The page before the window; returns the events added to it."""
+        """The page before the window; returns the events added to it. A page
+        that does not end right before the window is refused (HistoryGapError)
+        and the history stays as it was, still able to load."""
         if not self.history.has_more:
             return []
         client = self._client
@@ -722,12 +874,14 @@ class Session:
                 message_limit=message_limit or self.message_limit,
             ),
         )
-        added = self.history.prepend(
-            valid_events(list(page.events), self.id),
-            has_more=page.has_more,
-            before_seq=page.before_seq,
-        )
-        self.plan_tracker.on_events(added)
+        try:
+            added = self.history.prepend(
+                valid_events(list(page.events), self.id),
+                has_more=page.has_more,
+                before_seq=page.before_seq,
+            )
+        except HistoryGap as gap:
+            raise HistoryGapError(str(gap), reason="HISTORY_GAP") from None
         self._notify()
         return added
 
@@ -747,9 +901,11 @@ class Session:
             subscriber.close()
 
     async def __aenter__(self) -> Session:
+        """`async with session:` closes it at the end."""
         return self
 
     async def __aexit__(self, *exc: object) -> None:
+        """Close the session."""
         await self.close()
 
     def __repr__(self) -> str:
@@ -757,8 +913,10 @@ class Session:
 
 
 def user_texts(events: Iterable[Event]) -> list[str]:
+    """The texts of the user messages among `events`."""
     return [e.user_message.text for e in events if e.HasField("user_message")]
 
 
 def assistant_texts(events: Iterable[Event]) -> list[str]:
+    """The texts of the assistant messages among `events`."""
     return [e.assistant_message.text for e in events if e.HasField("assistant_message")]

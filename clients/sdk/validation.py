@@ -3,11 +3,15 @@ protovalidate annotations in the protos) before the SDK uses them."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import protovalidate
 from agenthost.gateway.v1 import gateway_pb2 as gw
 from agenthost.planmode.v1 import plan_mode_pb2 as pm
 from agenthost.sessionlog.v1 import events_pb2
 from google.protobuf.message import Message
+
+from services.sessionlog.folds import APPROVAL_POLICIES, SANDBOXES
 
 from .errors import InvalidReplyError
 from .history import well_formed
@@ -32,6 +36,53 @@ def plan_value(value: gw.PlanModeValue) -> PlanValue:
         return UNAVAILABLE
     state = value.state
     return PlanValue(PlanState(state.active, state.pending if state.HasField("pending") else None))
+
+
+def plan_value_of_view(view: Any) -> PlanValue:
+    """A `plan` projection value ({active, pending?}, PlanModeState's shape)."""
+    if not isinstance(view, dict) or not isinstance(view.get("active"), bool):
+        raise InvalidReplyError(f"plan value breaks the contract: {view!r}", reason="INVALID_REPLY")
+    pending = view.get("pending")
+    if pending is not None and (not isinstance(pending, bool) or pending == view["active"]):
+        raise InvalidReplyError(
+            f"plan value breaks the contract (pending must differ from active): {view!r}",
+            reason="INVALID_REPLY",
+        )
+    return PlanValue(PlanState(view["active"], pending))
+
+
+def sandbox_value(view: Any) -> str:
+    """The sandbox of a `settings` projection value."""
+    return _one_of(view, "sandbox", SANDBOXES.values())
+
+
+def approvals_value(view: Any) -> str:
+    """The approval policy of a `settings` projection value."""
+    return _one_of(view, "approvals", APPROVAL_POLICIES.values())
+
+
+def _one_of(view: Any, key: str, names: Any) -> str:
+    value = view.get(key) if isinstance(view, dict) else None
+    if value not in set(names):
+        raise InvalidReplyError(f"settings value breaks the contract: {view!r}")
+    return str(value)
+
+
+def wire_sandbox(name: str) -> Any:
+    """The wire value of a sandbox name; ValueError for an unknown one."""
+    return _wire(SANDBOXES, name, "sandbox")
+
+
+def wire_approvals(name: str) -> Any:
+    """The wire value of an approval policy name; ValueError for an unknown one."""
+    return _wire(APPROVAL_POLICIES, name, "approval policy")
+
+
+def _wire(names: dict[Any, str], name: str, what: str) -> Any:
+    for value, known in names.items():
+        if known == name:
+            return value
+    raise ValueError(f"unknown {what} {name!r}: one of {', '.join(names.values())}")
 
 
 def outcome_name(outcome: int) -> str:

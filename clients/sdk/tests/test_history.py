@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import random
 
+import pytest
 from agenthost.sessionlog.v1 import events_pb2
 from hypothesis import given
 from hypothesis import strategies as st
 
-from clients.sdk.history import Gap, History
+from clients.sdk.history import Gap, History, HistoryGap
 
 SESSION = "s-1"
 
@@ -68,6 +69,18 @@ def test_older_pages_are_prepended_without_overlap() -> None:
     added = history.prepend([ev(2), ev(3), ev(4), ev(5)], has_more=True, before_seq=2)
     assert seqs(added) == [2, 3, 4]
     assert history.seqs == [2, 3, 4, 5, 6] and history.before_seq == 2
+
+
+def test_an_older_page_with_a_gap_is_refused_and_loading_goes_on() -> None:
+    history = History(SESSION)
+    history.replace([ev(5), ev(6)], has_more=True, before_seq=5, last_seq=6)
+    with pytest.raises(HistoryGap):
+        history.prepend([ev(1), ev(2), ev(3)], has_more=True, before_seq=1)
+    assert history.seqs == [5, 6] and (history.has_more, history.before_seq) == (True, 5)
+    with pytest.raises(HistoryGap):
+        history.prepend([ev(2), ev(4)], has_more=True, before_seq=2)
+    assert seqs(history.prepend([ev(3), ev(4)], has_more=False, before_seq=3)) == [3, 4]
+    assert history.seqs == [3, 4, 5, 6] and history.has_more is False
 
 
 def test_a_replacement_keeps_live_events_that_came_meanwhile() -> None:

@@ -1,0 +1,48 @@
+"""Streamed text merges by offset: overlaps are dropped, nothing shows twice."""
+
+from __future__ import annotations
+
+import itertools
+
+from agenthost.runtime.v1 import runtime_pb2 as rt
+from hypothesis import given
+from hypothesis import strategies as st
+
+from clients.sdk.live import LiveText
+
+
+def delta(offset: int, text: str, step: int = 0) -> rt.AssistantDelta:
+    return rt.AssistantDelta(
+        turn_id="t", step=step, kind=rt.TEXT_KIND_ANSWER, offset=offset, text=text
+    )
+
+
+def test_a_snapshot_after_pieces_adds_only_what_is_new() -> None:
+    live = LiveText()
+    assert live.add_text(delta(0, "Hel")) == "Hel"
+    assert live.add_text(delta(0, "Hello wo")) == "lo wo"  # a reconnect's text so far
+    assert live.add_text(delta(3, "lo")) == ""  # already held
+    assert live.add_text(delta(8, "rld")) == "rld"
+    assert live.text_of("t", 0) == "Hello world"
+
+
+def test_a_piece_beyond_a_gap_is_dropped_and_counted() -> None:
+    live = LiveText()
+    live.add_text(delta(0, "ab"))
+    assert live.add_text(delta(5, "zz")) == ""
+    assert live.gaps == 1 and live.text_of("t", 0) == "ab"
+
+
+@given(st.text(min_size=1, max_size=40), st.lists(st.integers(0, 40), max_size=8))
+def test_any_cut_of_a_text_redelivered_with_overlaps_gives_it_once(
+    text: str, cuts: list[int]
+) -> None:
+    bounds = sorted({0, len(text), *(c for c in cuts if c <= len(text))})
+    pieces = [delta(a, text[a:b]) for a, b in itertools.pairwise(bounds)]
+    live = LiveText()
+    shown = ""
+    for index, piece in enumerate(pieces):
+        shown += live.add_text(piece)
+        if index % 2:  # a resumed stream re-sends the text so far
+            shown += live.add_text(delta(0, text[: piece.offset + len(piece.text)]))
+    assert shown == text == live.text_of("t", 0)
