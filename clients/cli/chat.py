@@ -1,28 +1,39 @@
 """`agenthost chat`: an interactive session in the terminal.
 
-Line based: the terminal edits the line, the CLI reads whole lines and prints
-what happens in the session as it happens (assistant messages, the plan state
-with its pending marker, plan reviews). Ctrl-C cancels a running turn; at the
-prompt a second Ctrl-C, or Ctrl-D, leaves.
+It shows the work as it happens: the answer streams as the model writes it
+(a spinner until the first token), each tool call leaves one compact line
+(`read x.py:1-80`, `edit x.py (+3 -1)` with its diff, `$ pytest -q` with its
+output streamed), questions (a plan review, a tool approval) are asked
+inline, and a turn's failure is one readable line.
+
+In a terminal the input line is prompt_toolkit's: output that arrives on
+its own is printed above it and the prompt is redrawn with what was typed;
+the bottom toolbar shows the plan state and the sandbox and approval
+settings, and Shift-Tab toggles plan mode. While a turn runs no prompt is
+shown and Ctrl-C cancels the turn; at the prompt a first Ctrl-C warns and a
+second one (or Ctrl-D) leaves. Without a terminal (a pipe) lines are read
+as they come.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import signal
 import sys
 import threading
 from collections import deque
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any
 
-from agenthost.runtime.v1 import runtime_pb2 as rt
-from agenthost.sessionlog.v1 import events_pb2
+from agenthost.sessionlog.v1 import events_pb2 as ev
+from prompt_toolkit import PromptSession
+from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
+from prompt_toolkit.patch_stdout import patch_stdout
 from rich.console import Console
 from rich.markdown import Markdown
 from rich.rule import Rule
+from rich.status import Status
 from rich.text import Text
 
 from clients.sdk import (
@@ -30,65 +41,114 @@ from clients.sdk import (
     ConnectionChanged,
     EventAppended,
     HistoryLoaded,
+    OutputStreamed,
     PlanChanged,
     PromptMode,
-    QuestionAsked,
     QuestionClosed,
     Session,
+    SettingsChanged,
     StatusChanged,
+    TextStreamed,
     Update,
     Updates,
 )
 from clients.sdk.plan import PlanView
+from services.sessionlog.folds import Question
+
+from . import render
 
 HELP = (
     "Type a message to send it. /plan enters plan mode, /plan <message> enters it and "
-    "sends the message, /plan off leaves it. /quit leaves. Ctrl-C cancels a running turn."
+    "sends the message, /plan off leaves it (Shift-Tab toggles it). /sandbox read-only|"
+    "workspace-write|full and /approvals ask|ask-for-commands|never change what the agent "
+    "may do. /quit leaves. Ctrl-C cancels a running turn."
 )
-REVIEW_CHOICES = "Approve the plan? [a] approve  [k] keep planning  [d] dismiss"
 HISTORY_SHOWN = 10
 PLAN_STYLE = "bold magenta"
+SANDBOXES = ("read-only", "workspace-write", "full")
+APPROVAL_POLICIES = ("ask", "ask-for-commands", "never")
 
 
 def plan_line(view: PlanView) -> str:
     return f"plan: {view.describe()}"
 
 
+class _Interrupted:
+    """A read cut short because the session moved on (a turn, a question)."""
+
+
+INTERRUPTED = _Interrupted()
+
+
+class _PromptClosed(Exception):
+    """How a prompt is closed from outside (see Chat._cancel_read)."""
+
+
+Line = str | None | _Interrupted
+
+
 class Chat:
-    def __init__(self, session: Session, console: Console, fd: int | None = None) -> None:
+    def __init__(
+        self, session: Session, console: Console, *, interactive: bool | None = None
+    ) -> None:
         self.session = session
         self.console = console
-        self.fd = sys.stdin.fileno() if fd is None else fd
+        self.interactive = sys.stdin.isatty() if interactive is None else interactive
         self._lines: asyncio.Queue[str | None] = asyncio.Queue()
-        self._buffer = b""
+        self._changed = asyncio.Event()
         self._interrupts = 0
-        # The question whose choice (or feedback) the next line answers.
-        self._reviewing: rt.Question | None = None
-        self._wants_feedback = False
         # Messages typed here, not printed again when the log shows them.
         self._typed: deque[str] = deque(maxlen=32)
-        self._prompt_shown = False
+        # The stream being written (a step's text or a command's output).
+        self._streaming: tuple[str, ...] | None = None
+        self._streamed_steps: set[tuple[str, int]] = set()
+        self._step: tuple[str, int] | None = None
+        self._at_line_start = True
+        self._spinner: Status | None = None
         self._lost = False
+        self._draft = ""
+        self._answered: set[str] = set()
         self._background: set[asyncio.Task[None]] = set()
+        self._prompt: PromptSession[str] | None = None
 
     # -- output ---------------------------------------------------------------------------
 
-    def say(self, text: str, style: str = "") -> None:
-        """One line of output (a single style span, no markup)."""
-        if self._prompt_shown:
-            self.console.print()
-            self._prompt_shown = False
-        self.console.print(Text(text, style=style), soft_wrap=True)
+    def say(self, text: str | Text, style: str = "") -> None:
+        """One line of output, on a line of its own."""
+        self._end_stream()
+        shown = text if isinstance(text, Text) else Text(text, style=style)
+        self.console.print(shown, soft_wrap=True)
 
-    def show_prompt(self) -> None:
-        if self._prompt_shown:
-            return
-        label = "choice> " if self._reviewing and not self._wants_feedback else "> "
-        if self._wants_feedback:
-            label = "feedback> "
-        self.console.print(Text(label, style="bold"), end="")
+    def _write(self, piece: str, style: str = "") -> None:
+        self._stop_spinner()
+        self.console.print(Text(piece, style=style), end="", soft_wrap=True)
         self.console.file.flush()
-        self._prompt_shown = True
+        self._at_line_start = piece.endswith("\n")
+
+    def _end_stream(self) -> None:
+        self._stop_spinner()
+        if not self._at_line_start:
+            self.console.print()
+            self._at_line_start = True
+        self._streaming = None
+
+    def _stream(self, key: tuple[str, ...], prefix: str, style: str) -> None:
+        """Continue the stream `key`, or start it on a new line."""
+        if self._streaming != key:
+            self._end_stream()
+            self._streaming = key
+            if prefix:
+                self._write(prefix, style)
+
+    def _start_spinner(self) -> None:
+        if self._spinner is None and self.console.is_terminal:
+            self._spinner = self.console.status("thinking…", spinner="dots")
+            self._spinner.start()
+
+    def _stop_spinner(self) -> None:
+        if self._spinner is not None:
+            self._spinner.stop()
+            self._spinner = None
 
     def show_header(self) -> None:
         summary = self.session.summary
@@ -103,100 +163,194 @@ class Chat:
         for event in messages[-HISTORY_SHOWN:]:
             self.show_event(event, history=True)
         self.say(plan_line(self.session.plan), PLAN_STYLE)
+        if self.session.settings is not None:
+            settings = self.session.settings
+            self.say(f"sandbox: {settings.sandbox}, approvals: {settings.approvals}", "dim")
 
-    def show_event(self, event: events_pb2.Event, *, history: bool = False) -> None:
+    def show_event(self, event: ev.Event, history: bool = False) -> None:
         kind = event.WhichOneof("body")
         if kind == "user_message":
-            message = event.user_message
-            if message.source.kind == events_pb2.SOURCE_KIND_PLUGIN:
-                self.say(f"notice: {message.text}", "dim")
-            elif history or message.text not in self._typed:
-                self.say(f"you: {message.text}", "green")
-            else:
-                self._typed.remove(message.text)
+            self._show_user(event.user_message, history)
+        elif kind == "step_start":
+            self._step = (event.step_start.turn_id, event.step_start.step)
         elif kind == "assistant_message":
-            if event.assistant_message.text:
-                self.say(f"assistant: {event.assistant_message.text}", "cyan")
+            self._show_answer(event.assistant_message)
         elif kind == "tool_call":
-            self.say(f"· tool {event.tool_call.name}", "dim")
-        elif kind == "tool_result" and not event.tool_result.ok:
-            self.say(f"· tool failed: {event.tool_result.error}", "dim")
+            self._show_call(event.tool_call)
+        elif kind == "tool_result":
+            self._show_result(event.tool_result)
         elif kind == "turn_end":
-            reason = event.turn_end.reason
-            if reason == events_pb2.TURN_END_REASON_CANCELLED:
-                self.say("turn cancelled", "yellow")
-            elif reason == events_pb2.TURN_END_REASON_ERROR:
-                self.say(f"turn failed: {event.turn_end.error}", "red")
+            ending = render.turn_end_line(event.turn_end)
+            if ending is not None:
+                self.say(*ending)
         elif kind == "command_done":
             done = event.command_done
-            style = "red" if done.kind == events_pb2.COMMAND_DONE_KIND_ERROR else "green"
+            style = "red" if done.kind == ev.COMMAND_DONE_KIND_ERROR else "green"
             self.say(done.message, style)
 
-    def ask(self, question: rt.Question) -> None:
-        self._reviewing = question
-        self._wants_feedback = False
-        review = question.presentation == rt.QUESTION_PRESENTATION_PLAN_REVIEW
-        if self._prompt_shown:
-            self.console.print()
-            self._prompt_shown = False
-        self.console.print(Rule(question.title or ("Plan review" if review else "Question")))
-        self.console.print(Markdown(question.body))
-        self.console.print(Rule())
-        self.say(REVIEW_CHOICES, "bold")
-        self.show_prompt()
+    def _show_user(self, message: ev.UserMessage, history: bool) -> None:
+        if message.source.kind == ev.SOURCE_KIND_PLUGIN:
+            self.say(f"notice: {message.text}", "dim")
+        elif history or message.text not in self._typed:
+            self.say(f"you: {message.text}", "green")
+        else:
+            self._typed.remove(message.text)
+
+    def _show_answer(self, message: ev.AssistantMessage) -> None:
+        if self._step is not None and self._step in self._streamed_steps:
+            self._end_stream()  # the deltas showed it already
+            return
+        if message.reasoning:
+            self.say(f"thinking: {message.reasoning}", "dim")
+        if message.text:
+            self.say(f"assistant: {message.text}", "cyan")
+
+    def _show_call(self, call: ev.ToolCall) -> None:
+        if call.name == "shell":
+            self.say(render.call_line(call), "bold")
+            self._streaming = ("output", call.call_id)
+
+    def _show_result(self, result: ev.ToolResult) -> None:
+        self._end_stream()
+        style = "dim" if result.ok else "red"
+        self.say(f"· {render.result_line(result)}", style)
+        if result.HasField("display") and result.display.diff:
+            self.say(render.diff_text(result.display.diff))
 
     def render(self, update: Update) -> None:
-        if isinstance(update, EventAppended):
+        if isinstance(update, TextStreamed):
+            self._show_text(update)
+        elif isinstance(update, OutputStreamed):
+            self._stream(("output", update.call_id), "", "dim")
+            self._write(update.delta, "dim")
+        elif isinstance(update, EventAppended):
             self.show_event(update.event)
         elif isinstance(update, PlanChanged):
             self.say(plan_line(update.plan), PLAN_STYLE)
-        elif isinstance(update, StatusChanged):
-            if not update.running:
-                self.show_prompt()
-        elif isinstance(update, QuestionAsked):
-            self.ask(update.question)
+        elif isinstance(update, SettingsChanged):
+            settings = update.settings
+            self.say(f"sandbox: {settings.sandbox}, approvals: {settings.approvals}", "dim")
         elif isinstance(update, QuestionClosed):
-            if self._reviewing is not None and self._reviewing.question_id == update.question_id:
-                self._reviewing, self._wants_feedback = None, False
-                self.say("(the review is closed)", "dim")
+            self._answered.discard(update.question_id)
         elif isinstance(update, ConnectionChanged):
-            if not update.connected and not self._lost:
-                self._lost = True
-                self.say("connection lost; reconnecting…", "yellow")
-            elif update.connected and self._lost:
-                self._lost = False
-                self.say("reconnected", "yellow")
+            self._show_connection(update)
         elif isinstance(update, HistoryLoaded) and update.replaced:
             self.say("(history reloaded)", "dim")
+        elif isinstance(update, StatusChanged) and not update.running:
+            self._end_stream()
+        self._spin_if_waiting()
 
-    # -- input ------------------------------------------------------------------------------
+    def _spin_if_waiting(self) -> None:
+        """The spinner shows while a turn runs and nothing else is on screen."""
+        if self.session.running and self._streaming is None and not self._open_questions():
+            self._start_spinner()
 
-    def _on_readable(self) -> None:
-        try:
-            data = os.read(self.fd, 4096)
-        except OSError:
-            data = b""
-        if not data:
-            asyncio.get_running_loop().remove_reader(self.fd)
-            self._lines.put_nowait(None)
+    def _show_text(self, update: TextStreamed) -> None:
+        self._streamed_steps.add((update.turn_id, update.step))
+        if update.kind == "reasoning":
+            self._stream(("text", update.turn_id, str(update.step), "r"), "thinking: ", "dim")
+            self._write(update.delta, "dim")
+        else:
+            self._stream(("text", update.turn_id, str(update.step), "a"), "assistant: ", "cyan")
+            self._write(update.delta, "cyan")
+
+    def _show_connection(self, update: ConnectionChanged) -> None:
+        if not update.connected and not self._lost:
+            self._lost = True
+            self.say("connection lost; reconnecting…", "yellow")
+        elif update.connected and self._lost:
+            self._lost = False
+            self.say("reconnected", "yellow")
+
+    # -- input ----------------------------------------------------------------------------
+
+    def _toolbar(self) -> str:
+        settings = self.session.settings
+        shown = f"plan: {self.session.plan.describe()}"
+        if settings is not None:
+            shown += f" · sandbox: {settings.sandbox} · approvals: {settings.approvals}"
+        return shown + " · shift-tab: plan mode"
+
+    def _key_bindings(self) -> KeyBindings:
+        bindings = KeyBindings()
+
+        @bindings.add("s-tab")
+        def _toggle_plan(event: KeyPressEvent) -> None:
+            self._spawn(self._toggle_plan())
+
+        return bindings
+
+    async def _toggle_plan(self) -> None:
+        state = self.session.plan.state
+        if state is None:
             return
-        self._feed(data)
+        target = state.pending if state.pending is not None else state.active
+        try:
+            await self.session.set_plan(not target)
+        except AgentHostError as error:
+            self.say(f"could not switch plan mode: {error.message}", "red")
 
-    def _feed(self, data: bytes) -> None:
-        self._buffer += data
-        while b"\n" in self._buffer:
-            line, self._buffer = self._buffer.split(b"\n", 1)
-            self._lines.put_nowait(line.decode("utf-8", "replace").rstrip("\r"))
+    async def _read(self, label: str, moved_on: Callable[[], bool]) -> Line:
+        """A line typed by the user; INTERRUPTED when `moved_on()` became true
+        first (the draft is kept for the next prompt); None at the end."""
+        self._end_stream()
+        reader = asyncio.ensure_future(self._read_once(label))
+        while not reader.done():
+            if moved_on():
+                self._cancel_read(reader)
+                with contextlib.suppress(asyncio.CancelledError):
+                    await reader
+                return INTERRUPTED
+            changed = self._changed
+            await asyncio.wait(
+                [reader, asyncio.ensure_future(changed.wait())], return_when="FIRST_COMPLETED"
+            )
+        return reader.result()
+
+    async def _read_once(self, label: str) -> str | None:
+        if self._prompt is None:
+            return await self._lines.get()
+        draft, self._draft = self._draft, ""
+        while True:
+            try:
+                with patch_stdout(raw=True):
+                    line = await self._prompt.prompt_async(
+                        label, default=draft, handle_sigint=False
+                    )
+            except _PromptClosed:
+                raise asyncio.CancelledError from None
+            except KeyboardInterrupt:
+                self._interrupts += 1
+                if self._interrupts >= 2:
+                    return None
+                self.say("(Ctrl-C again or Ctrl-D to leave)", "dim")
+                draft = ""
+                continue
+            except EOFError:
+                return None
+            self._interrupts = 0
+            return line
+
+    def _cancel_read(self, reader: asyncio.Future[str | None]) -> None:
+        """End the prompt the way prompt_toolkit ends one (so the terminal and
+        its input are handed back intact), keeping what was typed."""
+        app = self._prompt.app if self._prompt is not None else None
+        if app is not None and app.is_running:
+            self._draft = app.current_buffer.text
+            app.exit(exception=_PromptClosed())
+        else:
+            reader.cancel()
+
+    def _on_readable_line(self, line: str | None) -> None:
+        self._lines.put_nowait(line)
 
     def _read_in_thread(self, loop: asyncio.AbstractEventLoop) -> None:
-        """For stdin that the event loop cannot watch (a regular file)."""
+        """Lines of a stdin that is no terminal (a pipe, a file)."""
         for line in sys.stdin:
-            loop.call_soon_threadsafe(self._lines.put_nowait, line.rstrip("\r\n"))
-        loop.call_soon_threadsafe(self._lines.put_nowait, None)
+            loop.call_soon_threadsafe(self._on_readable_line, line.rstrip("\r\n"))
+        loop.call_soon_threadsafe(self._on_readable_line, None)
 
     def _on_interrupt(self) -> None:
-        self._prompt_shown = False
-        self.console.print()
         if self.session.running:
             self._interrupts = 0
             self.say("cancelling the turn…", "yellow")
@@ -207,7 +361,6 @@ class Chat:
             self._lines.put_nowait(None)
             return
         self.say("(Ctrl-C again or Ctrl-D to leave)", "dim")
-        self.show_prompt()
 
     async def _cancel(self) -> None:
         try:
@@ -217,110 +370,192 @@ class Chat:
             return
         if not cancelled:
             self.say("nothing was running", "dim")
-            self.show_prompt()
 
     def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.create_task(work)
+        task = asyncio.ensure_future(work)
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
+    # -- what a line does -------------------------------------------------------------
+
     async def handle(self, line: str) -> bool:
-        """One line typed by the user; False to leave."""
-        self._prompt_shown = False
+        """One line typed at the prompt; False to leave."""
         self._interrupts = 0
         text = line.strip()
         if text in ("/quit", "/exit"):
             return False
-        if self._reviewing is not None and not text.startswith("/"):
-            await self._answer(self._reviewing, text)
-            return True
         if not text:
-            self.show_prompt()
             return True
         if text == "/help":
             self.say(HELP, "dim")
         elif text.startswith("/"):
-            # Commands work during a review too (e.g. /plan off).
-            name, _, args = text[1:].partition(" ")
-            result = await self.session.execute_command(name, args.strip() or None)
-            if not result.ok:
-                self.say(result.message, "red")
-            if self._reviewing is not None:
-                self.say(REVIEW_CHOICES, "bold")
-                self.show_prompt()
-                return True
+            await self._command(text)
         else:
             self._typed.append(text)
             mode = PromptMode.QUEUE if self.session.running else PromptMode.SEND
             await self.session.prompt(text, mode)
-        if not self.session.running and self._reviewing is None:
-            self.show_prompt()
+            self._spin_if_waiting()
         return True
 
-    async def _answer(self, question: rt.Question, text: str) -> None:
-        if self._wants_feedback:
-            if not text:
-                self.say("feedback for the agent (what should change?)", "bold")
-                self.show_prompt()
-                return
-            self._reviewing, self._wants_feedback = None, False
-            await self.session.answer_question(question.question_id, feedback=text)
-            self.say("sent your feedback; the agent keeps planning", "yellow")
-            return
-        choice = text.lower()
-        if choice in ("a", "approve", "y", "yes"):
-            self._reviewing = None
-            await self.session.answer_question(question.question_id, approve=True)
-            self.say("plan approved", "green")
-        elif choice in ("k", "keep", "keep planning"):
-            self._wants_feedback = True
-            self.say("feedback for the agent (what should change?)", "bold")
-            self.show_prompt()
-        elif choice in ("d", "dismiss"):
-            self._reviewing = None
-            await self.session.answer_question(question.question_id, dismiss=True)
-            self.say("review dismissed; plan mode stays on", "yellow")
+    async def _command(self, text: str) -> None:
+        name, _, args = text[1:].partition(" ")
+        args = args.strip()
+        if name == "sandbox":
+            await self._settings(sandbox=args, choices=SANDBOXES)
+        elif name == "approvals":
+            await self._settings(approvals=args, choices=APPROVAL_POLICIES)
         else:
-            self.say(REVIEW_CHOICES, "bold")
-            self.show_prompt()
+            result = await self.session.execute_command(name, args or None)
+            if not result.ok:
+                self.say(result.message, "red")
 
-    # -- the loop ---------------------------------------------------------------------------
+    async def _settings(
+        self, *, choices: tuple[str, ...], sandbox: str = "", approvals: str = ""
+    ) -> None:
+        wanted = sandbox or approvals
+        if wanted not in choices:
+            what = "/sandbox" if sandbox or not approvals else "/approvals"
+            self.say(f"usage: {what} {'|'.join(choices)}", "red")
+            return
+        await self.session.set_settings(sandbox=sandbox or None, approvals=approvals or None)
+
+    # -- questions ------------------------------------------------------------------------
+
+    def _open_questions(self) -> list[Question]:
+        return [q for q in self.session.questions.values() if q.question_id not in self._answered]
+
+    async def _ask(self, question: Question) -> bool:
+        """Ask one question until it is answered or closed; False to leave."""
+        self._end_stream()
+        self.console.print(Rule(render.question_title(question)))
+        if question.body:
+            body = question.body
+            shown = Markdown(body) if question.presentation == "plan-review" else Text(body)
+            self.console.print(shown)
+        self.console.print(Rule())
+        review = question.presentation != "tool-approval"
+        choices = render.REVIEW_CHOICES if review else render.APPROVAL_CHOICES
+        label = "choice> " if review else "allow> "
+        while True:
+            self.say(choices, "bold")
+            line = await self._read(
+                label, lambda: question.question_id not in self.session.questions
+            )
+            if line is None:
+                return False
+            if isinstance(line, _Interrupted):
+                self.say("(the question is closed)", "dim")
+                return True
+            if line.strip().startswith("/"):
+                await self._command(line.strip())
+                continue
+            answered = await (
+                self._review(question, line) if review else self._approve(question, line)
+            )
+            if answered:
+                return True
+
+    async def _review(self, question: Question, line: str) -> bool:
+        choice = line.strip().lower()
+        if choice in ("a", "approve", "y", "yes"):
+            await self._answer(question, "plan approved", "green", approve=True)
+        elif choice in ("k", "keep", "keep planning"):
+            feedback = await self._read(
+                "feedback> ", lambda: question.question_id not in self.session.questions
+            )
+            if not isinstance(feedback, str) or not feedback.strip():
+                return isinstance(feedback, _Interrupted)
+            await self._answer(
+                question,
+                "sent your feedback; the agent keeps planning",
+                "yellow",
+                feedback=feedback.strip(),
+            )
+        elif choice in ("d", "dismiss"):
+            await self._answer(
+                question, "review dismissed; plan mode stays on", "yellow", dismiss=True
+            )
+        else:
+            return False
+        return True
+
+    async def _approve(self, question: Question, line: str) -> bool:
+        choice = line.strip().lower()
+        if choice in ("y", "yes", "allow", "once"):
+            await self._answer(question, "allowed once", "green", allow_once=True)
+        elif choice in ("a", "always", "session"):
+            await self._answer(
+                question, "allowed for this session", "green", allow_for_session=True
+            )
+        elif choice in ("n", "no", "deny"):
+            reason = await self._read(
+                "why (optional)> ", lambda: question.question_id not in self.session.questions
+            )
+            if isinstance(reason, _Interrupted) or reason is None:
+                return True
+            await self._answer(question, "denied", "yellow", deny=reason.strip())
+        else:
+            return False
+        return True
+
+    async def _answer(self, question: Question, said: str, style: str, **answer: Any) -> None:
+        self._answered.add(question.question_id)
+        await self.session.answer_question(question.question_id, **answer)
+        self.say(said, style)
+
+    # -- the loop -------------------------------------------------------------------------
 
     async def run(self) -> int:
         loop = asyncio.get_running_loop()
         updates = self.session.updates()
         self.show_header()
-        try:
-            loop.add_reader(self.fd, self._on_readable)
-            watching = True
-        except (PermissionError, OSError):
+        if self.interactive:
+            self._prompt = PromptSession(
+                bottom_toolbar=self._toolbar, key_bindings=self._key_bindings()
+            )
+        else:
             threading.Thread(target=self._read_in_thread, args=(loop,), daemon=True).start()
-            watching = False
         loop.add_signal_handler(signal.SIGINT, self._on_interrupt)
-        printer = asyncio.create_task(self._print(updates))
+        printer = asyncio.ensure_future(self._print(updates))
         try:
-            for question in list(self.session.questions.values()):
-                self.ask(question)
-            self.show_prompt()
-            while (line := await self._lines.get()) is not None:
-                try:
-                    if not await self.handle(line):
-                        break
-                except AgentHostError as error:
-                    self.say(f"error: {error.message}", "red")
-                    self.show_prompt()
+            await self._converse()
         finally:
             loop.remove_signal_handler(signal.SIGINT)
-            if watching:
-                loop.remove_reader(self.fd)
             updates.close()
             printer.cancel()
             for task in [printer, *self._background]:
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
+            self._stop_spinner()
         self.say("bye", "dim")
         return 0
+
+    async def _converse(self) -> None:
+        while True:
+            try:
+                if not await self._next_move():
+                    return
+            except AgentHostError as error:
+                self.say(f"error: {error.message}", "red")
+
+    async def _next_move(self) -> bool:
+        """Answer a question, wait for the turn, or read a line; False to leave."""
+        questions = self._open_questions()
+        if questions:
+            return await self._ask(questions[0])
+        if self.session.running:
+            self._spin_if_waiting()
+            await self._changed.wait()
+            return True
+        line = await self._read("> ", lambda: self.session.running or bool(self._open_questions()))
+        if line is None:
+            return False
+        if isinstance(line, _Interrupted):
+            return True
+        return await self.handle(line)
 
     async def _print(self, updates: Updates) -> None:
         async for update in updates:
             self.render(update)
+            changed, self._changed = self._changed, asyncio.Event()
+            changed.set()

@@ -92,7 +92,7 @@ describe('against a running gateway', { timeout: TIMEOUT_MS }, () => {
           /** @type {any} */ (fromValue(f.session_projection.value))?.active === true,
         { what: 'plan projection change' },
       );
-      assert.deepEqual(fromValue(projection.value), { active: true, pending: false });
+      assert.deepEqual(fromValue(projection.value), { active: true });
       assert.equal(projection.seq, change.seq);
 
       const read = await gateway.call('PlanMode', { session_id: session.id });
@@ -100,7 +100,7 @@ describe('against a running gateway', { timeout: TIMEOUT_MS }, () => {
       assert.ok(read.seq >= change.seq, `PlanMode reflects seq ${read.seq}`);
 
       const opened = await gateway.call('OpenSession', { session_id: session.id });
-      assert.deepEqual(fromValue(opened.projections.plan), { active: true, pending: false });
+      assert.deepEqual(fromValue(opened.projections.plan), { active: true });
     } finally {
       frames.cancel();
     }

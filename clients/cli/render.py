@@ -1,0 +1,92 @@
+"""How the chat shows a session's work, as plain functions of its events:
+one compact line per tool call (`read x.py:1-80`, `edit x.py (+3 -1)`,
+`$ pytest -q (exit 1)`), diffs, questions and turn endings."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from agenthost.sessionlog.v1 import events_pb2 as ev
+from rich.text import Text
+
+from services.sessionlog.folds import Question
+
+APPROVAL_CHOICES = "[y] allow once  [a] allow for this session  [n] deny"
+REVIEW_CHOICES = "Approve the plan? [a] approve  [k] keep planning  [d] dismiss"
+DIFF_LINES_SHOWN = 40
+
+
+def call_args(call: ev.ToolCall) -> dict[str, Any]:
+    try:
+        args = json.loads(call.args_json or "{}")
+    except json.JSONDecodeError:
+        return {}
+    return args if isinstance(args, dict) else {}
+
+
+def call_line(call: ev.ToolCall) -> str:
+    """What a tool call does, before it runs (a command shows at once)."""
+    args = call_args(call)
+    if call.name == "shell":
+        return f"$ {args.get('command', '')}"
+    if call.name == "read_file":
+        offset, limit = args.get("offset"), args.get("limit")
+        where = ""
+        if isinstance(offset, int) or isinstance(limit, int):
+            first = offset if isinstance(offset, int) else 1
+            last = f"{first + limit - 1}" if isinstance(limit, int) else ""
+            where = f":{first}-{last}"
+        return f"read {args.get('path', '')}{where}"
+    if call.name in ("write_file", "edit_file"):
+        return f"{call.name.removesuffix('_file')} {args.get('path', '')}"
+    if call.name == "exit_plan_mode":
+        return "present the plan"
+    shown = " ".join(f"{k}={v!r}" for k, v in args.items())
+    return f"{call.name} {shown}".strip()
+
+
+def result_line(result: ev.ToolResult) -> str:
+    """The one line a finished call leaves (its display summary)."""
+    summary = result.display.summary if result.HasField("display") else ""
+    if result.ok:
+        return summary or "done"
+    error = (result.error or "failed").strip().splitlines()
+    first = error[0] if error else "failed"
+    return f"{summary}: {first}" if summary else first
+
+
+def diff_text(diff: str) -> Text:
+    """A unified diff, coloured, cut to DIFF_LINES_SHOWN lines."""
+    lines = diff.splitlines()
+    text = Text()
+    for line in lines[:DIFF_LINES_SHOWN]:
+        style = "green" if line.startswith("+") else "red" if line.startswith("-") else "dim"
+        if line.startswith(("+++", "---", "@@")):
+            style = "dim"
+        text.append(line + "\n", style=style)
+    if len(lines) > DIFF_LINES_SHOWN:
+        text.append(f"… {len(lines) - DIFF_LINES_SHOWN} more lines\n", style="dim")
+    return text
+
+
+def turn_end_line(end: ev.TurnEnd) -> tuple[str, str] | None:
+    """The line and style a turn's end leaves (None when it just completed)."""
+    if end.reason == ev.TURN_END_REASON_CANCELLED:
+        return "turn cancelled", "yellow"
+    if end.reason == ev.TURN_END_REASON_ERROR:
+        return f"turn failed: {_one_line(end.error)}", "red"
+    if end.reason == ev.TURN_END_REASON_INTERRUPTED:
+        return "turn interrupted (the runtime stopped)", "yellow"
+    return None
+
+
+def question_title(question: Question) -> str:
+    if question.presentation == "tool-approval":
+        summary = question.approval.summary if question.approval else question.title
+        return f"Allow {summary}?"
+    return question.title or ("Plan review" if question.presentation == "plan-review" else "?")
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())[:500]
