@@ -29,6 +29,29 @@ def plan_call(plan: str) -> list[dict[str, object]]:
 # The built-in model's replies, one per model request, in order.
 SCRIPT = {
     "replies": [
+        # A coding turn: read, edit (approved once), run (allowed for the session).
+        {
+            "text": "Let me look at the code first.",
+            "hold_s": 4,
+            "tool_calls": [{"name": "read_file", "args": {"path": "app.py"}}],
+        },
+        {
+            "text": "Found it.",
+            "tool_calls": [
+                {
+                    "name": "edit_file",
+                    "args": {"path": "app.py", "old_string": "return 1", "new_string": "return 2"},
+                }
+            ],
+        },
+        {
+            "text": "Running it.",
+            "tool_calls": [{"name": "shell", "args": {"command": "python3 app.py && echo ran-ok"}}],
+        },
+        {"text": "All done."},
+        # A long answer that Ctrl-C cancels.
+        {"text": "This will take a while", "hold_s": 60},
+        # The plan review.
         {
             "text": "Here is my plan.",
             "tool_calls": plan_call("# Plan\n\n1. Step one: the parser\n2. Step two: the tests"),
@@ -40,7 +63,6 @@ SCRIPT = {
             "tool_calls": plan_call("# Revised plan\n\n- Write tests\n- Handle empty input"),
         },
         {"text": "Understood, waiting for your message."},
-        {"text": "Another plan.", "tool_calls": plan_call("# Another plan\n\n- Refactor")},
     ]
 }
 
@@ -85,6 +107,9 @@ def up(tmp_path: Path) -> Iterator[Up]:
         **os.environ,
         "AGENTHOST_BUILTIN_SCRIPT": str(script),
         "NO_COLOR": "1",
+        "TERM": "xterm",
+        # pexpect's terminal does not answer cursor position requests.
+        "PROMPT_TOOLKIT_NO_CPR": "1",
     }
     env.pop("AGENTHOST_TOKEN", None)
     process = subprocess.Popen(
@@ -125,6 +150,7 @@ def chat(up: Up, *args: str) -> pexpect.spawn[str]:
         timeout=TIMEOUT_S,
         dimensions=(60, 200),
     )
+    child.logfile_read = open(os.environ.get("CHAT_LOG", os.devnull), "a")  # noqa: SIM115
     return child
 
 
@@ -137,13 +163,90 @@ def expect_all(child: pexpect.spawn[str], *texts: str) -> None:
         waiting.pop(index)
 
 
+def events_of(up: Up, session_id: str) -> list[str]:
+    """The kinds of a session's logged events, read through the gateway."""
+    import asyncio
+
+    from agenthost.gateway.v1 import gateway_pb2 as gw
+
+    from clients.sdk import AgentHostClient
+
+    async def read() -> list[str]:
+        token = (up.data_dir / "token").read_text().strip()
+        async with AgentHostClient(up.gateway, token) as client:
+            reply = await client.call(
+                client.stub.OpenSession, gw.OpenSessionRequest(session_id=session_id)
+            )
+            return [e.WhichOneof("body") or "" for e in reply.events]
+
+    return asyncio.run(read())
+
+
+def only_session(up: Up) -> str:
+    listed = up.cli("sessions", "list", "--json", "--data-dir", str(up.data_dir))
+    sessions = json.loads(listed.stdout)
+    assert len(sessions) == 1, listed.stdout
+    return str(sessions[0]["id"])
+
+
+def test_chat_streams_the_work_asks_approvals_and_cancels(up: Up, tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "app.py").write_text("def answer():\n    return 1\n\nprint(answer())\n")
+    child = chat(up, "--workspace", str(project))
+    try:
+        child.expect_exact("plan: off")
+        child.expect_exact(">")
+        child.sendline("fix the answer")
+        # The text shows while the step still runs (the model holds it open).
+        child.expect_exact("assistant: Let me look at the code first.")
+        assert "assistant_message" not in events_of(up, only_session(up))
+        child.expect_exact("· read app.py")
+        child.expect_exact("Allow edit app.py?")
+        child.expect_exact("allow>")
+        child.sendline("y")
+        expect_all(child, "allowed once", "· edit app.py (+1 -1)", "+    return 2")
+        child.expect_exact("Allow $ python3 app.py && echo ran-ok?")
+        child.expect_exact("allow>")
+        child.sendline("a")
+        child.expect_exact("allowed for this session")
+        # The command's output streams (its own line), then the result line.
+        child.expect_exact("ran-ok")
+        child.expect_exact("$ python3 app.py && echo ran-ok (exit 0)")
+        child.expect_exact("assistant: All done.")
+        assert (project / "app.py").read_text().count("return 2") == 1
+
+        # A long answer: Ctrl-C cancels the turn, cleanly.
+        child.expect_exact(">")
+        child.sendline("now something long")
+        child.expect_exact("This will take a while")
+        child.sendintr()
+        expect_all(child, "cancelling the turn", "turn cancelled")
+        child.expect_exact(">")
+        child.sendline("/quit")
+        child.expect_exact("bye")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close()
+    assert child.exitstatus == 0, child.before
+
+
 def test_chat_through_plan_mode_and_a_plan_review(up: Up, tmp_path: Path) -> None:
     project = tmp_path / "project"
     project.mkdir()
     child = chat(up, "--workspace", str(project))
     try:
         child.expect_exact("plan: off")
-        child.expect_exact("> ")
+        child.expect_exact(">")
+        # The scripted coding turn and the long answer come first: use them up.
+        child.sendline("/approvals never")
+        child.expect_exact("approvals: never")
+        child.sendline("warm up")
+        child.expect_exact("assistant: All done.")
+        child.sendline("long")
+        child.expect_exact("This will take a while")
+        child.sendintr()
+        child.expect_exact("turn cancelled")
 
         child.sendline("/plan")
         expect_all(child, "Plan mode is on.", "plan: on")
@@ -151,7 +254,7 @@ def test_chat_through_plan_mode_and_a_plan_review(up: Up, tmp_path: Path) -> Non
         child.sendline("Design the feature")
         expect_all(child, "Review the plan", "Step one: the parser", "Step two: the tests")
         child.expect_exact("[a] approve  [k] keep planning  [d] dismiss")
-        child.expect_exact("choice> ")
+        child.expect_exact("choice>")
 
         # While the review waits, the turn is running: /plan off is pending.
         child.sendline("/plan off")
@@ -159,34 +262,25 @@ def test_chat_through_plan_mode_and_a_plan_review(up: Up, tmp_path: Path) -> Non
             child,
             "Plan mode will turn off before the next model request.",
             "plan: on → off (pending)",
-            "choice> ",
+            "choice>",
         )
 
         child.sendline("a")
         expect_all(child, "plan approved", "plan: off", "assistant: Implementing the plan now.")
-        child.expect_exact("> ")
 
         # /plan <message>: plan mode, then the message; keep planning with feedback.
         child.sendline("/plan Add a test plan")
         expect_all(child, "plan: on", "you: Add a test plan", "Second plan", "Write tests")
-        child.expect_exact("choice> ")
+        child.expect_exact("choice>")
         child.sendline("k")
-        child.expect_exact("feedback> ")
+        child.expect_exact("feedback>")
         child.sendline("Cover the edge cases")
         expect_all(child, "sent your feedback", "Revised plan", "Handle empty input")
-        child.expect_exact("choice> ")
+        child.expect_exact("choice>")
 
         # Dismissed: the agent stays in plan mode and waits.
         child.sendline("d")
         expect_all(child, "review dismissed", "assistant: Understood, waiting for your message.")
-        child.expect_exact("> ")
-
-        # Ctrl-C cancels the running turn (here, one waiting for a review).
-        child.sendline("Refactor it")
-        expect_all(child, "Another plan", "Refactor")
-        child.expect_exact("choice> ")
-        child.sendintr()
-        expect_all(child, "cancelling the turn", "turn cancelled", "(the review is closed)")
 
         child.sendline("/plan off")
         expect_all(child, "Plan mode is off.", "plan: off")
@@ -194,6 +288,7 @@ def test_chat_through_plan_mode_and_a_plan_review(up: Up, tmp_path: Path) -> Non
         # At the prompt: a first Ctrl-C only warns, Ctrl-D leaves.
         child.sendintr()
         child.expect_exact("Ctrl-C again or Ctrl-D to leave")
+        child.expect_exact(">")  # the prompt is back (and reads keys again)
         child.sendeof()
         child.expect_exact("bye")
         child.expect(pexpect.EOF)

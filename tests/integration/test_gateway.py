@@ -76,12 +76,23 @@ def is_plan_event(session_id: str, active: bool):  # type: ignore[no-untyped-def
     )
 
 
-def is_plan_view(session_id: str, active: bool, pending: bool):  # type: ignore[no-untyped-def]
+def plan_view(active: bool, pending: bool | None = None) -> dict[str, bool]:
+    """The `plan` projection value: PlanModeState's shape."""
+    return {"active": active} if pending is None else {"active": active, "pending": pending}
+
+
+def block_plan(opened: gw.OpenSessionResponse) -> dict[str, object] | None:
+    if "plan" not in opened.projections:
+        return None
+    return dict(opened.projections["plan"].struct_value)
+
+
+def is_plan_view(session_id: str, active: bool, pending: bool | None = None):  # type: ignore[no-untyped-def]
     return lambda f: (
         f.HasField("session_projection")
         and f.session_projection.session_id == session_id
         and f.session_projection.key == "plan"
-        and dict(f.session_projection.value.struct_value) == {"active": active, "pending": pending}
+        and dict(f.session_projection.value.struct_value) == plan_view(active, pending)
     )
 
 
@@ -177,7 +188,7 @@ async def test_reverting_a_pending_plan_logs_nothing(gateway: GatewayHarness) ->
     await client.next_frame(is_idle(session_id))
     opened = await client.stub.OpenSession(gw.OpenSessionRequest(session_id=session_id))
     assert not any(e.HasField("plan_mode") for e in opened.events)
-    assert opened.plan == plan(False)
+    assert block_plan(opened) == plan_view(False)
 
 
 async def test_without_plan_mode_both_calls_are_unavailable_and_prompts_work(
@@ -194,7 +205,12 @@ async def test_without_plan_mode_both_calls_are_unavailable_and_prompts_work(
         opened = await client.stub.OpenSession(gw.OpenSessionRequest(session_id=session_id))
         texts = [e.assistant_message.text for e in opened.events if e.HasField("assistant_message")]
         assert texts == ["Echo: hello"]
-        assert not opened.plan.HasField("state")
+        # Plan mode is not composed: no `plan` key anywhere.
+        assert block_plan(opened) is None
+        assert all(
+            not f.HasField("session_projection") or f.session_projection.key != "plan"
+            for f in client.received
+        )
 
 
 async def test_stop_generation_keeps_the_pending_choice_for_the_next_prompt(
@@ -229,11 +245,11 @@ async def test_two_clients_see_each_others_choice_pending_included(
     await set_plan(second, session_id, True)
     await first.next_frame(is_plan_view(session_id, active=False, pending=True))
     held.release()
-    await first.next_frame(is_plan_view(session_id, active=True, pending=False))
-    await second.next_frame(is_plan_view(session_id, active=True, pending=False))
+    await first.next_frame(is_plan_view(session_id, active=True))
+    await second.next_frame(is_plan_view(session_id, active=True))
     await first.next_frame(is_idle(session_id))
     await set_plan(first, session_id, False)
-    await second.next_frame(is_plan_view(session_id, active=False, pending=False))
+    await second.next_frame(is_plan_view(session_id, active=False))
 
 
 async def test_prompt_with_a_plan_target_rolls_back_when_rejected(
@@ -383,8 +399,7 @@ async def test_open_returns_history_projection_and_plan(gateway: GatewayHarness)
     )
     await client.next_frame(is_idle(session_id))
     opened = await client.stub.OpenSession(gw.OpenSessionRequest(session_id=session_id))
-    assert opened.plan == plan(True)
-    assert dict(opened.projections["plan"].struct_value) == {"active": True, "pending": False}
+    assert block_plan(opened) == plan_view(True)
     assert not opened.running and not opened.has_more
     assert opened.seq == opened.events[-1].seq
     users = [e.user_message.text for e in opened.events if e.HasField("user_message")]
@@ -404,23 +419,30 @@ async def test_the_stream_survives_a_session_log_restart(gateway: GatewayHarness
     assert session_seqs(client.drain(), session_id) == list(range(last_seq + 1))
 
 
-async def test_open_serves_history_while_plan_mode_is_down(gateway: GatewayHarness) -> None:
+async def test_open_serves_history_while_projections_are_down(gateway: GatewayHarness) -> None:
     client = gateway.client()
     session_id = await new_session(client)
     await client.connect()
     await prompt(client, session_id, "hello")
     await client.next_frame(is_idle(session_id))
-    await gateway.stack.stop_service("planmode")
-    await gateway.stack.restart("gateway")  # its plan cache is empty now
+    await gateway.stack.stop_service("projection")
     opened = await client.stub.OpenSession(
         gw.OpenSessionRequest(session_id=session_id), wait_for_ready=True, timeout=10
     )
-    assert not opened.HasField("plan") or not opened.plan.HasField("state")
-    assert "unavailable" in opened.plan_error
+    assert "unavailable" in opened.projection_error and not opened.projections
     assert [e.user_message.text for e in opened.events if e.HasField("user_message")] == ["hello"]
-    assert opened.projections_seq == opened.seq
-    await gateway.stack.start_service("planmode")
+    await gateway.stack.start_service("projection")
     assert await plan_of(client, session_id) == plan(False)
+
+
+async def test_plan_mode_down_does_not_change_what_clients_read(gateway: GatewayHarness) -> None:
+    client = gateway.client()
+    session_id = await new_session(client)
+    await set_plan(client, session_id, True)
+    await gateway.stack.stop_service("planmode")
+    opened = await client.stub.OpenSession(gw.OpenSessionRequest(session_id=session_id))
+    assert block_plan(opened) == plan_view(True) and not opened.projection_error
+    assert await plan_of(client, session_id) == plan(True)
 
 
 async def test_a_newer_generation_ends_the_superseded_stream(gateway: GatewayHarness) -> None:
@@ -440,11 +462,12 @@ async def test_the_callers_deadline_bounds_the_calls_made_on_its_behalf(
     client = gateway.client()
     session_id = await new_session(client)
     await gateway.stack.stop_service("planmode")
-    await gateway.stack.restart("gateway")  # a cold plan cache: the read must ask plan mode
     async with asyncio.timeout(WAIT_S):  # it must not wait for plan mode to come back
         await expect_rpc_error(
-            client.stub.PlanMode(
-                gw.PlanModeRequest(session_id=session_id), timeout=0.5, wait_for_ready=True
+            client.stub.SetPlanMode(
+                gw.SetPlanModeRequest(session_id=session_id, active=True, fence=client.fence()),
+                timeout=0.5,
+                wait_for_ready=True,
             ),
             grpc.StatusCode.DEADLINE_EXCEEDED,
         )

@@ -18,7 +18,7 @@ from agenthost.sessionlog.v1 import events_pb2 as ev
 from services.agentruntime.models.base import ModelError
 from services.agentruntime.models.builtin import BuiltinAdapter, ScriptedReply, ScriptedToolCall
 from services.agentruntime.plan_tools import DISMISSED, NOT_A_PLAN, NOT_IN_PLAN_MODE, NOT_UNDERSTOOD
-from services.planmode.fold import PLAN_POLICY_SECTION_ID
+from services.sessionlog.folds import PLAN_POLICY_SECTION_ID, SessionState, fold_events
 from tests.support.rpc import expect_rpc_error, reason_of
 from tests.support.stack import WAIT_S, Stack, running_stack
 
@@ -115,7 +115,7 @@ def call(name: str = "no_such_tool", **args: object) -> ScriptedToolCall:
 
 
 async def answer(stack: Stack, question_id: str, **kind: bool | str) -> None:
-    reply = rt.Answer()
+    reply = ev.QuestionAnswer()
     for field, value in kind.items():
         setattr(reply, field, value)
     await stack.runtime.AnswerQuestion(
@@ -147,7 +147,7 @@ async def test_idle_commits_and_a_later_boundary_appends_nothing(stack: Stack) -
     assert plan_events(await events(stack)) == [True, False]
 
 
-async def test_queued_then_reverted_is_cancelled_and_logs_nothing(
+async def test_queued_then_reverted_is_cancelled_and_records_no_switch(
     stack: Stack, model: BuiltinAdapter
 ) -> None:
     reply = model.enqueue(ScriptedReply(tool_calls=[call()], hold=True))
@@ -213,8 +213,11 @@ async def test_idle_choice_before_the_first_prompt_shapes_the_first_request(
     await stack.wait_idle(SID)
     in_plan, in_default = headers(await events(stack))
     assert shows_plan(in_plan) and not shows_plan(in_default)
-    assert list(in_plan.tools) == list(in_default.tools)
-    assert [t.name for t in in_plan.tools] == ["exit_plan_mode"]
+    # The catalog never changes with the mode: byte-identical schemas.
+    assert [t.SerializeToString() for t in in_plan.tools] == [
+        t.SerializeToString() for t in in_default.tools
+    ]
+    assert {"exit_plan_mode", "read_file", "edit_file", "shell"} <= {t.name for t in in_plan.tools}
 
 
 async def test_failing_append_at_the_boundary_runs_the_step_and_keeps_pending(
@@ -332,7 +335,7 @@ async def run_exit(
     await prompt(stack, "present the plan")
     if answer_kind:
         question = await stack.next_question(SID)
-        assert question.presentation == rt.QUESTION_PRESENTATION_PLAN_REVIEW
+        assert question.presentation == "plan-review"
         assert question.approve_label == "Approve" and question.body == plan
         await answer(stack, question.question_id, **answer_kind)
     await stack.wait_idle(SID)
@@ -387,12 +390,12 @@ async def test_questions_are_listed_and_answered_once(stack: Stack, model: Built
     model.enqueue(ScriptedReply(tool_calls=[call("exit_plan_mode", plan=PLAN)]))
     await prompt(stack, "present the plan")
     question = await stack.next_question(SID)
-    listed = await stack.runtime.ListQuestions(rt.ListQuestionsRequest(session_id=SID))
-    assert [q.question_id for q in listed.questions] == [question.question_id]
+    open_now = fold_events(SessionState(), await events(stack)).questions.open
+    assert [q.question_id for q in open_now] == [question.question_id]
     error = await expect_rpc_error(
         stack.runtime.AnswerQuestion(
             rt.AnswerQuestionRequest(
-                session_id=SID, question_id="q-unknown", answer=rt.Answer(approve=True)
+                session_id=SID, question_id="q-unknown", answer=ev.QuestionAnswer(approve=True)
             )
         ),
         grpc.StatusCode.NOT_FOUND,
@@ -402,7 +405,9 @@ async def test_questions_are_listed_and_answered_once(stack: Stack, model: Built
     error = await expect_rpc_error(
         stack.runtime.AnswerQuestion(
             rt.AnswerQuestionRequest(
-                session_id=SID, question_id=question.question_id, answer=rt.Answer(approve=True)
+                session_id=SID,
+                question_id=question.question_id,
+                answer=ev.QuestionAnswer(approve=True),
             )
         ),
         grpc.StatusCode.FAILED_PRECONDITION,
@@ -443,7 +448,30 @@ async def test_a_queued_selection_survives_a_runtime_restart(
     log = await events(stack)
     assert [shows_plan(h) for h in headers(log)] == [False, True]
     ends = [e.turn_end.reason for e in log if e.HasField("turn_end")]
-    assert ends == [ev.TURN_END_REASON_CANCELLED, ev.TURN_END_REASON_COMPLETED]
+    assert ends == [ev.TURN_END_REASON_INTERRUPTED, ev.TURN_END_REASON_COMPLETED]
+
+
+async def test_a_review_survives_a_runtime_restart_and_its_turn_goes_on(
+    stack: Stack, model: BuiltinAdapter
+) -> None:
+    await set_plan(stack, True)
+    model.enqueue(ScriptedReply(tool_calls=[call("exit_plan_mode", plan=PLAN)]))
+    model.enqueue(ScriptedReply(text="Implementing it."))
+    await prompt(stack, "present the plan")
+    question = await stack.next_question(SID)
+    await stack.restart("agentruntime")
+    # The restarted runtime offers the same question, and the turn waits for it.
+    await answer(stack, question.question_id, approve=True)
+    await stack.wait_idle(SID)
+    log = await events(stack)
+    assert [r.ok for r in tool_results(log)] == [True]
+    assert [e.assistant_message.text for e in log if e.HasField("assistant_message")] == [
+        "Implementing it."
+    ]
+    assert [e.turn_end.reason for e in log if e.HasField("turn_end")] == [
+        ev.TURN_END_REASON_COMPLETED
+    ]
+    assert await get_plan(stack) == state(False)
 
 
 async def test_fork_inherits_the_state_new_sessions_start_inactive_resume_restores(

@@ -22,11 +22,12 @@ from agenthost.sessionlog.v1 import events_pb2 as ev
 from services.common.client import open_channel
 from services.common.errors import SessionNotFound, Unavailable
 from services.common.server import ServiceHost
-from services.planmode.events import command_done_event, command_run_event, plan_mode_event
+from services.planmode.events import command_done_event, plan_mode_event, plan_selection_event
+from services.planmode.projection_unit import PlanProjectionUnit
 from services.projection.client import ProjectionClient
 from services.projection.engine import ProjectionEngine
 from services.projection.model import CaughtUp, Change, WatchItem
-from services.projection.registry import UnitInfo
+from services.projection.registry import UnitInfo, UnitRegistry
 from services.projection.service import ProjectionServiceDefinition, projection_service
 from services.sessionlog.client import SessionLogClient
 from services.sessionlog.service import session_log_service
@@ -35,14 +36,16 @@ from tests.support.hosts import running_host
 from tests.support.rpc import expect_rpc_error, reason_of, violated_fields
 
 WAIT_S = 10.0
-IDLE = {"active": False, "pending": False}
+# The `plan` value has PlanModeState's shape: `pending` only while it differs.
+IDLE = {"active": False}
 ENTERING = {"active": False, "pending": True}
-ACTIVE = {"active": True, "pending": False}
-LEAVING = {"active": True, "pending": True}
+ACTIVE = {"active": True}
+LEAVING = {"active": True, "pending": False}
+PLAN_ONLY = UnitRegistry((PlanProjectionUnit(),))
 
 
-def plan_command(command_id: str, args: str) -> ev.Event:
-    return command_run_event(command_id, args)
+def select(active: bool) -> ev.Event:
+    return plan_selection_event(active)
 
 
 def other_command(command_id: str) -> ev.Event:
@@ -83,11 +86,14 @@ class Projection:
 
 
 @asynccontextmanager
-async def projection_host(data_dir: Path, log_host: ServiceHost) -> AsyncIterator[Projection]:
+async def projection_host(
+    data_dir: Path, log_host: ServiceHost, registry: UnitRegistry | None = PLAN_ONLY
+) -> AsyncIterator[Projection]:
     """The projection service with its own channel to the session log, as
-    deployed; restartable on the same data folder."""
+    deployed; restartable on the same data folder. The plan unit alone by
+    default (None: every unit of the deployment)."""
     log_channel = open_channel(log_host.address)
-    definition = projection_service(data_dir, SessionLogClient(log_channel))
+    definition = projection_service(data_dir, SessionLogClient(log_channel), registry=registry)
     channels: list[grpc.aio.Channel] = []
     try:
         async with running_host("projection", definition, data_dir) as (host, _):
@@ -140,7 +146,7 @@ async def test_the_plan_view_follows_the_log(
     await log.create_session("s", "/w")
     assert await client.get("s") == (-1, {"plan": IDLE})
 
-    await log.append("s", [plan_command("c1", "")])
+    await log.append("s", [select(True)])
     assert await client.get("s") == (0, {"plan": ENTERING})
 
     await log.append("s", [command_done_event("c1", ok=True, message="plan mode selected")])
@@ -149,27 +155,56 @@ async def test_the_plan_view_follows_the_log(
     await log.append("s", [plan_mode_event(True)])
     assert await client.get("s") == (2, {"plan": ACTIVE})
 
-    await log.append("s", [plan_command("c2", " off")])
+    await log.append("s", [select(False)])
     assert await client.get("s") == (3, {"plan": LEAVING})
-    await log.append("s", [command_done_event("c2", ok=False, message="failed")])
+    await log.append("s", [select(True)])  # the reverting selection: net zero
     assert await client.get("s") == (4, {"plan": ACTIVE})
 
 
 async def test_units_and_key_selection(log: SessionLogClient, client: ProjectionClient) -> None:
     await log.create_session("s", "/w")
-    await log.append("s", [plan_command("c1", "")])
+    await log.append("s", [select(True)])
 
-    assert await client.units() == [UnitInfo("plan", 1)]
+    assert await client.units() == [UnitInfo("plan", 2)]
     assert await client.get("s", keys=["plan"]) == (0, {"plan": ENTERING})
     # A unit this deployment does not mount has no value; the seq is still served.
     assert await client.get("s", keys=["title"]) == (0, {})
+
+
+async def test_every_session_view_is_folded_and_changes_of_all_sessions_are_watched(
+    log: SessionLogClient, log_host: ServiceHost, projection_dir: Path
+) -> None:
+    async with projection_host(projection_dir, log_host, registry=None) as running:
+        client, stub = running.client(), pb_grpc.ProjectionServiceStub(running.channel)
+        await log.create_session("a", "/w")
+        await log.create_session("b", "/w")
+        watch = stub.WatchAllProjections(pb.WatchAllProjectionsRequest())
+        first = await asyncio.wait_for(watch.read(), WAIT_S)
+        assert first.HasField("live")
+        await log.append("a", [turn_start(), user("hi")])
+        await log.append("b", [select(True)])
+        changes = [(await asyncio.wait_for(watch.read(), WAIT_S)).change for _ in range(2)]
+        watch.cancel()
+        assert [(c.session_id, c.key, c.seq) for c in changes] == [
+            ("a", "status", 0),
+            ("b", "plan", 0),
+        ]
+        assert await client.get("a") == (
+            1,
+            {
+                "plan": IDLE,
+                "questions": [],
+                "settings": {"sandbox": "workspace-write", "approvals": "ask"},
+                "status": {"running": True, "queued": 0},
+            },
+        )
 
 
 async def test_a_get_after_a_restart_reads_from_the_checkpoint(
     log: SessionLogClient, log_host: ServiceHost, projection_dir: Path
 ) -> None:
     await log.create_session("long", "/w")
-    await log.append("long", [plan_command("c1", "")])
+    await log.append("long", [select(True)])
     for batch in range(10):
         await log.append("long", [user(f"m{batch}-{n}") for n in range(1000)])
     expected = (10_000, {"plan": ENTERING})
@@ -199,7 +234,7 @@ async def test_a_watch_resumed_with_the_last_seq_has_no_duplicate_and_no_gap(
     log: SessionLogClient, client: ProjectionClient
 ) -> None:
     await log.create_session("s", "/w")
-    await log.append("s", [plan_command("c1", "")])  # 0
+    await log.append("s", [select(True)])  # 0
     changes: list[Change] = []
 
     async with aclosing(client.watch("s")) as frames:
@@ -215,7 +250,7 @@ async def test_a_watch_resumed_with_the_last_seq_has_no_duplicate_and_no_gap(
     last_seq = changes[-1].seq
 
     # While nobody watches: a change, then an event that changes nothing.
-    await log.append("s", [plan_command("c2", "off")])  # 3
+    await log.append("s", [select(False)])  # 3
     await log.append("s", [user("hello")])  # 4
 
     async with aclosing(client.watch("s", after_seq=last_seq)) as frames:
@@ -241,9 +276,11 @@ async def test_events_that_change_no_view_send_no_frame(
         assert await next_frame(frames) == CaughtUp(-1)
         await log.append("s", [turn_start(), user("hi")])  # 0, 1
         await log.append("s", [other_command("k1")])  # 2: not /plan
-        await log.append("s", [ev.Event(command_run=ev.CommandRun(command_id="k2", name="plan"))])
+        await log.append(
+            "s", [ev.Event(command_run=ev.CommandRun(command_id="k2", name="plan"))]
+        )  # 3: display only
         await log.append("s", [plan_mode_event(False)])  # 4: already inactive
-        await log.append("s", [plan_command("c1", "")])  # 5: the first real change
+        await log.append("s", [select(True)])  # 5: the first real change
 
         # Frames come in seq order: nothing was sent for seqs 0 to 4.
         assert await next_frame(frames) == Change("plan", ENTERING, 5)
@@ -253,7 +290,7 @@ async def test_a_watch_resumes_on_a_restarted_projection_host(
     log: SessionLogClient, log_host: ServiceHost, projection_dir: Path
 ) -> None:
     await log.create_session("s", "/w")
-    await log.append("s", [plan_command("c1", "")])  # 0
+    await log.append("s", [select(True)])  # 0
 
     async with (
         projection_host(projection_dir, log_host) as first,
@@ -274,7 +311,7 @@ async def test_a_watch_resumes_on_a_restarted_projection_host(
         aclosing(second.client().watch("s", after_seq=last_seq)) as frames,
     ):
         assert await frames_until_caught_up(frames) == [Change("plan", ACTIVE, 1), CaughtUp(1)]
-        await log.append("s", [plan_command("c2", "off")])  # 2
+        await log.append("s", [select(False)])  # 2
         assert await next_frame(frames) == Change("plan", LEAVING, 2)
 
 

@@ -44,7 +44,8 @@ async def stack(tmp_path: Path, provider: FakeProvider) -> AsyncIterator[Stack]:
             api_key="sk-test",
             max_attempts=2,
             backoff_initial_s=0.0,
-            read_timeout_s=10.0,
+            idle_timeout_s=10.0,
+            first_byte_timeout_s=10.0,
         )
     )
     async with running_stack(tmp_path, model=model) as running:
@@ -79,7 +80,17 @@ async def test_streamed_text_is_recorded_as_the_answer(
     body = provider.requests[0].body
     assert body["model"] == "deepseek-chat" and body["stream"] is True
     assert body["messages"][-1] == {"role": "user", "content": "hi"}
-    assert [t["function"]["name"] for t in body["tools"]] == ["exit_plan_mode"]
+    names = [t["function"]["name"] for t in body["tools"]]
+    assert names == [
+        "read_file",
+        "list_dir",
+        "glob",
+        "grep",
+        "write_file",
+        "edit_file",
+        "shell",
+        "exit_plan_mode",
+    ]
 
 
 async def test_tool_call_round_trip(stack: Stack, provider: FakeProvider) -> None:
@@ -123,5 +134,7 @@ async def test_without_plan_mode_prompts_work_with_no_plan_behaviour(tmp_path: P
         assert list(commands.commands) == []
         log = await turn(stack, "hello")
         header = next(e.request_header for e in log if e.HasField("request_header"))
-        assert list(header.tools) == [] and [s.id for s in header.sections] == ["agenthost:base"]
+        # The workspace tools, and no plan-mode tool or section.
+        assert "exit_plan_mode" not in {t.name for t in header.tools}
+        assert [s.id for s in header.sections] == ["agenthost:base"]
         assert json.dumps(kinds(log)).count("assistant_message") == 1

@@ -27,6 +27,7 @@ from clients.sdk import (
     Backoff,
     EventAppended,
     HistoryLoaded,
+    PlanSelectionFailedError,
     PlanState,
     PromptMode,
     Session,
@@ -152,6 +153,7 @@ class StreamTap(grpc.aio.UnaryStreamClientInterceptor):  # type: ignore[misc]
         self.connect_hold: Hold | None = None
         self.drop: Callable[[Frame], bool] = lambda frame: False
         self.dropped: list[Frame] = []
+        self.dropping = asyncio.Event()
         self._inject: asyncio.Queue[Frame] | None = None
 
     def hold_connect(self) -> Hold:
@@ -193,6 +195,7 @@ class StreamTap(grpc.aio.UnaryStreamClientInterceptor):  # type: ignore[misc]
                     return
                 if self.drop(frame):
                     self.dropped.append(frame)
+                    self.dropping.set()
                     continue
                 yield frame
         finally:
@@ -289,9 +292,13 @@ async def test_open_loads_history_then_queries_the_full_plan_state(clients: Clie
     assert contiguous_from_zero(session) and session.last_seq == first.last_seq
     assert assistant_texts(session.events) == ["Echo: hello"]
     assert session.plan.state == ON and session.plan.describe() == "on"
-    kinds = [d.ticket.kind for d in session.plan_tracker.decisions if d.ticket is not None]
-    assert kinds[:2] == [RequestKind.OPEN, RequestKind.QUERY]
-    assert session.projections.get("plan") == {"active": True, "pending": False}
+    # The page's block shows the plan (as of the page's seq), then the query.
+    first_decisions = list(session.plan_tracker.decisions)[:2]
+    assert first_decisions[0].verdict is Verdict.VALUE_APPLIED
+    assert first_decisions[0].seq == session.last_seq
+    assert first_decisions[1].ticket is not None
+    assert first_decisions[1].ticket.kind is RequestKind.QUERY
+    assert session.projections.get("plan") == {"active": True}
     assert not session.running and session.plan_error is None
 
 
@@ -310,7 +317,9 @@ async def test_plan_chosen_while_generating_is_pending_then_committed(
     assert session.plan.describe() == "off → on (pending)"
     held.release()
     await session.wait_until(plan_is(ON), WAIT_S)
-    assert any(e.HasField("plan_mode") and e.plan_mode.active for e in session.events)
+    await session.wait_until(
+        lambda s: any(e.HasField("plan_mode") and e.plan_mode.active for e in s.events), WAIT_S
+    )
 
 
 async def test_default_chosen_while_generating_in_plan_mode(
@@ -388,7 +397,7 @@ async def test_stop_generation_keeps_the_pending_choice_for_the_next_prompt(
     assert session.plan.state == PlanState(False, True)
     await session.prompt("continue")
     await session.wait_until(plan_is(ON), WAIT_S)
-    await session.wait_until(idle_after("continue"), WAIT_S)
+    await session.wait_until(idle_with_turn_ended(2), WAIT_S)
 
 
 async def test_prompts_send_queue_steer_and_carry_a_plan_target(
@@ -444,12 +453,8 @@ async def test_an_open_superseded_by_a_reconnect_is_dropped_and_redone(
     await client.reconnect()
     held.release()
     session = await asyncio.wait_for(opening, WAIT_S)
-    assert session.dropped_loads == 1
-    opens = [
-        d for d in session.plan_tracker.decisions if d.ticket and d.ticket.kind.value == "open"
-    ]
-    assert [d.verdict for d in opens] == [Verdict.SUPERSEDED, Verdict.APPLIED]
-    assert opens[1].ticket is not None and opens[1].ticket.generation == 1
+    # The open of the old generation was dropped whole; the redone one applied.
+    assert session.dropped_loads == 1 and session.loads == 1
     assert session.plan.state == OFF
 
 
@@ -498,7 +503,7 @@ async def test_a_commit_on_the_stream_overtaking_a_query_reply_wins(clients: Cli
     held.release()
     reply = await asyncio.wait_for(query, WAIT_S)
     assert reply.value.state == OFF
-    assert reply.decision.verdict is Verdict.COMMIT_WINS
+    assert reply.decision.verdict is Verdict.NEWER_KNOWN
     assert session.plan.state == ON
     hold.release_all()
 
@@ -565,28 +570,61 @@ async def test_a_failed_query_keeps_history_and_the_last_known_state(
     await session.prompt("hello")
     await session.wait_until(idle_after("hello"), WAIT_S)
     await session.set_plan(True)
-    await session.wait_until(lambda s: any(e.HasField("plan_mode") for e in s.events), WAIT_S)
+    await session.wait_until(plan_is(ON), WAIT_S)
     history = list(session.events)
 
-    # Plan mode goes away and the gateway forgets what it knew: the refresh
-    # after the reconnect cannot get a plan state.
-    await gateway.stack.stop_service("planmode")
-    await gateway.stack.restart("gateway")
-    await session.wait_until(lambda s: s.plan_error is not None, 3 * WAIT_S)
+    # The projections go away: a plan query cannot be answered.
+    await gateway.stack.stop_service("projection")
+    with pytest.raises(TransportError):
+        await session.refresh_plan()
     assert isinstance(session.plan_error, TransportError)
     assert session.plan.state == ON
     assert session.events[: len(history)] == history and contiguous_from_zero(session)
     assert [s.id for s in await client.list_sessions()] == [session.id]
 
-    # A selection fails too, and leaves the state as it was.
-    with pytest.raises(TransportError):
-        await session.set_plan(False)
-    assert session.plan.state == ON
-
-    await gateway.stack.start_service("planmode")
+    await gateway.stack.start_service("projection")
     recovered = await session.refresh_plan(deadline=WAIT_S)
     assert recovered.decision.verdict is Verdict.APPLIED
     assert session.plan_error is None and session.plan.state == ON
+
+
+async def test_a_failed_selection_keeps_the_state_and_blocks_a_plan_targeted_prompt(
+    gateway: GatewayHarness, clients: Clients
+) -> None:
+    client = clients.new(call_timeout=1.5)
+    session = await client.open_session(await new_session(client))
+    await session.set_plan(True)
+    await gateway.stack.stop_service("planmode")
+    with pytest.raises(TransportError):
+        await session.set_plan(False)
+    assert session.plan.state == ON and isinstance(session.plan_error, TransportError)
+    sent_before = session.last_seq
+    # Refused here, unsent: the user's last choice did not take.
+    with pytest.raises(PlanSelectionFailedError):
+        await session.prompt("do it", plan_target=False)
+    assert session.last_seq == sent_before
+    await gateway.stack.start_service("planmode")
+    await session.set_plan(False)
+    await session.prompt("do it", plan_target=False)
+    await session.wait_until(idle_after("do it"), WAIT_S)
+
+
+async def test_an_older_failed_selection_does_not_block_a_plan_targeted_prompt(
+    clients: Clients,
+) -> None:
+    gate = Gate()
+    client = clients.new(interceptors=[gate])
+    session = await client.open_session(await new_session(client))
+    hold = gate.hold(SET_PLAN_MODE, phase="request")
+    older = asyncio.create_task(session.set_plan(True))
+    (held,) = await hold.arrived()
+    await session.set_plan(False)  # newer: it supersedes the held one
+    await client.reconnect()  # the held one will fail as STALE (old generation)
+    held.release()
+    with pytest.raises(StaleRequestError):
+        await older
+    await session.prompt("hello", plan_target=False)
+    await session.wait_until(idle_after("hello"), WAIT_S)
 
 
 async def test_a_malformed_event_is_ignored(clients: Clients) -> None:
@@ -636,27 +674,23 @@ async def test_a_malformed_event_is_ignored(clients: Clients) -> None:
     assert contiguous_from_zero(session) and session.plan.state == OFF
 
 
-async def test_gap_repair_applies_a_recovered_commit(clients: Clients) -> None:
+async def test_a_lost_projection_frame_is_made_up_by_the_resumed_stream(
+    clients: Clients,
+) -> None:
     tap = StreamTap()
     client = clients.new(interceptors=[tap])
     other = clients.new()
     session_id = await new_session(client)
     session = await client.open_session(session_id)
-    await session.prompt("hello")
-    await session.wait_until(idle_after("hello"), WAIT_S)
-    # The commit's frame is lost, and so is every plan projection frame (which
-    # would make the session ask for the plan state).
-    tap.drop = lambda f: (
-        (f.HasField("session_event") and f.session_event.event.HasField("plan_mode"))
-        or (f.HasField("session_projection") and f.session_projection.key == "plan")
-    )
+    tap.drop = lambda f: f.HasField("session_projection") and f.session_projection.key == "plan"
     await (await other.open_session(session_id)).set_plan(True)
-    # The notice after the commit reveals the gap; the repair brings the commit.
+    await asyncio.wait_for(tap.dropping.wait(), WAIT_S)
+    await session.wait_until(lambda s: any(e.HasField("plan_mode") for e in s.events), WAIT_S)
+    assert session.plan.state == OFF
+    tap.drop = lambda f: False
+    await client.reconnect()
+    # The resumed stream sends the current values; the higher seq wins.
     await session.wait_until(plan_is(ON), WAIT_S)
-    assert session.repairs >= 1 and contiguous_from_zero(session)
-    assert any(f.HasField("session_event") for f in tap.dropped)
-    commits = [d for d in session.plan_tracker.decisions if d.verdict is Verdict.COMMIT_APPLIED]
-    assert commits
 
 
 async def test_a_resync_reopens_the_session(clients: Clients) -> None:

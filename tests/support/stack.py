@@ -21,7 +21,8 @@ from services.common.client import open_channel
 from services.embedded import EmbeddedStack
 from services.planmode.tests.failing_log import AppendOutage
 from services.sessionlog.client import SessionLogClient
-from services.sessionlog.port import SessionLogPort
+from services.sessionlog.folds import Question
+from services.sessionlog.port import Event, SessionLogPort
 
 WAIT_S = 10.0
 
@@ -70,15 +71,13 @@ class Stack:
                     stream.cancel()
                     return
 
-    async def next_question(self, session_id: str) -> rt.Question:
-        stream = self.runtime.WatchQuestions(rt.WatchQuestionsRequest(session_id=session_id))
+    async def next_question(self, session_id: str, after_seq: int = -1) -> Question:
+        """The first question asked after `after_seq`, followed in the log."""
         async with asyncio.timeout(WAIT_S):
-            async for reply in stream:
-                if reply.HasField("asked"):
-                    stream.cancel()
-                    question: rt.Question = reply.asked
-                    return question
-        raise AssertionError("the question stream ended")
+            async for item in self.log.subscribe(session_id, after_seq=after_seq):
+                if isinstance(item, Event) and item.HasField("question_asked"):
+                    return Question.from_event(item.question_asked)
+        raise AssertionError("the log subscription ended")
 
 
 @asynccontextmanager
