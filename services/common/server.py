@@ -19,6 +19,7 @@ from grpc_reflection.v1alpha import reflection
 
 from .config import ServiceConfig
 from .interceptors import Authenticate, ServiceInterceptor
+from .tasks import spawn
 
 log = logging.getLogger("agenthost.server")
 
@@ -109,7 +110,7 @@ class ServiceHost:
         """Serve until SIGTERM or SIGINT, then shut down gracefully."""
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(signum, lambda: asyncio.ensure_future(self.stop()))
+            loop.add_signal_handler(signum, lambda: spawn(self.stop(), name="stop"))
         await self.start()
         await self._stopped.wait()
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from itertools import islice
 
 from services.common.errors import DomainError, Unavailable
+from services.common.tasks import spawn
 from services.sessionlog import port
 from services.sessionlog.port import SessionLogPort, SubscriptionItem
 
@@ -127,7 +128,7 @@ class ProjectionEngine:
     async def start(self) -> None:
         self._stopped = False
         if self._feeder is None:
-            self._feeder = asyncio.create_task(self._feed(), name="projection-feeder")
+            self._feeder = spawn(self._feed(), name="projection-feeder")
 
     async def stop(self) -> None:
         """Stop following the log, checkpoint every cached session and end

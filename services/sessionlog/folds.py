@@ -10,9 +10,10 @@ the projection units, the runtime, the session stores and the SDK. Nothing
 else derives them, so no two views of a session can disagree about the same
 log position, and any replica rebuilds them from the log alone.
 
-Every fold is incremental (`fold(state, event)`), returns the very same
-object when an event changes nothing (the projection engine relies on it),
-and serialises to JSON for checkpoints; folding incrementally, refolding cold
+Every fold is incremental (`fold(state, event)`); each part's fold returns
+the very same object when an event changes nothing (the projection engine,
+whose units are those parts, relies on it; the whole SessionState moves its
+last_seq with every event); all serialise to JSON for checkpoints; folding incrementally, refolding cold
 and restoring a checkpoint then folding the rest give equal states (see the
 property tests).
 """

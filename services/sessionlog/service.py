@@ -10,6 +10,7 @@ import grpc
 from agenthost.sessionlog.v1 import session_log_pb2_grpc as pb_grpc
 
 from services.common.server import ServiceDefinition
+from services.common.tasks import spawn
 
 from .domain import SessionLog, now_us
 from .postgres_store import PostgresSessionStore
@@ -34,7 +35,7 @@ def session_log_service(
 
     async def open_store() -> None:
         await store.open()
-        feed.append(asyncio.create_task(log.follow_shared_store()))
+        feed.append(spawn(log.follow_shared_store(), name="sessionlog-feed"))
 
     async def close_store() -> None:
         for task in feed:

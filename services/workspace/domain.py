@@ -16,6 +16,7 @@ from agenthost.workspace.v1 import workspace_pb2
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from services.common.errors import SessionConflict, SessionNotFound
+from services.common.tasks import spawn
 from services.sessionlog.port import SessionLogPort, SessionSummary
 
 from .errors import SessionTaken, WorkspaceNotFound
@@ -177,7 +178,7 @@ class Workspaces:
         record = await self._owned(account_id, workspace_id)
         attempt = self._connecting.get(record.id)
         if attempt is None or attempt.done():
-            attempt = asyncio.create_task(self._connect_once(record))
+            attempt = spawn(self._connect_once(record), name=f"connect-{record.id}")
             self._connecting[record.id] = attempt
             attempt.add_done_callback(lambda done: self._forget_attempt(record.id, done))
         # Shielded: a caller that goes away must not cancel the others' attempt.

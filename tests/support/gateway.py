@@ -11,11 +11,20 @@ from pathlib import Path
 import grpc
 from agenthost.gateway.v1 import gateway_pb2 as gw
 from agenthost.gateway.v1 import gateway_pb2_grpc as gw_grpc
+from agenthost.projection.v1 import projection_pb2_grpc
+from agenthost.runtime.v1 import runtime_pb2_grpc
 
 from clients.sdk.auth import authorized_channel
 from services.agentruntime.models.builtin import BuiltinAdapter
+from services.common.client import open_channel
+from services.common.config import ServiceConfig
+from services.common.server import ServiceHost
 from services.embedded import EmbeddedStack
 from services.gateway.accounts import TokenStore
+from services.gateway.service import gateway_service
+from services.planmode.client import PlanModeClient
+from services.sessionlog.client import SessionLogClient
+from services.workspace.client import WorkspaceClient
 
 ALICE, BOB = "token-alice", "token-bob"
 WAIT_S = 10.0
@@ -112,10 +121,45 @@ class GatewayHarness:
         self.clients.append(client)
         return client
 
+    def client_of(
+        self, address: str, token: str | None = ALICE, client_id: str = "client-1"
+    ) -> Client:
+        """A client of another gateway replica (see `another_gateway`)."""
+        channel = authorized_channel(address, token)
+        client = Client(gw_grpc.GatewayServiceStub(channel), channel, client_id)
+        self.clients.append(client)
+        return client
+
     async def close(self) -> None:
         for client in self.clients:
             await client.disconnect()
             await client.channel.close()
+
+
+@asynccontextmanager
+async def another_gateway(harness: GatewayHarness) -> AsyncIterator[str]:
+    """A second gateway replica in front of the same internal services (its
+    own channels, fences and hub, as another process would have); its address."""
+    stack = harness.stack
+    channels = {name: open_channel(stack.addresses[name]) for name in stack.names}
+    plan = PlanModeClient(channels["planmode"]) if stack.with_plan_mode else None
+    assert stack.tokens is not None
+    definition = gateway_service(
+        stack.tokens,
+        SessionLogClient(channels["sessionlog"]),
+        WorkspaceClient(channels["workspace"]),
+        runtime_pb2_grpc.AgentRuntimeServiceStub(channels["agentruntime"]),
+        projection_pb2_grpc.ProjectionServiceStub(channels["projection"]),
+        plan,
+    )
+    host = ServiceHost(ServiceConfig(name="gateway-2", data_dir=stack.data_dir), definition)
+    await host.start()
+    try:
+        yield host.address
+    finally:
+        await host.stop()
+        for channel in channels.values():
+            await channel.close()
 
 
 @asynccontextmanager
