@@ -809,3 +809,23 @@ async def test_heartbeats_keep_a_quiet_stream_and_silence_reconnects(tmp_path: P
             assert client.generation >= 1
         finally:
             await client.close()
+
+
+async def test_frames_that_arrive_before_the_session_is_opened_are_adopted(
+    clients: Clients,
+) -> None:
+    tap = StreamTap()
+    client = clients.new(interceptors=[tap])
+    session_id = await new_session(client)
+    await client.connect()
+    # A frame about the session, newer than anything its open will read, comes
+    # before any session object exists for it.
+    frame = Frame(
+        session_projection=gw.SessionProjection(session_id=session_id, key="plan", seq=1000)
+    )
+    frame.session_projection.value.struct_value.update({"active": True})
+    tap.inject(frame)
+    await client.wait_for(lambda: client.frames >= 1, WAIT_S)
+    session = await client.open_session(session_id)
+    entry = session.projections.entry("plan")
+    assert entry is not None and entry.seq == 1000 and entry.value == {"active": True}
