@@ -75,12 +75,15 @@ class Backoff:
     max_attempts: int | None = None
 
     def delay(self, attempt: int) -> float:
+        """Seconds to wait before reconnect attempt `attempt` (0-based)."""
         base = min(self.max_s, self.initial_s * self.factor ** min(attempt, 64))
         spread = base * self.jitter
         return max(0.0, base + random.uniform(-spread, spread))
 
 
 class ConnectionState(enum.Enum):
+    """Where the client's stream stands."""
+
     IDLE = "idle"
     CONNECTING = "connecting"
     CONNECTED = "connected"
@@ -178,6 +181,7 @@ class AgentHostClient:
 
     @property
     def connected(self) -> bool:
+        """Whether the gateway confirmed the current stream."""
         return self.state is ConnectionState.CONNECTED
 
     async def connect(self, within: float | None = None) -> None:
@@ -216,6 +220,7 @@ class AgentHostClient:
         return self.generation
 
     async def wait_connected(self, within: float | None = None) -> None:
+        """Wait until the stream is confirmed; raises the client's failure."""
         await self._wait_state(
             lambda: self.connected or self.failure is not None,
             self.call_timeout if within is None else within,
@@ -420,6 +425,7 @@ class AgentHostClient:
     # -- workspaces -------------------------------------------------------------------------
 
     async def list_workspaces(self) -> list[ws.Workspace]:
+        """The account's workspaces, in creation order."""
         reply: gw.ListWorkspacesResponse = await self.call(
             self.stub.ListWorkspaces, gw.ListWorkspacesRequest()
         )
@@ -433,6 +439,7 @@ class AgentHostClient:
         return reply.workspace
 
     async def connect_workspace(self, workspace_id: str) -> WorkspaceSession:
+        """The session New Session lands in: a reusable blank member, or a new one."""
         reply: gw.ConnectWorkspaceResponse = await self.call(
             self.stub.ConnectWorkspace,
             gw.ConnectWorkspaceRequest(fence=self.fence(), workspace_id=workspace_id),
@@ -440,6 +447,7 @@ class AgentHostClient:
         return WorkspaceSession(reply.session, reply.reused)
 
     async def recent_workspace(self) -> ws.Workspace | None:
+        """The workspace whose sessions were updated last (None: no workspace)."""
         reply: gw.RecentWorkspaceResponse = await self.call(
             self.stub.RecentWorkspace, gw.RecentWorkspaceRequest()
         )
@@ -476,6 +484,7 @@ class AgentHostClient:
         return list(reply.sessions)
 
     async def list_commands(self, session_id: str) -> list[rt.CommandInfo]:
+        """The slash commands a session offers."""
         reply: gw.ListCommandsResponse = await self.call(
             self.stub.ListCommands, gw.ListCommandsRequest(session_id=session_id)
         )
@@ -507,17 +516,20 @@ class AgentHostClient:
 
     @property
     def sessions(self) -> dict[str, Session]:
+        """The open session objects, by id."""
         return dict(self._sessions)
 
     # -- stateless plan calls (no session object) -------------------------------------------------
 
     async def plan_mode(self, session_id: str) -> PlanAnswer:
+        """A session's plan state, read without a session object."""
         reply: gw.PlanModeResponse = await self.call(
             self.stub.PlanMode, gw.PlanModeRequest(fence=self.fence(), session_id=session_id)
         )
         return PlanAnswer(plan_value(reply.plan), reply.seq)
 
     async def set_plan_mode(self, session_id: str, active: bool) -> PlanAnswer:
+        """Select plan mode for a session without a session object."""
         reply: gw.SetPlanModeResponse = await self.call(
             self.stub.SetPlanMode,
             gw.SetPlanModeRequest(fence=self.fence(), session_id=session_id, active=active),

@@ -44,6 +44,8 @@ class Gap:
 
 
 class History:
+    """A contiguous window of one session's log; see the module docstring."""
+
     def __init__(self, session_id: str) -> None:
         self.session_id = session_id
         self.events: list[Event] = []
@@ -60,6 +62,7 @@ class History:
 
     @property
     def seqs(self) -> list[int]:
+        """The seqs of the window, oldest first."""
         return [event.seq for event in self.events]
 
     def replace(
@@ -133,4 +136,5 @@ class History:
 
     @property
     def waiting(self) -> int:
+        """Events held beyond a gap."""
         return len(self._ahead)

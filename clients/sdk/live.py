@@ -21,6 +21,8 @@ _KINDS = {rt.TEXT_KIND_ANSWER: ANSWER, rt.TEXT_KIND_REASONING: REASONING}
 
 @dataclass(frozen=True)
 class StepKey:
+    """One stream of a step's text: its turn, step and kind."""
+
     turn_id: str
     step: int
     # "answer" or "reasoning".
@@ -28,10 +30,13 @@ class StepKey:
 
 
 def step_key(delta: rt.AssistantDelta) -> StepKey:
+    """The stream a delta belongs to."""
     return StepKey(delta.turn_id, delta.step, _KINDS.get(delta.kind, ANSWER))
 
 
 class LiveText:
+    """The streamed text of a session's running steps and commands."""
+
     def __init__(self) -> None:
         self.texts: dict[StepKey, str] = {}
         self.outputs: dict[str, str] = {}
@@ -57,16 +62,20 @@ class LiveText:
         return fresh
 
     def text_of(self, turn_id: str, step: int, kind: str = ANSWER) -> str:
+        """The text so far of one step ("" when none)."""
         return self.texts.get(StepKey(turn_id, step, kind), "")
 
     def end_step(self, turn_id: str, step: int) -> None:
+        """The step's message is logged: its streams end."""
         for kind in (ANSWER, REASONING):
             self.texts.pop(StepKey(turn_id, step, kind), None)
 
     def end_output(self, call_id: str) -> None:
+        """The command's result is logged: its output stream ends."""
         self.outputs.pop(call_id, None)
 
     def clear(self) -> None:
+        """Forget every stream (the turn ended, or the history was replaced)."""
         self.texts.clear()
         self.outputs.clear()
 

@@ -43,6 +43,7 @@ class PlanState:
 
     @property
     def is_pending(self) -> bool:
+        """Whether a selection waits for the next boundary."""
         return self.pending is not None
 
     def describe(self) -> str:
@@ -66,6 +67,7 @@ class PlanValue:
 
     @property
     def available(self) -> bool:
+        """Whether the deployment has plan mode."""
         return self.state is not None
 
 
@@ -83,6 +85,7 @@ class PlanView:
     seq: int = field(default=-1, compare=False)
 
     def describe(self) -> str:
+        """`unknown`, `unavailable`, or the state (`on`, `off → on (pending)`)."""
         if self.available is None:
             return "unknown"
         if not self.available or self.state is None:
@@ -91,6 +94,8 @@ class PlanView:
 
 
 class RequestKind(enum.Enum):
+    """What a plan request was."""
+
     OPEN = "open"
     QUERY = "query"
     SELECT = "select"
@@ -107,6 +112,8 @@ class PlanTicket:
 
 
 class Verdict(enum.Enum):
+    """What the fences made of a reply, a failure or a projection value."""
+
     APPLIED = "applied"
     # A reply older than a projection value already known: the value wins
     # (the reply still confirms that plan mode exists).
@@ -120,6 +127,8 @@ class Verdict(enum.Enum):
 
 @dataclass(frozen=True)
 class Decision:
+    """One verdict, with the request and seq it was about."""
+
     verdict: Verdict
     # The request a reply or failure answered; None for projection values.
     ticket: PlanTicket | None = None
@@ -130,10 +139,13 @@ class Decision:
 
     @property
     def applied(self) -> bool:
+        """Whether the input counted (the snapshot may still be unchanged)."""
         return self.verdict in (Verdict.APPLIED, Verdict.VALUE_APPLIED, Verdict.NEWER_KNOWN)
 
 
 class PlanTracker:
+    """The plan fences of one session; see the module docstring."""
+
     def __init__(self, generation: int = 0) -> None:
         self._generation = generation
         self._issued = 0

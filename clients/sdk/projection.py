@@ -36,22 +36,29 @@ def from_value(value: struct_pb2.Value) -> JsonValue:
 
 @dataclass(frozen=True)
 class ProjectionEntry:
+    """A value and the log seq it is current as of."""
+
     value: JsonValue
     seq: int
 
 
 class ProjectionStore:
+    """One session's projection values; the higher seq wins."""
+
     def __init__(self) -> None:
         self._entries: dict[str, ProjectionEntry] = {}
 
     def get(self, key: str) -> JsonValue:
+        """The value of `key` (None when unknown)."""
         entry = self._entries.get(key)
         return None if entry is None else entry.value
 
     def entry(self, key: str) -> ProjectionEntry | None:
+        """The value of `key` with its seq."""
         return self._entries.get(key)
 
     def values(self) -> dict[str, JsonValue]:
+        """Every value, by key."""
         return {key: entry.value for key, entry in self._entries.items()}
 
     def seed(self, block: Mapping[str, struct_pb2.Value], seq: int) -> list[str]:
@@ -72,6 +79,7 @@ class ProjectionStore:
         return bool(self._put(key, from_value(value), seq))
 
     def clear(self) -> None:
+        """Forget every value (the history was replaced)."""
         self._entries.clear()
 
     def _put(self, key: str, value: JsonValue, seq: int) -> list[str]:

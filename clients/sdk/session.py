@@ -86,6 +86,8 @@ LATEST = 2**62
 
 
 class PromptMode(enum.Enum):
+    """How a prompt is taken: send, queue after the turn, or steer into it."""
+
     SEND = rt.PROMPT_MODE_SEND
     QUEUE = rt.PROMPT_MODE_QUEUE
     STEER = rt.PROMPT_MODE_STEER
@@ -93,6 +95,8 @@ class PromptMode(enum.Enum):
 
 class LoadMode(enum.IntEnum):
     # Merge a small tail page: running, questions, projections, plan.
+    """What a (re)load does to the history window."""
+
     REFRESH = 1
     # Replace the history window (the first open, a resync).
     REPLACE = 2
@@ -110,42 +114,58 @@ class HistoryLoaded:
 
 @dataclass(frozen=True)
 class EventAppended:
+    """An event entered the history window."""
+
     event: Event
 
 
 @dataclass(frozen=True)
 class PlanChanged:
+    """The plan view changed."""
+
     plan: PlanView
 
 
 @dataclass(frozen=True)
 class StatusChanged:
+    """A turn started or ended."""
+
     running: bool
 
 
 @dataclass(frozen=True)
 class QuestionAsked:
+    """A question opened (the plan review, a tool approval)."""
+
     question: Question
 
 
 @dataclass(frozen=True)
 class QuestionClosed:
+    """A question was answered, or its turn ended."""
+
     question_id: str
 
 
 @dataclass(frozen=True)
 class ProjectionChanged:
+    """A projection value changed."""
+
     key: str
     value: JsonValue
 
 
 @dataclass(frozen=True)
 class CommandsChanged:
+    """The session's commands changed: list them again."""
+
     pass
 
 
 @dataclass(frozen=True)
 class ConnectionChanged:
+    """The client's stream was lost or confirmed."""
+
     connected: bool
     generation: int
 
@@ -182,6 +202,8 @@ class Settings:
 
 @dataclass(frozen=True)
 class SettingsChanged:
+    """The sandbox or approval policy changed."""
+
     settings: Settings
 
 
@@ -250,6 +272,8 @@ class PlanReply:
 
 @dataclass(frozen=True)
 class PromptResult:
+    """How a prompt was taken, and the log seq after it."""
+
     mode: PromptMode
     running: bool
     seq: int
@@ -257,6 +281,8 @@ class PromptResult:
 
 @dataclass(frozen=True)
 class CommandResult:
+    """A command's outcome and its user-facing message."""
+
     ok: bool
     message: str
     seq: int
@@ -315,10 +341,12 @@ class Session:
 
     @property
     def last_seq(self) -> int:
+        """The last seq of the contiguous history window."""
         return self.history.last_seq
 
     @property
     def plan(self) -> PlanView:
+        """The plan view behind the fences."""
         return self.plan_tracker.view
 
     @property

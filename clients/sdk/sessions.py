@@ -16,6 +16,8 @@ from agenthost.sessionlog.v1 import session_log_pb2 as sl
 
 
 class SessionList:
+    """The account's sessions; see the module docstring."""
+
     def __init__(self) -> None:
         self._rows: dict[str, sl.SessionSummary] = {}
         self._engaged: set[str] = set()

@@ -21,6 +21,7 @@ _validator = protovalidate.Validator()
 
 
 def violations(message: Message) -> list[str]:
+    """The contract rules `message` breaks, as text."""
     return [f"{v.proto.rule_id}: {v.proto.message}" for v in _validator.collect_violations(message)]
 
 
@@ -104,4 +105,5 @@ def frame_event(frame: gw.SessionEvent, session_id: str) -> events_pb2.Event | N
 
 
 def valid_events(events: list[events_pb2.Event], session_id: str) -> list[events_pb2.Event]:
+    """The events of `events` that a session may hold."""
     return [e for e in events if well_formed(e, session_id) and not violations(e)]

@@ -13,7 +13,7 @@ from agenthost.sessionlog.v1 import events_pb2
 from services.common.errors import DomainError
 
 from .ports import PlanModePort
-from .tools import Args, Review, Tool, ToolContext, ToolOutcome
+from .tools import Args, Review, Tool, ToolContext, ToolDisplay, ToolOutcome
 
 EXIT_PLAN_MODE = "exit_plan_mode"
 APPROVE_LABEL = "Approve"
@@ -67,7 +67,8 @@ def exit_plan_mode_tool(plan_mode: PlanModePort) -> Tool:
             await plan_mode.exit_plan_mode(context.session_id)
         except DomainError as error:
             return ToolOutcome(ok=False, error=error.message)
-        return ToolOutcome(ok=True, output=json.dumps({"approved": True}))
+        approved = ToolDisplay(summary="plan approved")
+        return ToolOutcome(ok=True, output=json.dumps({"approved": True}), display=approved)
 
     async def run(context: ToolContext, args: Args) -> ToolOutcome:
         raise AssertionError("exit_plan_mode always asks for a review first")
