@@ -13,6 +13,7 @@ each running stream at offset 0.
 from __future__ import annotations
 
 from collections import OrderedDict
+from typing import TypeVar
 
 from agenthost.runtime.v1 import runtime_pb2 as rt
 
@@ -21,6 +22,7 @@ CLOSED_KEPT = 10_000
 
 TextKey = tuple[str, str, int, "rt.TextKind.ValueType"]  # session, turn, step, kind
 OutputKey = tuple[str, str, str]  # session, turn, call
+K = TypeVar("K", TextKey, OutputKey)
 
 
 class LiveTexts:
@@ -34,38 +36,35 @@ class LiveTexts:
     def text(self, delta: rt.AssistantDelta) -> rt.AssistantDelta | None:
         """The part of `delta` clients have not had yet (None: nothing new)."""
         key = (delta.session_id, delta.turn_id, delta.step, delta.kind)
-        if key in self._closed:
-            return None
-        held = self._texts.get(key, "")
-        fresh = _fresh(held, delta.offset, delta.text)
+        fresh = self._add(self._texts, key, delta.offset, delta.text)
         if fresh is None:
             return None
-        self._texts[key] = held + fresh
-        return rt.AssistantDelta(
-            session_id=delta.session_id,
-            turn_id=delta.turn_id,
-            step=delta.step,
-            kind=delta.kind,
-            offset=len(held),
-            text=fresh,
-        )
+        new = rt.AssistantDelta()
+        new.CopyFrom(delta)
+        new.offset, new.text = fresh
+        return new
 
     def output(self, delta: rt.ToolOutputDelta) -> rt.ToolOutputDelta | None:
+        """The part of a command's output clients have not had yet."""
         key = (delta.session_id, delta.turn_id, delta.call_id)
-        if key in self._closed:
-            return None
-        held = self._outputs.get(key, "")
-        fresh = _fresh(held, delta.offset, delta.text)
+        fresh = self._add(self._outputs, key, delta.offset, delta.text)
         if fresh is None:
             return None
-        self._outputs[key] = held + fresh
-        return rt.ToolOutputDelta(
-            session_id=delta.session_id,
-            turn_id=delta.turn_id,
-            call_id=delta.call_id,
-            offset=len(held),
-            text=fresh,
-        )
+        new = rt.ToolOutputDelta()
+        new.CopyFrom(delta)
+        new.offset, new.text = fresh
+        return new
+
+    def _add(self, streams: dict[K, str], key: K, offset: int, text: str) -> tuple[int, str] | None:
+        """Append what a piece adds to its stream: (its offset, the new text)."""
+        if key in self._closed:
+            return None
+        held = streams.get(key, "")
+        fresh = _fresh(held, offset, text)
+        if fresh is None:
+            return None
+        streams[key] = held + fresh
+        return len(held), fresh
 
     # -- the log's records close streams ----------------------------------------------------
 
