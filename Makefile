@@ -8,7 +8,7 @@ PROTOS := $(shell find proto -name '*.proto')
 STAMP_DEPS := $(VENV)/.deps-installed
 STAMP_GEN := gen/.generated
 
-.PHONY: all venv gen run test lint fmt bench clean
+.PHONY: all venv gen run test lint fmt bench clean install
 
 all: gen
 
@@ -31,6 +31,7 @@ run: gen
 	$(PY) -m clients.cli up
 
 test: gen
+	@tools/need-docker
 	$(BIN)/pytest
 
 lint: gen
@@ -38,6 +39,12 @@ lint: gen
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy services clients tests tools bench examples conftest.py deploy
 	$(PY) tools/buf_check.py
+
+# The CLI on your PATH: ~/.local/bin/agenthost links to this checkout's.
+install: gen
+	mkdir -p $(HOME)/.local/bin
+	ln -sf $(abspath $(BIN))/agenthost $(HOME)/.local/bin/agenthost
+	@echo "agenthost is in ~/.local/bin (put that folder on your PATH if it is not)"
 
 fmt: $(STAMP_DEPS)
 	$(BIN)/ruff format .

@@ -5,16 +5,17 @@ stream until the turn is over, then prints the session's history."""
 
 import asyncio
 import os
-from pathlib import Path
 
 import grpc
 from agenthost.gateway.v1 import gateway_pb2 as gw
 from agenthost.gateway.v1 import gateway_pb2_grpc
 
+from clients.cli.config import default_data_dir
+
 
 async def main() -> None:
     address = os.environ.get("AGENTHOST_GATEWAY", "127.0.0.1:7100")
-    data_dir = Path(os.environ.get("AGENTHOST_DATA_DIR", ".agenthost"))
+    data_dir = default_data_dir()  # where `make run` keeps its token
     token = os.environ.get("AGENTHOST_TOKEN") or (data_dir / "token").read_text().strip()
     auth = (("authorization", f"Bearer {token}"),)
     async with grpc.aio.insecure_channel(address) as channel:

@@ -17,6 +17,7 @@ from clients.sdk import AgentHostClient, AgentHostError, TransportError
 from .config import (
     DEFAULT_DATA_DIR,
     DEFAULT_GATEWAY,
+    ENV_DATA_DIR,
     ENV_GATEWAY,
     ENV_TOKEN,
     TOKEN_FILE,
@@ -50,7 +51,12 @@ Token = Annotated[
     ),
 ]
 DataDir = Annotated[
-    Path, typer.Option("--data-dir", help="Where `agenthost up` keeps its data and token.")
+    Path,
+    typer.Option(
+        "--data-dir",
+        envvar=ENV_DATA_DIR,
+        help="Where `agenthost up` keeps its data and token (its token is read from here).",
+    ),
 ]
 AsJson = Annotated[bool, typer.Option("--json", help="One JSON document, for scripts.")]
 
@@ -62,9 +68,9 @@ def main() -> None:
 
 @app.command()
 def up(
-    data_dir: Annotated[Path, typer.Option(help="Where the SQLite files live.")] = Path(
-        ".agenthost"
-    ),
+    data_dir: Annotated[
+        Path, typer.Option(envvar=ENV_DATA_DIR, help="Where the SQLite files and the token live.")
+    ] = DEFAULT_DATA_DIR,
     host: Annotated[str, typer.Option(help="Address every service listens on.")] = "127.0.0.1",
     free_ports: Annotated[
         bool, typer.Option(help="Pick free ports instead of the defaults.")
@@ -91,7 +97,7 @@ async def _run_stack(data_dir: Path, host: str, port_override: int | None) -> No
         if name != "gateway":
             console.print(f"  {name:<12} grpc://{address}   (internal)")
     console.print(f"Your bearer token is in {token_file}")
-    console.print("Try: .venv/bin/agenthost chat   or   .venv/bin/python examples/first_call.py")
+    console.print("Try, in the folder you want to work in: agenthost chat")
     console.print("Stop with Ctrl-C.")
     # A machine-readable line for scripts and tests.
     print(json.dumps({"agenthost": "up", "addresses": addresses}), flush=True)
@@ -309,20 +315,19 @@ def chat(
 ) -> None:
     """Chat with the agent of a session, with /plan, /plan <message>, /plan off.
 
-    Without --session it connects to the given workspace, or to the most
-    recent one (the current folder's when there is none), and reuses its
-    blank session or starts one."""
+    Without --session it connects to the workspace of the given folder, or
+    of the current one (adding it, with a notice, when there is none), and
+    reuses its blank session or starts one."""
     from .chat import Chat
 
     if workspace is not None and session is not None:
         errors.print("[red]error:[/] give --workspace or --session, not both")
         raise typer.Exit(2)
 
-    folder = str(workspace.expanduser().resolve()) if workspace is not None else None
-    here = os.getcwd()
+    folder = str((workspace or Path(os.getcwd())).expanduser().resolve())
 
     async def work(client: AgentHostClient) -> int:
-        session_id = session or await _workspace_session(client, folder, here)
+        session_id = session or await _workspace_session(client, folder)
         opened = await client.open_session(session_id)
         return await Chat(opened, console).run()
 
@@ -330,10 +335,10 @@ def chat(
     raise typer.Exit(code)
 
 
-async def _workspace_session(client: AgentHostClient, folder: str | None, here: str) -> str:
-    if folder is not None:
-        workspace = await client.create_workspace(folder)
-    else:
-        recent = await client.recent_workspace()
-        workspace = recent or await client.create_workspace(here)
+async def _workspace_session(client: AgentHostClient, folder: str) -> str:
+    """The reusable session of the folder's workspace, added when new."""
+    known = {w.path for w in await client.list_workspaces()}
+    workspace = await client.create_workspace(folder)
+    if workspace.path not in known:
+        _line(f"added a workspace for {workspace.path}")
     return (await client.connect_workspace(workspace.id)).session.id

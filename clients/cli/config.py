@@ -2,14 +2,30 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from pathlib import Path
 
 DEFAULT_GATEWAY = "127.0.0.1:7100"
-DEFAULT_DATA_DIR = Path(".agenthost")
+ENV_DATA_DIR = "AGENTHOST_DATA_DIR"
 ENV_GATEWAY = "AGENTHOST_GATEWAY"
 ENV_TOKEN = "AGENTHOST_TOKEN"
 # The file `agenthost up` writes inside its data folder.
 TOKEN_FILE = "token"
+
+
+def default_data_dir(env: Mapping[str, str] | None = None) -> Path:
+    """Where `agenthost up` keeps its data and token, so the CLI finds them from
+    any folder: AGENTHOST_DATA_DIR, else the per-user state folder
+    ($XDG_STATE_HOME/agenthost, by default ~/.local/state/agenthost)."""
+    env = os.environ if env is None else env
+    if env.get(ENV_DATA_DIR):
+        return Path(env[ENV_DATA_DIR]).expanduser()
+    state = env.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(state).expanduser() / "agenthost"
+
+
+DEFAULT_DATA_DIR = default_data_dir()
 
 
 class ConfigError(Exception):

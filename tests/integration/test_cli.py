@@ -102,9 +102,11 @@ def _read_up(
 def up(tmp_path: Path) -> Iterator[Up]:
     script = tmp_path / "script.json"
     script.write_text(json.dumps(SCRIPT))
-    data_dir = tmp_path / "data"
+    # `up` keeps its data in the per-user state folder (here a temporary one).
+    data_dir = tmp_path / "state" / "agenthost"
     env = {
         **os.environ,
+        "XDG_STATE_HOME": str(tmp_path / "state"),
         "AGENTHOST_BUILTIN_SCRIPT": str(script),
         "NO_COLOR": "1",
         "TERM": "xterm",
@@ -112,8 +114,9 @@ def up(tmp_path: Path) -> Iterator[Up]:
         "PROMPT_TOOLKIT_NO_CPR": "1",
     }
     env.pop("AGENTHOST_TOKEN", None)
+    env.pop("AGENTHOST_DATA_DIR", None)
     process = subprocess.Popen(
-        [sys.executable, "-m", "clients.cli", "up", "--free-ports", "--data-dir", str(data_dir)],
+        [sys.executable, "-m", "clients.cli", "up", "--free-ports"],
         cwd=REPO,
         env=env,
         stdout=subprocess.PIPE,
@@ -352,3 +355,48 @@ def test_workspace_session_and_plan_commands(up: Up, tmp_path: Path) -> None:
     assert wrong.returncode == 1 and "UNAUTHENTICATED" in wrong.stderr
     unknown = up.cli("plan", "get", "s-nope", *data)
     assert unknown.returncode == 1 and "SESSION_NOT_FOUND" in unknown.stderr
+
+
+def test_the_cli_works_from_any_folder_and_chats_in_its_workspace(up: Up, tmp_path: Path) -> None:
+    far = tmp_path / "far" / "away" / "project"
+    far.mkdir(parents=True)
+    agenthost = str(Path(sys.executable).parent / "agenthost")
+    # No --data-dir, no token: both come from the per-user state folder.
+    listed = subprocess.run(
+        [agenthost, "workspace", "list"],
+        cwd=far,
+        env=up.env,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+    )
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stdout.startswith("no workspaces yet")
+    child = pexpect.spawn(
+        agenthost,
+        ["chat"],
+        cwd=str(far),
+        env=up.env,
+        encoding="utf-8",
+        timeout=TIMEOUT_S,
+        dimensions=(60, 200),
+    )
+    try:
+        child.expect_exact(f"added a workspace for {far.resolve()}")
+        child.expect_exact(f"in {far.resolve()}")
+        child.expect_exact(">")
+        child.sendline("/quit")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close()
+    workspaces = json.loads(
+        subprocess.run(
+            [agenthost, "workspace", "list", "--json"],
+            cwd=far,
+            env=up.env,
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT_S,
+        ).stdout
+    )
+    assert [w["path"] for w in workspaces] == [str(far.resolve())]
