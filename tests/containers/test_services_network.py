@@ -76,7 +76,7 @@ async def gateway_scenarios(address: str, token: str, sessionlog: ServiceContain
         await prompt_and_wait(client, session_id, "after the restart")
 
         opened = await client.stub.OpenSession(gw.OpenSessionRequest(session_id=session_id))
-        assert opened.plan.state.active
+        assert opened.projections["plan"].struct_value["active"] is True
         await client.next_frame(
             lambda f: f.HasField("session_event") and f.session_event.seq == opened.seq,
             seen_or_next=True,
