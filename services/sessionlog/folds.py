@@ -13,9 +13,9 @@ log position, and any replica rebuilds them from the log alone.
 Every fold is incremental (`fold(state, event)`); each part's fold returns
 the very same object when an event changes nothing (the projection engine,
 whose units are those parts, relies on it; the whole SessionState moves its
-last_seq with every event); all serialise to JSON for checkpoints; folding incrementally, refolding cold
-and restoring a checkpoint then folding the rest give equal states (see the
-property tests).
+last_seq with every event); all serialise to JSON for checkpoints. Folding
+incrementally, refolding cold and restoring a checkpoint then folding the
+rest give equal states (see the property tests).
 """
 
 from __future__ import annotations
@@ -66,6 +66,71 @@ def last_title(events: Iterable[Event]) -> str | None:
     """The title the last session/title of `events` sets (None: none)."""
     titles = [e.session_title.title for e in events if e.HasField("session_title")]
     return titles[-1] if titles else None
+
+
+# How long a title made from a first message, and a preview, may be.
+TITLE_CHARS = 80
+PREVIEW_CHARS = 160
+# The "waiting" marker of a session, by the presentation of its open question.
+WAITING_FOR = {"plan-review": "review", "tool-approval": "approval", "generic": "answer"}
+
+
+def one_line(text: str, limit: int) -> str:
+    """`text` on one line, cut to `limit` characters (with an ellipsis)."""
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 1].rstrip() + "…"
+
+
+def title_from_message(text: str) -> str:
+    """The title a session gets from its first user message."""
+    return one_line(text, TITLE_CHARS)
+
+
+@dataclass(frozen=True)
+class SummaryChange:
+    """What a batch of events changes in a session's listed summary (None:
+    unchanged). The session stores keep these as columns, so a list is one
+    query; the rules live here, with the folds they mirror."""
+
+    title: str | None = None
+    preview: str | None = None
+    ends_blank: bool = False
+    running: bool | None = None
+    # "review", "approval" or "answer" while a question waits; "" once none does.
+    waiting: str | None = None
+
+
+def summary_change(events: Iterable[Event]) -> SummaryChange:
+    events = list(events)
+    previews = [m for e in events if (m := _message_text(e))]
+    running, waiting = None, None
+    for event in events:
+        running = r if (r := running_after(event)) is not None else running
+        waiting = w if (w := _waiting_after(event)) is not None else waiting
+    return SummaryChange(
+        title=last_title(events),
+        preview=one_line(previews[-1], PREVIEW_CHARS) if previews else None,
+        ends_blank=any(_kind(e) in BLANK_ENDING_KINDS for e in events),
+        running=running,
+        waiting=waiting,
+    )
+
+
+def _message_text(event: Event) -> str:
+    if event.HasField("assistant_message"):
+        return event.assistant_message.text
+    if event.HasField("user_message") and event.user_message.source.kind != ev.SOURCE_KIND_PLUGIN:
+        return event.user_message.text
+    return ""
+
+
+def _waiting_after(event: Event) -> str | None:
+    kind = _kind(event)
+    if kind == "question_asked":
+        return WAITING_FOR.get(PRESENTATIONS.get(event.question_asked.presentation, ""), "answer")
+    if kind in ("question_answered", "turn_end"):
+        return ""
+    return None
 
 
 # -- plan mode ----------------------------------------------------------------------

@@ -20,11 +20,9 @@ from psycopg.rows import dict_row
 
 from services.common.errors import EventIdConflict, SessionNotFound, WrongExpectedSeq
 
-from .folds import last_title
 from .port import AppendResult, Direction, ReadResult, TailPage
 from .store import (
     MESSAGE_KINDS,
-    TURN_KINDS,
     Event,
     SessionHeader,
     SessionSummary,
@@ -32,6 +30,7 @@ from .store import (
     event_kind,
     storable,
     summary_from_row,
+    touch_values,
 )
 
 CHANNEL = "agenthost_sessionlog"
@@ -48,6 +47,9 @@ CREATE TABLE IF NOT EXISTS sessions (
     title TEXT NOT NULL DEFAULT '',
     forked_from TEXT NOT NULL DEFAULT ''
 );
+ALTER TABLE sessions ADD COLUMN IF NOT EXISTS preview TEXT NOT NULL DEFAULT '';
+ALTER TABLE sessions ADD COLUMN IF NOT EXISTS running BOOLEAN NOT NULL DEFAULT FALSE;
+ALTER TABLE sessions ADD COLUMN IF NOT EXISTS waiting TEXT NOT NULL DEFAULT '';
 CREATE INDEX IF NOT EXISTS sessions_by_update ON sessions (updated_at_us DESC, id);
 CREATE TABLE IF NOT EXISTS events (
     position BIGSERIAL PRIMARY KEY,
@@ -317,17 +319,11 @@ async def _touch_session(
     last_seq: int,
     now_us: int,
 ) -> None:
-    kinds = [event_kind(e) for e in events]
     await connection.execute(
         "UPDATE sessions SET last_seq = %s, updated_at_us = %s, blank = blank AND %s, "
-        "title = COALESCE(%s, title) WHERE id = %s",
-        (
-            last_seq,
-            now_us,
-            not TURN_KINDS.intersection(kinds),
-            last_title(events),
-            session_id,
-        ),
+        "title = COALESCE(%s, title), preview = COALESCE(%s, preview), "
+        "running = COALESCE(%s, running), waiting = COALESCE(%s, waiting) WHERE id = %s",
+        (last_seq, now_us, *touch_values(events), session_id),
     )
 
 

@@ -22,11 +22,9 @@ from typing import TypeVar
 from services.common.errors import EventIdConflict, SessionNotFound, WrongExpectedSeq
 from services.common.sqlite import connect_wal, in_transaction
 
-from .folds import last_title
 from .port import AppendResult, Direction, ReadResult, TailPage
 from .store import (
     MESSAGE_KINDS,
-    TURN_KINDS,
     Event,
     SessionHeader,
     SessionSummary,
@@ -34,6 +32,7 @@ from .store import (
     event_kind,
     storable,
     summary_from_row,
+    touch_values,
 )
 
 T = TypeVar("T")
@@ -47,7 +46,10 @@ CREATE TABLE IF NOT EXISTS sessions (
     last_seq INTEGER NOT NULL,
     blank INTEGER NOT NULL,
     title TEXT NOT NULL DEFAULT '',
-    forked_from TEXT NOT NULL DEFAULT ''
+    forked_from TEXT NOT NULL DEFAULT '',
+    preview TEXT NOT NULL DEFAULT '',
+    running INTEGER NOT NULL DEFAULT 0,
+    waiting TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS sessions_by_update ON sessions (updated_at_us DESC, id);
 CREATE TABLE IF NOT EXISTS events (
@@ -65,6 +67,20 @@ CREATE INDEX IF NOT EXISTS events_messages ON events (session_id, is_message, se
 """
 
 EVENT_COLUMNS = "session_id, seq, position, body"
+# Columns added to `sessions` after its first release, for files made before.
+ADDED_COLUMNS = {
+    "preview": "TEXT NOT NULL DEFAULT ''",
+    "running": "INTEGER NOT NULL DEFAULT 0",
+    "waiting": "TEXT NOT NULL DEFAULT ''",
+}
+
+
+def _migrate(db: sqlite3.Connection) -> None:
+    db.executescript(SCHEMA)
+    present = {row[1] for row in db.execute("PRAGMA table_info(sessions)")}
+    for column, definition in ADDED_COLUMNS.items():
+        if column not in present:
+            db.execute(f"ALTER TABLE sessions ADD COLUMN {column} {definition}")
 
 
 def _to_event(row: tuple[str, int, int, bytes]) -> Event:
@@ -84,7 +100,7 @@ class SqliteSessionStore:
     async def open(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._write_db = await self._on(self._writer, self._connect)
-        await self._on(self._writer, lambda: self._db(write=True).executescript(SCHEMA))
+        await self._on(self._writer, lambda: _migrate(self._db(write=True)))
         self._read_db = await self._on(self._reader, self._connect)
 
     async def close(self) -> None:
@@ -319,17 +335,11 @@ def _insert_events(
 def _touch_session(
     db: sqlite3.Connection, session_id: str, events: Sequence[Event], last_seq: int, now_us: int
 ) -> None:
-    kinds = [event_kind(e) for e in events]
     db.execute(
-        "UPDATE sessions SET last_seq = ?, updated_at_us = ?, "
-        "blank = blank AND ?, title = COALESCE(?, title) WHERE id = ?",
-        (
-            last_seq,
-            now_us,
-            int(not TURN_KINDS.intersection(kinds)),
-            last_title(events),
-            session_id,
-        ),
+        "UPDATE sessions SET last_seq = ?, updated_at_us = ?, blank = blank AND ?, "
+        "title = COALESCE(?, title), preview = COALESCE(?, preview), "
+        "running = COALESCE(?, running), waiting = COALESCE(?, waiting) WHERE id = ?",
+        (last_seq, now_us, *touch_values(events), session_id),
     )
 
 

@@ -13,14 +13,12 @@ from typing import Any, Protocol, runtime_checkable
 
 from agenthost.sessionlog.v1 import events_pb2, session_log_pb2
 
-from .folds import BLANK_ENDING_KINDS
+from .folds import summary_change
 from .port import AppendResult, Direction, ReadResult, TailPage
 
 Event = events_pb2.Event
 SessionSummary = session_log_pb2.SessionSummary
 
-# Event kinds (oneof field names) that end a session's blank state.
-TURN_KINDS = BLANK_ENDING_KINDS
 # Event kinds counted when a tail page is cut on message boundaries.
 MESSAGE_KINDS = frozenset({"user_message", "assistant_message"})
 
@@ -48,6 +46,17 @@ def summary_from_row(row: Mapping[str, Any]) -> SessionSummary:
     summary.created_at.FromMicroseconds(row["created_at_us"])
     summary.updated_at.FromMicroseconds(row["updated_at_us"])
     return summary
+
+
+TouchValues = tuple[bool, str | None, str | None, bool | None, str | None]
+
+
+def touch_values(events: Sequence[Event]) -> TouchValues:
+    """What an append changes in its session's row, for every backend's
+    UPDATE: (still blank, title, preview, running, waiting), None meaning
+    unchanged (the rules are the folds')."""
+    change = summary_change(events)
+    return (not change.ends_blank, change.title, change.preview, change.running, change.waiting)
 
 
 def event_from_row(session_id: str, seq: int, position: int, body: bytes) -> Event:
