@@ -1,6 +1,9 @@
 """The Node client (clients/node) against a running stack: its `node --test`
 suite creates a session through the gateway, sets plan mode and reads the
-change from the stream. Needs node and npm; never skipped."""
+change from the stream, and prompts the built-in model, scripted by
+clients/node/test/builtin-script.json, to follow its reply as streamed deltas
+(and as the text so far on reconnect and in OpenSession). Needs node and npm;
+never skipped."""
 
 from __future__ import annotations
 
@@ -20,6 +23,15 @@ from tests.support.hosts import REPO
 
 NODE_DIR = REPO / "clients" / "node"
 DESCRIPTOR_SET = REPO / "gen" / "agenthost.binpb"
+# The built-in model's replies, in the order the Node tests prompt.
+BUILTIN_SCRIPT = NODE_DIR / "test" / "builtin-script.json"
+# Node tests that must have run (and passed).
+NODE_TESTS = (
+    "setting plan mode shows on the stream and in PlanMode",
+    "a streamed reply arrives as deltas before its logged message",
+    "a reconnecting client and OpenSession get the text so far at offset 0",
+    "offsets count code points, not UTF-16 units",
+)
 TIMEOUT_S = 30
 INSTALL_TIMEOUT_S = 240
 
@@ -78,9 +90,13 @@ async def test_node_client_sets_plan_mode_and_reads_it_from_the_stream(tmp_path:
     assert DESCRIPTOR_SET.exists(), "run `make gen` first"
     await _install_dependencies()
     data_dir = tmp_path / "data"
+    stack_env = {**os.environ, "AGENTHOST_BUILTIN_SCRIPT": str(BUILTIN_SCRIPT)}
+    # The built-in model, not a real one the environment might name.
+    stack_env.pop("AGENTHOST_MODEL_BASE_URL", None)
     up = subprocess.Popen(
         [sys.executable, "-m", "clients.cli", "up", "--free-ports", "--data-dir", str(data_dir)],
         cwd=REPO,
+        env=stack_env,
         stdout=subprocess.PIPE,
         text=True,
     )
@@ -97,7 +113,10 @@ async def test_node_client_sets_plan_mode_and_reads_it_from_the_stream(tmp_path:
         assert code == 0, output
         assert counts.get("tests", 0) > 0, f"node --test ran no test:\n{output}"
         assert counts.get("pass") == counts["tests"], output
-        assert "setting plan mode shows on the stream and in PlanMode" in output
+        for name in NODE_TESTS:
+            assert re.search(rf"^\s*ok \d+ - {re.escape(name)}$", output, re.MULTILINE), (
+                f"node test {name!r} did not pass:\n{output}"
+            )
         up.send_signal(signal.SIGINT)
         assert await asyncio.wait_for(asyncio.to_thread(up.wait), TIMEOUT_S) == 0
     finally:

@@ -12,6 +12,9 @@
 // seqs and generations stay far below 2^53), and for every oneof a virtual
 // field naming the member that is set (`frame.frame === 'session_event'`;
 // proto3 `optional` fields show theirs too, e.g. `_state: 'state'`).
+//
+// LiveText (./live.js, re-exported here) folds the stream's ephemeral
+// assistant_delta / tool_output frames into a session's text so far.
 
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
@@ -22,6 +25,8 @@ import descriptor from 'protobufjs/ext/descriptor/index.js';
 
 export { grpc };
 export const { status } = grpc;
+
+export * from './live.js';
 
 /** Where `make gen` writes the descriptor set, relative to this package. */
 export const DEFAULT_DESCRIPTOR_SET = fileURLToPath(

@@ -1,0 +1,192 @@
+// LiveText on its own: no gateway needed.
+
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import {
+  LiveText,
+  TEXT_KIND_ANSWER,
+  TEXT_KIND_REASONING,
+  codePointLength,
+  freshPart,
+} from '../src/index.js';
+
+/**
+ * @param {number} offset
+ * @param {string} text
+ * @param {{ step?: number, kind?: string, turn?: string, session?: string }} [where]
+ */
+function delta(offset, text, { step = 0, kind = TEXT_KIND_ANSWER, turn = 't1', session = 's1' } = {}) {
+  return { session_id: session, turn_id: turn, step, kind, offset, text };
+}
+
+/**
+ * @param {number} seq
+ * @param {string} body
+ * @param {object} value
+ */
+function eventFrame(seq, body, value) {
+  return { frame: 'session_event', session_event: { session_id: 's1', seq, event: { seq, body, [body]: value } } };
+}
+
+describe('code points', () => {
+  test('codePointLength counts an emoji once', () => {
+    assert.equal('a🙂b'.length, 4);
+    assert.equal(codePointLength('a🙂b'), 3);
+    assert.equal(codePointLength(''), 0);
+    // A ZWJ sequence is several code points (woman, ZWJ, laptop).
+    assert.equal(codePointLength('👩‍💻'), 3);
+  });
+
+  test('freshPart skips whole code points', () => {
+    assert.equal(freshPart(2, 0, 'a🙂b'), 'b');
+    assert.equal(freshPart(1, 0, 'a🙂b'), '🙂b');
+    assert.equal(freshPart(3, 0, 'a🙂b'), '');
+    assert.equal(freshPart(5, 0, 'a🙂b'), '');
+    assert.equal(freshPart(3, 4, 'x'), null);
+  });
+});
+
+describe('LiveText', () => {
+  test('pieces in order join up', () => {
+    const live = new LiveText('s1');
+    assert.equal(live.add(delta(0, 'Hel')), 'Hel');
+    assert.equal(live.add(delta(3, 'lo')), 'lo');
+    assert.equal(live.textOf('t1', 0), 'Hello');
+    assert.equal(live.gaps, 0);
+  });
+
+  test('an overlapping piece adds only its tail', () => {
+    const live = new LiveText('s1');
+    live.add(delta(0, 'Hello'));
+    assert.equal(live.add(delta(3, 'lo, world')), ', world');
+    assert.equal(live.add(delta(2, 'llo')), '');
+    assert.equal(live.textOf('t1', 0), 'Hello, world');
+  });
+
+  test('a snapshot at offset 0 after pieces adds nothing twice', () => {
+    const live = new LiveText('s1');
+    live.add(delta(0, 'Hel'));
+    live.add(delta(3, 'lo'));
+    // A reconnect (or OpenSession's `live`) gives the text so far, maybe more.
+    assert.equal(live.add(delta(0, 'Hello')), '');
+    assert.equal(live.add(delta(0, 'Hello there')), ' there');
+    assert.equal(live.textOf('t1', 0), 'Hello there');
+  });
+
+  test('a piece beyond what is held is a gap, dropped', () => {
+    const live = new LiveText('s1');
+    live.add(delta(0, 'Hel'));
+    assert.equal(live.add(delta(5, ' world')), '');
+    assert.equal(live.gaps, 1);
+    assert.equal(live.textOf('t1', 0), 'Hel');
+    // The next snapshot fills it.
+    assert.equal(live.add(delta(0, 'Hello world')), 'lo world');
+  });
+
+  test('offsets count code points, not UTF-16 units', () => {
+    const live = new LiveText('s1');
+    assert.equal(live.add(delta(0, 'a🙂')), 'a🙂');
+    // Held: 2 code points (3 UTF-16 units).
+    assert.equal(live.add(delta(2, 'b👩‍💻')), 'b👩‍💻');
+    assert.equal(live.add(delta(3, '👩‍💻c')), 'c');
+    assert.equal(live.add(delta(1, '🙂bX')), '');
+    assert.equal(live.add(delta(7, 'd')), 'd');
+    assert.equal(live.add(delta(9, 'gap')), '');
+    assert.equal(live.gaps, 1);
+    assert.equal(live.textOf('t1', 0), 'a🙂b👩‍💻cd');
+    assert.equal(codePointLength(live.textOf('t1', 0)), 8);
+  });
+
+  test('streams are per step and kind; end() closes a step', () => {
+    const live = new LiveText('s1');
+    live.add(delta(0, 'thinking', { kind: TEXT_KIND_REASONING }));
+    live.add(delta(0, 'answer'));
+    live.add(delta(0, 'next', { step: 1 }));
+    assert.equal(live.textOf('t1', 0, TEXT_KIND_REASONING), 'thinking');
+    assert.equal(live.textOf('t1', 0), 'answer');
+    assert.deepEqual(
+      live.steps().map(({ step, kind }) => [step, kind]),
+      [
+        [0, TEXT_KIND_REASONING],
+        [0, TEXT_KIND_ANSWER],
+        [1, TEXT_KIND_ANSWER],
+      ],
+    );
+    live.end('t1', 0);
+    assert.equal(live.textOf('t1', 0), '');
+    assert.equal(live.textOf('t1', 0, TEXT_KIND_REASONING), '');
+    assert.equal(live.textOf('t1', 1), 'next');
+    // Ended, a stream starts afresh.
+    assert.equal(live.add(delta(0, 'answer')), 'answer');
+  });
+
+  test('an unspecified kind is the answer', () => {
+    const live = new LiveText();
+    live.add(delta(0, 'x', { kind: 'TEXT_KIND_UNSPECIFIED' }));
+    assert.equal(live.textOf('t1', 0, TEXT_KIND_ANSWER), 'x');
+  });
+
+  test('command output streams by call id', () => {
+    const live = new LiveText('s1');
+    const piece = (/** @type {number} */ offset, /** @type {string} */ text) => ({
+      session_id: 's1',
+      turn_id: 't1',
+      call_id: 'c1',
+      offset,
+      text,
+    });
+    assert.equal(live.addOutput(piece(0, 'line 1\n')), 'line 1\n');
+    assert.equal(live.addOutput(piece(0, 'line 1\nline 2\n')), 'line 2\n');
+    assert.equal(live.outputOf('c1'), 'line 1\nline 2\n');
+    live.endOutput('c1');
+    assert.equal(live.outputOf('c1'), '');
+  });
+
+  test('follow() folds frames and the logged records end streams', () => {
+    const live = new LiveText('s1');
+    assert.equal(live.follow(eventFrame(1, 'step_start', { turn_id: 't1', step: 0 })), '');
+    assert.equal(live.follow({ frame: 'assistant_delta', assistant_delta: delta(0, 'Hi ') }), 'Hi ');
+    assert.equal(live.follow({ frame: 'assistant_delta', assistant_delta: delta(3, 'there') }), 'there');
+    // Another session's pieces are not this one's.
+    assert.equal(live.follow({ frame: 'assistant_delta', assistant_delta: delta(0, 'x', { session: 's2' }) }), '');
+    assert.equal(
+      live.follow({
+        frame: 'tool_output',
+        tool_output: { session_id: 's1', turn_id: 't1', call_id: 'c1', offset: 0, text: 'out' },
+      }),
+      'out',
+    );
+    assert.equal(live.textOf('t1', 0), 'Hi there');
+
+    live.follow(eventFrame(2, 'assistant_message', { text: 'Hi there', reasoning: '' }));
+    assert.equal(live.textOf('t1', 0), '');
+    assert.equal(live.outputOf('c1'), 'out');
+    live.follow(eventFrame(3, 'tool_result', { call_id: 'c1' }));
+    assert.equal(live.outputOf('c1'), '');
+
+    live.follow(eventFrame(4, 'step_start', { turn_id: 't1', step: 1 }));
+    live.follow({ frame: 'assistant_delta', assistant_delta: delta(0, 'more', { step: 1 }) });
+    // A replayed older event (catch-up) changes nothing.
+    live.follow(eventFrame(2, 'assistant_message', { text: 'Hi there', reasoning: '' }));
+    assert.equal(live.textOf('t1', 1), 'more');
+    live.follow(eventFrame(5, 'turn_end', { turn_id: 't1' }));
+    assert.deepEqual(live.steps(), []);
+  });
+
+  test('open() takes an OpenSession reply: its page, then its snapshots', () => {
+    const live = new LiveText('s1');
+    live.open({
+      events: [
+        { seq: 0, body: 'turn_start', turn_start: { turn_id: 't1' } },
+        { seq: 1, body: 'step_start', step_start: { turn_id: 't1', step: 0 } },
+      ],
+      live: [delta(0, 'so far 🙂')],
+      live_output: [],
+    });
+    assert.equal(live.textOf('t1', 0), 'so far 🙂');
+    // The stream goes on past the snapshot, in code points.
+    assert.equal(live.add(delta(8, ' and on')), ' and on');
+    live.follow(eventFrame(2, 'assistant_message', { text: 'so far 🙂 and on', reasoning: '' }));
+    assert.equal(live.textOf('t1', 0), '');
+  });
+});
