@@ -5,60 +5,35 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, TypeVar
+from typing import Annotated
 
 import typer
-from rich.console import Console
+from agenthost.sessionlog.v1.session_log_pb2 import SessionSummary
 
-from clients.sdk import AgentHostClient, AgentHostError, TransportError
+from clients.sdk import AgentHostClient
 
-from .config import (
-    DEFAULT_DATA_DIR,
-    DEFAULT_GATEWAY,
-    ENV_DATA_DIR,
-    ENV_GATEWAY,
-    ENV_TOKEN,
-    TOKEN_FILE,
-    ConfigError,
+from .common import (
+    AsJson,
+    DataDir,
+    Gateway,
+    Token,
+    console,
+    errors,
+    line,
+    print_json,
+    run_client,
 )
-from .config import resolve_token as _resolve_token
+from .config import DEFAULT_DATA_DIR, DEFAULT_GATEWAY, ENV_DATA_DIR, TOKEN_FILE
+from .sessions import row, sessions_app
 
 app = typer.Typer(help="agenthost: run the stack and talk to it.", no_args_is_help=True)
 workspace_app = typer.Typer(help="Workspaces: the folders sessions are grouped by.")
-sessions_app = typer.Typer(help="Sessions of your workspaces.")
 plan_app = typer.Typer(help="Plan mode of a session.")
 app.add_typer(workspace_app, name="workspace")
 app.add_typer(sessions_app, name="sessions")
 app.add_typer(plan_app, name="plan")
-console = Console()
-errors = Console(stderr=True)
-
-T = TypeVar("T")
-
-Gateway = Annotated[
-    str,
-    typer.Option("--gateway", envvar=ENV_GATEWAY, help="The gateway's address (host:port)."),
-]
-Token = Annotated[
-    str | None,
-    typer.Option(
-        "--token",
-        envvar=ENV_TOKEN,
-        help="Bearer token (default: the token file under --data-dir).",
-        show_default=False,
-    ),
-]
-DataDir = Annotated[
-    Path,
-    typer.Option(
-        "--data-dir",
-        envvar=ENV_DATA_DIR,
-        help="Where `agenthost up` keeps its data and token (its token is read from here).",
-    ),
-]
-AsJson = Annotated[bool, typer.Option("--json", help="One JSON document, for scripts.")]
 
 
 @app.callback()
@@ -107,51 +82,6 @@ async def _run_stack(data_dir: Path, host: str, port_override: int | None) -> No
 # -- client commands ------------------------------------------------------------------
 
 
-def _run_client(
-    gateway: str,
-    token: str | None,
-    data_dir: Path,
-    work: Callable[[AgentHostClient], Awaitable[T]],
-) -> T:
-    """Run `work` with a client of the gateway; errors as one line and exit 1."""
-    try:
-        bearer = _resolve_token(token, data_dir)
-    except ConfigError as error:
-        errors.print(f"[red]error:[/] {error}", highlight=False)
-        raise typer.Exit(2) from None
-
-    async def run() -> T:
-        client = AgentHostClient(gateway, bearer)
-        try:
-            return await work(client)
-        finally:
-            await client.close()
-
-    try:
-        return asyncio.run(run())
-    except KeyboardInterrupt:
-        raise typer.Exit(130) from None
-    except TransportError as error:
-        errors.print(
-            f"[red]error:[/] cannot reach the gateway at {gateway} ({error.code}); "
-            "is `agenthost up` running?",
-            highlight=False,
-        )
-        raise typer.Exit(1) from None
-    except AgentHostError as error:
-        errors.print(f"[red]error:[/] {error.message} ({error.reason or error.code})")
-        raise typer.Exit(1) from None
-
-
-def _line(text: str) -> None:
-    """One output line as is: no markup, no highlighting, never wrapped."""
-    console.print(text, markup=False, highlight=False, soft_wrap=True)
-
-
-def _print_json(data: object) -> None:
-    print(json.dumps(data, indent=2), flush=True)
-
-
 @workspace_app.command("add")
 def workspace_add(
     path: Annotated[Path, typer.Argument(help="The folder (made absolute).")],
@@ -167,11 +97,11 @@ def workspace_add(
     async def work(client: AgentHostClient) -> None:
         workspace = await client.create_workspace(folder)
         if as_json:
-            _print_json({"id": workspace.id, "path": workspace.path})
+            print_json({"id": workspace.id, "path": workspace.path})
         else:
-            _line(f"workspace {workspace.id}  {workspace.path}")
+            line(f"workspace {workspace.id}  {workspace.path}")
 
-    _run_client(gateway, token, data_dir, work)
+    run_client(gateway, token, data_dir, work)
 
 
 @workspace_app.command("list")
@@ -186,59 +116,17 @@ def workspace_list(
     async def work(client: AgentHostClient) -> None:
         workspaces = await client.list_workspaces()
         if as_json:
-            _print_json(
+            print_json(
                 [{"id": w.id, "path": w.path, "sessions": list(w.session_ids)} for w in workspaces]
             )
             return
         if not workspaces:
-            _line("no workspaces yet: agenthost workspace add PATH")
+            line("no workspaces yet: agenthost workspace add PATH")
         for w in workspaces:
             count = len(w.session_ids)
-            _line(f"{w.id}  {w.path}  ({count} session{'s' if count != 1 else ''})")
+            line(f"{w.id}  {w.path}  ({count} session{'s' if count != 1 else ''})")
 
-    _run_client(gateway, token, data_dir, work)
-
-
-@sessions_app.command("list")
-def sessions_list(
-    workspace: Annotated[
-        Path | None, typer.Option("--workspace", help="Only this workspace's folder.")
-    ] = None,
-    gateway: Gateway = DEFAULT_GATEWAY,
-    token: Token = None,
-    data_dir: DataDir = DEFAULT_DATA_DIR,
-    as_json: AsJson = False,
-) -> None:
-    """List the sessions of your workspaces."""
-
-    folder = str(workspace.expanduser().resolve()) if workspace is not None else None
-
-    async def work(client: AgentHostClient) -> None:
-        workspace_id = None
-        if folder is not None:
-            workspace_id = (await client.create_workspace(folder)).id
-        sessions = await client.list_sessions(workspace_id)
-        if as_json:
-            _print_json(
-                [
-                    {
-                        "id": s.id,
-                        "cwd": s.cwd,
-                        "title": s.title,
-                        "last_seq": s.last_seq,
-                        "blank": s.blank,
-                    }
-                    for s in sessions
-                ]
-            )
-            return
-        if not sessions:
-            _line("no sessions yet: agenthost chat")
-        for s in sessions:
-            title = s.title or ("(blank)" if s.blank else "(untitled)")
-            _line(f"{s.id}  {s.cwd}  {title}  last_seq {s.last_seq}")
-
-    _run_client(gateway, token, data_dir, work)
+    run_client(gateway, token, data_dir, work)
 
 
 @plan_app.command("get")
@@ -255,15 +143,15 @@ def plan_get(
         answer = await client.plan_mode(session)
         state = answer.value.state
         if as_json:
-            _print_json(
+            print_json(
                 None
                 if state is None
                 else {"active": state.active, "pending": state.pending, "seq": answer.seq}
             )
             return
-        _line(f"plan: {state.describe() if state is not None else 'unavailable'}")
+        line(f"plan: {state.describe() if state is not None else 'unavailable'}")
 
-    _run_client(gateway, token, data_dir, work)
+    run_client(gateway, token, data_dir, work)
 
 
 @plan_app.command("set")
@@ -285,7 +173,7 @@ def plan_set(
         answer = await client.set_plan_mode(session, mode == "on")
         state = answer.value.state
         if as_json:
-            _print_json(
+            print_json(
                 None
                 if state is None
                 else {
@@ -297,9 +185,9 @@ def plan_set(
             )
             return
         shown = state.describe() if state is not None else "unavailable"
-        _line(f"plan: {shown} ({answer.outcome})")
+        line(f"plan: {shown} ({answer.outcome})")
 
-    _run_client(gateway, token, data_dir, work)
+    run_client(gateway, token, data_dir, work)
 
 
 @app.command()
@@ -309,6 +197,13 @@ def chat(
         typer.Option("--workspace", help="Chat in this folder's workspace (added if new)."),
     ] = None,
     session: Annotated[str | None, typer.Option("--session", help="Continue this session.")] = None,
+    continue_last: Annotated[
+        bool,
+        typer.Option("--continue", "-c", help="Continue the workspace's most recent session."),
+    ] = False,
+    resume: Annotated[
+        bool, typer.Option("--resume", "-r", help="Pick one of the workspace's recent sessions.")
+    ] = False,
     gateway: Gateway = DEFAULT_GATEWAY,
     token: Token = None,
     data_dir: DataDir = DEFAULT_DATA_DIR,
@@ -317,28 +212,63 @@ def chat(
 
     Without --session it connects to the workspace of the given folder, or
     of the current one (adding it, with a notice, when there is none), and
-    reuses its blank session or starts one."""
+    reuses its blank session or starts one; --continue takes its most recent
+    session instead, --resume offers its recent sessions to pick from."""
     from .chat import Chat
 
-    if workspace is not None and session is not None:
-        errors.print("[red]error:[/] give --workspace or --session, not both")
+    if session is not None and (workspace is not None or continue_last or resume):
+        errors.print("[red]error:[/] --session goes alone")
         raise typer.Exit(2)
-
+    if continue_last and resume:
+        errors.print("[red]error:[/] give --continue or --resume, not both")
+        raise typer.Exit(2)
     folder = str((workspace or Path(os.getcwd())).expanduser().resolve())
+    choose = _most_recent if continue_last else _picked if resume else None
 
     async def work(client: AgentHostClient) -> int:
-        session_id = session or await _workspace_session(client, folder)
+        session_id = session or await _workspace_session(client, folder, choose)
         opened = await client.open_session(session_id)
         return await Chat(opened, console).run()
 
-    code = _run_client(gateway, token, data_dir, work)
+    code = run_client(gateway, token, data_dir, work)
     raise typer.Exit(code)
 
 
-async def _workspace_session(client: AgentHostClient, folder: str) -> str:
-    """The reusable session of the folder's workspace, added when new."""
+Chooser = Callable[[list[SessionSummary]], SessionSummary | None]
+RESUME_SHOWN = 20
+
+
+async def _workspace_session(
+    client: AgentHostClient, folder: str, choose: Chooser | None = None
+) -> str:
+    """The folder's workspace (added when new): a session `choose` picks
+    among its recent ones, else its reusable session."""
     known = {w.path for w in await client.list_workspaces()}
     workspace = await client.create_workspace(folder)
     if workspace.path not in known:
-        _line(f"added a workspace for {workspace.path}")
+        line(f"added a workspace for {workspace.path}")
+    if choose is not None:
+        recent = [s for s in await client.list_sessions(workspace.id) if not s.blank]
+        chosen = choose(recent)
+        if chosen is not None:
+            return chosen.id
+        line("no earlier session here: starting a new one")
     return (await client.connect_workspace(workspace.id)).session.id
+
+
+def _most_recent(sessions: list[SessionSummary]) -> SessionSummary | None:
+    return sessions[0] if sessions else None
+
+
+def _picked(sessions: list[SessionSummary]) -> SessionSummary | None:
+    """Show the recent sessions and ask which one (Enter: the first)."""
+    shown = sessions[:RESUME_SHOWN]
+    if not shown:
+        return None
+    for number, summary in enumerate(shown, start=1):
+        line(f"{number:>2}. {row(summary)}")
+    while True:
+        answer = typer.prompt("resume which?", default="1", show_default=True)
+        if answer.isdigit() and 1 <= int(answer) <= len(shown):
+            return shown[int(answer) - 1]
+        line(f"a number from 1 to {len(shown)}")

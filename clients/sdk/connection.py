@@ -17,7 +17,7 @@ import logging
 import random
 import uuid
 from collections import OrderedDict, deque
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -474,14 +474,86 @@ class AgentHostClient:
         reply: gw.CreateSessionResponse = await self.call(self.stub.CreateSession, request)
         return reply.session
 
-    async def list_sessions(self, workspace_id: str | None = None) -> list[sl.SessionSummary]:
-        """The sessions of the account's workspaces (of one, when given); the
-        mirror `session_list` takes them in (blank never comes back)."""
-        reply: gw.ListSessionsResponse = await self.call(
-            self.stub.ListSessions, gw.ListSessionsRequest(workspace_id=workspace_id or "")
+    async def list_sessions(
+        self, workspace_id: str | None = None, *, include_archived: bool = False
+    ) -> list[sl.SessionSummary]:
+        """Every listed session of the account's workspaces (of one, when
+        given), most recently updated first, across all pages; the mirror
+        `session_list` takes them in (blank never comes back)."""
+        sessions: list[sl.SessionSummary] = []
+        token = ""
+        while True:
+            page, token = await self.list_sessions_page(
+                workspace_id, page_token=token, include_archived=include_archived
+            )
+            sessions += page
+            if not token:
+                return sessions
+
+    async def list_sessions_page(
+        self,
+        workspace_id: str | None = None,
+        *,
+        page_size: int | None = None,
+        page_token: str = "",
+        include_archived: bool = False,
+    ) -> tuple[list[sl.SessionSummary], str]:
+        """One page of the list and the token of the next ("" at the end)."""
+        request = gw.ListSessionsRequest(
+            workspace_id=workspace_id or "",
+            page_token=page_token,
+            include_archived=include_archived,
         )
+        if page_size is not None:
+            request.page_size = page_size
+        reply: gw.ListSessionsResponse = await self.call(self.stub.ListSessions, request)
         self.session_list.apply_list(reply.sessions)
-        return list(reply.sessions)
+        return list(reply.sessions), reply.next_page_token
+
+    async def rename_session(self, session_id: str, title: str) -> sl.SessionSummary:
+        """Give a session a title (recorded in its log as session/title)."""
+        reply: gw.RenameSessionResponse = await self.call(
+            self.stub.RenameSession,
+            gw.RenameSessionRequest(fence=self.fence(), session_id=session_id, title=title),
+        )
+        return reply.session
+
+    async def archive_session(self, session_id: str, archived: bool = True) -> sl.SessionSummary:
+        """Archive a session (hidden from lists unless asked), or bring it back."""
+        reply: gw.ArchiveSessionResponse = await self.call(
+            self.stub.ArchiveSession,
+            gw.ArchiveSessionRequest(fence=self.fence(), session_id=session_id, archived=archived),
+        )
+        return reply.session
+
+    async def fork_session(
+        self, session_id: str, up_to_seq: int | None = None
+    ) -> sl.SessionSummary:
+        """A new session in the same workspace with the log up to `up_to_seq`."""
+        request = gw.ForkSessionRequest(fence=self.fence(), session_id=session_id)
+        if up_to_seq is not None:
+            request.up_to_seq = up_to_seq
+        reply: gw.ForkSessionResponse = await self.call(self.stub.ForkSession, request)
+        return reply.session
+
+    async def delete_session(self, session_id: str) -> None:
+        """Delete a session and its log (a running turn is cancelled)."""
+        await self.call(
+            self.stub.DeleteSession,
+            gw.DeleteSessionRequest(fence=self.fence(), session_id=session_id),
+        )
+
+    async def export_session(self, session_id: str) -> AsyncIterator[str]:
+        """The session's events as JSON lines, oldest first."""
+        # No deadline: a long log takes as long as it takes; it ends by itself.
+        call = self.stub.ExportSession(gw.ExportSessionRequest(session_id=session_id))
+        try:
+            async for reply in call:
+                yield reply.line
+        except grpc.aio.AioRpcError as error:
+            raise error_from_rpc(error) from error
+        finally:
+            call.cancel()
 
     async def list_commands(self, session_id: str) -> list[rt.CommandInfo]:
         """The slash commands a session offers."""

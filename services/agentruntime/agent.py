@@ -41,6 +41,7 @@ from services.sessionlog.folds import (
     SettingsFold,
     fold,
     settings_event,
+    title_from_message,
 )
 from services.sessionlog.port import Direction, SessionLogPort
 
@@ -224,7 +225,12 @@ class Agent:
     async def _open_turn(self, input_id: str, text: str) -> bool:
         """Record turn/start and the user's message; False for a retried input."""
         turn = ev.Event(id=f"{input_id}-turn", turn_start=ev.TurnStart(turn_id=new_id("turn")))
-        result = await self._log.append(self.session_id, [turn, _user_message(input_id, text)])
+        events = [turn, _user_message(input_id, text)]
+        if not self._state.title:
+            # A session is named after its first message until someone renames it.
+            title = ev.SessionTitle(title=title_from_message(text))
+            events.append(ev.Event(id=f"{input_id}-title", session_title=title))
+        result = await self._log.append(self.session_id, events)
         await self._catch_up()
         return not result.duplicate
 

@@ -19,7 +19,9 @@ from agenthost.projection.v1 import projection_pb2 as pj
 from agenthost.projection.v1 import projection_pb2_grpc as pj_grpc
 from agenthost.runtime.v1 import runtime_pb2 as rt
 from agenthost.runtime.v1 import runtime_pb2_grpc as rt_grpc
-from google.protobuf import struct_pb2
+from agenthost.sessionlog.v1 import events_pb2 as ev
+from agenthost.workspace.v1 import workspace_pb2 as ws
+from google.protobuf import json_format, struct_pb2
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from services.common.client import call_timeout, domain_errors
@@ -29,6 +31,7 @@ from services.planmode.client import PlanModeClient
 from services.sessionlog.port import Direction, SessionLogPort, SessionSummary
 from services.workspace.client import WorkspaceClient
 
+from . import listing
 from .accounts import current_account
 from .fencing import Fence, Fences
 from .hub import Connection, Frame, Hub, projection_frame
@@ -44,6 +47,8 @@ PLAN_KEY = "plan"
 # A reconnect whose cursor is further behind than this reopens the session.
 MAX_CATCH_UP = 10_000
 READ_BATCH = 1000
+# Session ids per list request to the session log (its limit).
+LIST_CHUNK = 1000
 
 
 def _fence(message: gw.RequestFence, present: bool) -> Fence | None:
@@ -270,13 +275,21 @@ class GatewayServicer(gw_grpc.GatewayServiceServicer):
             workspaces = [await self.workspaces.get(account, request.workspace_id)]
         else:
             workspaces = await self.workspaces.list(account)
-        ids = [sid for w in workspaces for sid in w.session_ids]
-        return gw.ListSessionsResponse(sessions=await self._summaries(ids))
+        ids = [sid for w in workspaces for sid in (*w.session_ids, *w.archived_session_ids)]
+        summaries = {s.id: s for s in await self._summaries(ids)}
+        rows = listing.visible(workspaces, summaries, include_archived=request.include_archived)
+        size = request.page_size if request.HasField("page_size") else None
+        shown, next_token = listing.page(rows, request.page_token, size)
+        return gw.ListSessionsResponse(sessions=shown, next_page_token=next_token)
 
     async def _summaries(self, session_ids: list[str]) -> list[SessionSummary]:
-        if not session_ids:
-            return []
-        durable, _ = await self.log.list_sessions(page_size=1000, session_ids=session_ids)
+        """The summaries of these sessions (durable ones by pages of the log's
+        list, lazy ones one by one); unknown ids are left out."""
+        durable: list[SessionSummary] = []
+        for start in range(0, len(session_ids), LIST_CHUNK):
+            chunk = session_ids[start : start + LIST_CHUNK]
+            found, _ = await self.log.list_sessions(page_size=LIST_CHUNK, session_ids=chunk)
+            durable += found
         listed = {s.id for s in durable}
         lazy = []
         for session_id in session_ids:
@@ -286,6 +299,82 @@ class GatewayServicer(gw_grpc.GatewayServiceServicer):
                 except SessionNotFound:
                     continue
         return [*durable, *lazy]
+
+    async def _summary(self, account: str, session_id: str) -> SessionSummary:
+        """One session's summary, with its archived flag."""
+        summary = await self.log.get_session(session_id)
+        workspace = await self.workspaces.find_session_workspace(account, session_id)
+        summary.archived = workspace is not None and session_id in workspace.archived_session_ids
+        return summary
+
+    async def RenameSession(
+        self, request: gw.RenameSessionRequest, context: grpc.aio.ServicerContext
+    ) -> gw.RenameSessionResponse:
+        account = current_account.get()
+        await self._admit(request.fence, request.session_id)
+        title = ev.Event(session_title=ev.SessionTitle(title=request.title))
+        await self.log.append(request.session_id, [title])
+        return gw.RenameSessionResponse(session=await self._summary(account, request.session_id))
+
+    async def ArchiveSession(
+        self, request: gw.ArchiveSessionRequest, context: grpc.aio.ServicerContext
+    ) -> gw.ArchiveSessionResponse:
+        account = current_account.get()
+        await self._admit(request.fence, request.session_id)
+        workspace = await self._workspace_of(account, request.session_id)
+        await self.workspaces.archive(account, workspace.id, request.session_id, request.archived)
+        return gw.ArchiveSessionResponse(session=await self._summary(account, request.session_id))
+
+    async def ForkSession(
+        self, request: gw.ForkSessionRequest, context: grpc.aio.ServicerContext
+    ) -> gw.ForkSessionResponse:
+        """The fork joins the source's workspace and inherits its log: plan
+        state, settings and title come with it."""
+        account = current_account.get()
+        await self._admit(request.fence, request.session_id)
+        workspace = await self._workspace_of(account, request.session_id)
+        up_to = request.up_to_seq if request.HasField("up_to_seq") else None
+        fork = await self.log.fork(request.session_id, up_to)
+        await self.workspaces.add_session(account, workspace.id, fork.id)
+        self._announce_new(account, fork)
+        return gw.ForkSessionResponse(session=fork)
+
+    async def DeleteSession(
+        self, request: gw.DeleteSessionRequest, context: grpc.aio.ServicerContext
+    ) -> gw.DeleteSessionResponse:
+        """A running turn is cancelled; the session leaves its workspace first
+        (so it is never recreated), then its log goes."""
+        account = current_account.get()
+        await self._admit(request.fence, request.session_id)
+        await domain_errors(
+            self.runtime.Cancel(
+                rt.CancelRequest(session_id=request.session_id), timeout=call_timeout()
+            )
+        )
+        await self.workspaces.remove_session(account, request.session_id)
+        await self.log.delete_session(request.session_id)
+        self._access.discard((account, request.session_id))
+        return gw.DeleteSessionResponse()
+
+    async def ExportSession(
+        self, request: gw.ExportSessionRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[gw.ExportSessionResponse]:
+        await self._own(request.session_id)
+        after = -1
+        while True:
+            page = await self.log.read(request.session_id, from_seq=after + 1, limit=READ_BATCH)
+            for event in page.events:
+                line = json_format.MessageToJson(event, indent=None, sort_keys=True)
+                yield gw.ExportSessionResponse(line=line)
+            if len(page.events) < READ_BATCH:
+                return
+            after = page.events[-1].seq
+
+    async def _workspace_of(self, account: str, session_id: str) -> ws.Workspace:
+        workspace = await self.workspaces.find_session_workspace(account, session_id)
+        if workspace is None:
+            raise SessionNotFound(session_id)
+        return workspace
 
     async def OpenSession(
         self, request: gw.OpenSessionRequest, context: grpc.aio.ServicerContext

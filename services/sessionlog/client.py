@@ -140,6 +140,14 @@ class SessionLogClient:
         return list(reply.sessions), reply.next_page_token
 
     @raising_domain_errors
+    async def delete_session(self, session_id: str) -> None:
+        await self._stub.DeleteSession(
+            pb.DeleteSessionRequest(session_id=session_id),
+            timeout=call_timeout(),
+            wait_for_ready=True,
+        )
+
+    @raising_domain_errors
     async def fork(
         self, session_id: str, up_to_seq: int | None = None, new_session_id: str | None = None
     ) -> SessionSummary:

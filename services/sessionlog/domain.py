@@ -115,6 +115,14 @@ class SessionLog:
         self._fire(fork_id)
         return summary
 
+    async def delete_session(self, session_id: str) -> None:
+        """The session and its log, gone; subscribers of it are woken (their
+        next read finds nothing)."""
+        lazy = self._lazy.pop(session_id, None)
+        if not await self._store.delete(session_id) and lazy is None:
+            raise SessionNotFound(session_id)
+        self._fire(session_id)
+
     # -- append --------------------------------------------------------------------
 
     async def append(

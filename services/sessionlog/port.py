@@ -120,3 +120,7 @@ class SessionLogPort(Protocol):
     async def fork(
         self, session_id: str, up_to_seq: int | None = None, new_session_id: str | None = None
     ) -> SessionSummary: ...
+
+    async def delete_session(self, session_id: str) -> None:
+        """The session and its log, gone. Raises SessionNotFound."""
+        ...

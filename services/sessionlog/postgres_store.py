@@ -250,6 +250,16 @@ class PostgresSessionStore:
                 await connection.execute("SELECT pg_advisory_xact_lock(%s)", (APPEND_LOCK,))
                 return await _fork(connection, source_id, up_to_seq, header, now_us)
 
+    async def delete(self, session_id: str) -> bool:
+        async with self._write_lock:
+            connection = self._connection(write=True)
+            async with connection.transaction():
+                await connection.execute("DELETE FROM events WHERE session_id = %s", (session_id,))
+                deleted = await connection.execute(
+                    "DELETE FROM sessions WHERE id = %s", (session_id,)
+                )
+                return deleted.rowcount > 0
+
 
 async def _one(
     connection: psycopg.AsyncConnection[Row], query: str, params: Sequence[Any]

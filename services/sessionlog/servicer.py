@@ -122,6 +122,12 @@ class SessionLogServicer(pb_grpc.SessionLogServiceServicer):
         )
         return pb.ListSessionsResponse(sessions=sessions, next_page_token=token)
 
+    async def DeleteSession(
+        self, request: pb.DeleteSessionRequest, context: grpc.aio.ServicerContext
+    ) -> pb.DeleteSessionResponse:
+        await self.log.delete_session(request.session_id)
+        return pb.DeleteSessionResponse()
+
     async def ForkSession(
         self, request: pb.ForkSessionRequest, context: grpc.aio.ServicerContext
     ) -> pb.ForkSessionResponse:

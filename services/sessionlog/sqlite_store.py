@@ -243,6 +243,9 @@ class SqliteSessionStore:
     ) -> SessionSummary:
         return await self._write(lambda db: _fork(db, source_id, up_to_seq, header, now_us))
 
+    async def delete(self, session_id: str) -> bool:
+        return await self._write(lambda db: _delete(db, session_id))
+
 
 def _last_seq(db: sqlite3.Connection, session_id: str) -> int:
     row = db.execute("SELECT last_seq FROM sessions WHERE id = ?", (session_id,)).fetchone()
@@ -341,6 +344,11 @@ def _touch_session(
         "running = COALESCE(?, running), waiting = COALESCE(?, waiting) WHERE id = ?",
         (last_seq, now_us, *touch_values(events), session_id),
     )
+
+
+def _delete(db: sqlite3.Connection, session_id: str) -> bool:
+    db.execute("DELETE FROM events WHERE session_id = ?", (session_id,))
+    return db.execute("DELETE FROM sessions WHERE id = ?", (session_id,)).rowcount > 0
 
 
 def _fork(

@@ -42,6 +42,9 @@ def summary_from_row(row: Mapping[str, Any]) -> SessionSummary:
         last_seq=row["last_seq"],
         blank=bool(row["blank"]),
         forked_from=row["forked_from"],
+        preview=row["preview"],
+        running=bool(row["running"]),
+        waiting=row["waiting"],
     )
     summary.created_at.FromMicroseconds(row["created_at_us"])
     summary.updated_at.FromMicroseconds(row["updated_at_us"])
@@ -131,6 +134,10 @@ class SessionStore(Protocol):
     ) -> SessionSummary:
         """Copy the source's events up to `up_to_seq` (inclusive) into a new
         durable session described by `header`."""
+        ...
+
+    async def delete(self, session_id: str) -> bool:
+        """Remove the session and its events; False when it was not stored."""
         ...
 
 

@@ -77,15 +77,48 @@ class WorkspaceClient:
         return reply.session
 
     @raising_domain_errors
-    async def archive(self, account_id: str, workspace_id: str, session_id: str) -> Workspace:
-        reply: pb.ArchiveSessionResponse = await self._stub.ArchiveSession(
-            pb.ArchiveSessionRequest(
+    async def archive(
+        self, account_id: str, workspace_id: str, session_id: str, archived: bool = True
+    ) -> Workspace:
+        """Archive a member (or, with archived=False, bring it back)."""
+        if archived:
+            reply: (
+                pb.ArchiveSessionResponse | pb.UnarchiveSessionResponse
+            ) = await self._stub.ArchiveSession(
+                pb.ArchiveSessionRequest(
+                    account_id=account_id, workspace_id=workspace_id, session_id=session_id
+                ),
+                timeout=call_timeout(),
+                wait_for_ready=True,
+            )
+        else:
+            reply = await self._stub.UnarchiveSession(
+                pb.UnarchiveSessionRequest(
+                    account_id=account_id, workspace_id=workspace_id, session_id=session_id
+                ),
+                timeout=call_timeout(),
+                wait_for_ready=True,
+            )
+        return reply.workspace
+
+    @raising_domain_errors
+    async def add_session(self, account_id: str, workspace_id: str, session_id: str) -> Workspace:
+        reply: pb.AddSessionResponse = await self._stub.AddSession(
+            pb.AddSessionRequest(
                 account_id=account_id, workspace_id=workspace_id, session_id=session_id
             ),
             timeout=call_timeout(),
             wait_for_ready=True,
         )
         return reply.workspace
+
+    @raising_domain_errors
+    async def remove_session(self, account_id: str, session_id: str) -> None:
+        await self._stub.RemoveSession(
+            pb.RemoveSessionRequest(account_id=account_id, session_id=session_id),
+            timeout=call_timeout(),
+            wait_for_ready=True,
+        )
 
     @raising_domain_errors
     async def recent(self, account_id: str) -> Workspace | None:

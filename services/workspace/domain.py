@@ -202,16 +202,32 @@ class Workspaces:
             raise SessionTaken(session_id)
         return await self._new_member(record, session_id)
 
-    async def archive_session(
-        self, account_id: str, workspace_id: str, session_id: str
+    async def set_archived(
+        self, account_id: str, workspace_id: str, session_id: str, archived: bool = True
     ) -> Workspace:
-        """Moves a member to the archived list; archiving twice is harmless."""
+        """Moves a member to the archived list or back; twice is harmless."""
         record = await self._owned(account_id, workspace_id)
         membership = await self._store.get_membership(session_id)
         if membership is None or membership.workspace_id != record.id:
             raise SessionNotFound(session_id)
-        await self._store.archive_membership(session_id)
+        await self._store.set_archived(session_id, archived)
         return (await self._load([record]))[0].workspace
+
+    async def add_session(self, account_id: str, workspace_id: str, session_id: str) -> Workspace:
+        """An existing session (a fork) joins the workspace; joining again is
+        harmless, a member of another workspace is SESSION_TAKEN."""
+        record = await self._owned(account_id, workspace_id)
+        summary = await self._log.get_session(session_id)
+        membership = Membership(record.id, session_id, summary.cwd, False, self._clock())
+        stored, _ = await self._store.add_membership(membership)
+        if stored.workspace_id != record.id:
+            raise SessionTaken(session_id)
+        return (await self._load([record]))[0].workspace
+
+    async def remove_session(self, account_id: str, session_id: str) -> None:
+        """The session leaves the account's workspace; unknown is harmless."""
+        if await self.find_session_workspace(account_id, session_id) is not None:
+            await self._store.remove_membership(session_id)
 
     # -- internals -----------------------------------------------------------------
 

@@ -56,10 +56,32 @@ class WorkspaceServicer(pb_grpc.WorkspaceServiceServicer):
     async def ArchiveSession(
         self, request: pb.ArchiveSessionRequest, context: grpc.aio.ServicerContext
     ) -> pb.ArchiveSessionResponse:
-        workspace = await self.workspaces.archive_session(
-            request.account_id, request.workspace_id, request.session_id
+        workspace = await self.workspaces.set_archived(
+            request.account_id, request.workspace_id, request.session_id, True
         )
         return pb.ArchiveSessionResponse(workspace=workspace.to_proto())
+
+    async def UnarchiveSession(
+        self, request: pb.UnarchiveSessionRequest, context: grpc.aio.ServicerContext
+    ) -> pb.UnarchiveSessionResponse:
+        workspace = await self.workspaces.set_archived(
+            request.account_id, request.workspace_id, request.session_id, False
+        )
+        return pb.UnarchiveSessionResponse(workspace=workspace.to_proto())
+
+    async def AddSession(
+        self, request: pb.AddSessionRequest, context: grpc.aio.ServicerContext
+    ) -> pb.AddSessionResponse:
+        workspace = await self.workspaces.add_session(
+            request.account_id, request.workspace_id, request.session_id
+        )
+        return pb.AddSessionResponse(workspace=workspace.to_proto())
+
+    async def RemoveSession(
+        self, request: pb.RemoveSessionRequest, context: grpc.aio.ServicerContext
+    ) -> pb.RemoveSessionResponse:
+        await self.workspaces.remove_session(request.account_id, request.session_id)
+        return pb.RemoveSessionResponse()
 
     async def RecentWorkspace(
         self, request: pb.RecentWorkspaceRequest, context: grpc.aio.ServicerContext

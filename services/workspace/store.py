@@ -71,7 +71,7 @@ class WorkspaceStore(Protocol):
         they joined."""
         ...
 
-    async def archive_membership(self, session_id: str) -> None: ...
+    async def set_archived(self, session_id: str, archived: bool) -> None: ...
 
     async def remove_membership(self, session_id: str) -> None: ...
 
@@ -233,10 +233,11 @@ class SqliteWorkspaceStore:
         rows = await self._execute(work)
         return [m for _, m in sorted(rows, key=lambda pair: pair[0])]
 
-    async def archive_membership(self, session_id: str) -> None:
+    async def set_archived(self, session_id: str, archived: bool) -> None:
         await self._transaction(
             lambda db: db.execute(
-                "UPDATE memberships SET archived = 1 WHERE session_id = ?", (session_id,)
+                "UPDATE memberships SET archived = ? WHERE session_id = ?",
+                (int(archived), session_id),
             )
         )
 

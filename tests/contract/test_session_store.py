@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import pytest
+from agenthost.sessionlog.v1 import events_pb2 as ev
 
 from services.common.errors import (
     EventIdConflict,
@@ -25,7 +26,16 @@ from services.sessionlog.port import CaughtUp, Direction, Heartbeat
 from services.sessionlog.postgres_store import PostgresSessionStore
 from services.sessionlog.sqlite_store import SqliteSessionStore
 from services.sessionlog.store import SessionStore
-from tests.support.events import assistant, kinds, plan_mode, title, tool_call, tool_result, user
+from tests.support.events import (
+    assistant,
+    kinds,
+    plan_mode,
+    title,
+    tool_call,
+    tool_result,
+    turn_start,
+    user,
+)
 from tests.support.postgres import POSTGRES_DSN, drop_schema
 
 OpenLog = Callable[[], Awaitable[SessionLog]]
@@ -324,6 +334,43 @@ async def test_fork_inherits_events_up_to_seq(log: SessionLog) -> None:
     assert (await log.get_session("src")).last_seq == 3
     with pytest.raises(SessionConflict):
         await log.fork("src", new_session_id="child")
+
+
+async def test_list_shows_the_last_message_and_whether_a_turn_runs_or_waits(
+    log: SessionLog,
+) -> None:
+    await log.create_session("s", "/w")
+    await log.append("s", [turn_start(), user("fix   the\nbug"), assistant("On it")])
+    summary = (await log.list_sessions())[0][0]
+    assert (summary.preview, summary.running, summary.waiting) == ("On it", True, "")
+    asked = ev.QuestionAsked(
+        question_id="q1", presentation=ev.QUESTION_PRESENTATION_TOOL_APPROVAL, title="Allow?"
+    )
+    await log.append("s", [ev.Event(question_asked=asked)])
+    assert (await log.get_session("s")).waiting == "approval"
+    end = ev.Event(turn_end=ev.TurnEnd(turn_id="t", reason=ev.TURN_END_REASON_COMPLETED))
+    await log.append("s", [end, user("next   one")])
+    summary = await log.get_session("s")
+    assert (summary.preview, summary.running, summary.waiting) == ("next one", False, "")
+
+
+async def test_delete_removes_the_session_and_its_log(log: SessionLog) -> None:
+    await log.create_session("gone", "/w")
+    await log.append("gone", [user("a"), assistant("b")])
+    await log.create_session("kept", "/w")
+    await log.append("kept", [user("c")])
+    await log.delete_session("gone")
+    with pytest.raises(SessionNotFound):
+        await log.get_session("gone")
+    with pytest.raises(SessionNotFound):
+        await log.read("gone", limit=10)
+    assert [s.id for s in (await log.list_sessions())[0]] == ["kept"]
+    with pytest.raises(SessionNotFound):
+        await log.delete_session("gone")
+    # The id is free again, with an empty log.
+    await log.create_session("gone", "/other")
+    await log.append("gone", [user("fresh")])
+    assert (await log.get_session("gone")).last_seq == 0
 
 
 async def test_acknowledged_events_survive_restart(reopen: OpenLog) -> None:

@@ -10,7 +10,8 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -98,23 +99,25 @@ def _read_up(
     done.set()
 
 
-@pytest.fixture
-def up(tmp_path: Path) -> Iterator[Up]:
-    script = tmp_path / "script.json"
-    script.write_text(json.dumps(SCRIPT))
+@contextmanager
+def running_up(tmp_path: Path, script: Mapping[str, object] | None) -> Iterator[Up]:
+    """`agenthost up` in its own process, its built-in model scripted (or echoing)."""
     # `up` keeps its data in the per-user state folder (here a temporary one).
     data_dir = tmp_path / "state" / "agenthost"
     env = {
         **os.environ,
         "XDG_STATE_HOME": str(tmp_path / "state"),
-        "AGENTHOST_BUILTIN_SCRIPT": str(script),
         "NO_COLOR": "1",
         "TERM": "xterm",
         # pexpect's terminal does not answer cursor position requests.
         "PROMPT_TOOLKIT_NO_CPR": "1",
     }
-    env.pop("AGENTHOST_TOKEN", None)
-    env.pop("AGENTHOST_DATA_DIR", None)
+    for name in ("AGENTHOST_TOKEN", "AGENTHOST_DATA_DIR", "AGENTHOST_BUILTIN_SCRIPT"):
+        env.pop(name, None)
+    if script is not None:
+        path = tmp_path / "script.json"
+        path.write_text(json.dumps(script))
+        env["AGENTHOST_BUILTIN_SCRIPT"] = str(path)
     process = subprocess.Popen(
         [sys.executable, "-m", "clients.cli", "up", "--free-ports"],
         cwd=REPO,
@@ -141,6 +144,18 @@ def up(tmp_path: Path) -> Iterator[Up]:
                 process.kill()
                 process.wait()
         reader.join(TIMEOUT_S)
+
+
+@pytest.fixture
+def up(tmp_path: Path) -> Iterator[Up]:
+    with running_up(tmp_path, SCRIPT) as running:
+        yield running
+
+
+@pytest.fixture
+def echoing(tmp_path: Path) -> Iterator[Up]:
+    with running_up(tmp_path, None) as running:
+        yield running
 
 
 def chat(up: Up, *args: str) -> pexpect.spawn[str]:
@@ -400,3 +415,69 @@ def test_the_cli_works_from_any_folder_and_chats_in_its_workspace(up: Up, tmp_pa
         ).stdout
     )
     assert [w["path"] for w in workspaces] == [str(far.resolve())]
+
+
+def test_sessions_are_found_managed_and_resumed(echoing: Up, tmp_path: Path) -> None:
+    up = echoing
+    project = tmp_path / "project"
+    project.mkdir()
+    data = ("--data-dir", str(up.data_dir))
+
+    def talk(*args: str, text: str) -> None:
+        child = chat(up, "--workspace", str(project), *args)
+        try:
+            child.expect_exact(">")
+            child.sendline(text)
+            child.expect_exact(f"assistant: Echo: {text}")
+            child.sendline("/quit")
+            child.expect(pexpect.EOF)
+        finally:
+            child.close()
+
+    talk(text="the parser")
+    talk(text="the docs")
+    rows = json.loads(up.cli("sessions", "list", "--json", *data).stdout)
+    assert [r["title"] for r in rows if not r["blank"]] == ["the docs", "the parser"]
+    table = up.cli("sessions", "list", *data).stdout
+    assert "the docs  (just now)  — Echo: the docs" in table
+    docs, parser = (r["id"] for r in rows if not r["blank"])
+
+    # --continue: the most recent session; --resume: pick one.
+    child = chat(up, "--workspace", str(project), "--continue")
+    try:
+        child.expect_exact(f"session {docs}")
+        child.sendline("/quit")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close()
+    child = chat(up, "--workspace", str(project), "--resume")
+    try:
+        child.expect_exact("1. ")
+        child.expect_exact("the docs")
+        child.expect_exact("2. ")
+        child.expect_exact("the parser")
+        child.expect_exact("resume which?")
+        child.sendline("2")
+        child.expect_exact(f"session {parser}")
+        child.expect_exact("you: the parser")
+        child.sendline("/quit")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close()
+
+    renamed = up.cli("sessions", "rename", parser, "Parser work", *data)
+    assert renamed.returncode == 0 and "Parser work" in renamed.stdout
+    assert "[archived]" in up.cli("sessions", "archive", parser, *data).stdout
+    assert parser not in up.cli("sessions", "list", *data).stdout
+    assert parser in up.cli("sessions", "list", "--archived", *data).stdout
+    up.cli("sessions", "unarchive", parser, *data)
+    forked = up.cli("sessions", "fork", parser, *data)
+    assert forked.returncode == 0 and "Parser work" in forked.stdout
+    exported = up.cli("sessions", "export", parser, *data).stdout.splitlines()
+    assert any(
+        json.loads(line).get("userMessage", {}).get("text") == "the parser" for line in exported
+    )
+    assert up.cli("sessions", "delete", docs, "--yes", *data).returncode == 0
+    assert docs not in up.cli("sessions", "list", *data).stdout
+    gone = up.cli("sessions", "export", docs, *data)
+    assert gone.returncode == 1 and "SESSION_NOT_FOUND" in gone.stderr

@@ -48,6 +48,7 @@ async def test_a_turn_records_the_whole_step(session_log: SessionLog, session: s
     assert await log_kinds(session_log, session) == [
         "turn_start",
         "user_message",
+        "session_title",  # named after its first message
         "step_start",
         "request_header",
         "assistant_message",
@@ -55,9 +56,10 @@ async def test_a_turn_records_the_whole_step(session_log: SessionLog, session: s
         "turn_end",
     ]
     events = (await session_log.read(session, limit=100)).events
-    header = events[3].request_header
+    assert events[2].session_title.title == "hello"
+    header = events[4].request_header
     assert header.sections[0].id == "agenthost:base"
-    assert events[4].assistant_message.text == "Echo: hello"
+    assert events[5].assistant_message.text == "Echo: hello"
     assert events[-1].turn_end.reason == 1  # completed
 
 

@@ -84,3 +84,6 @@ class AppendOutage:
         self, session_id: str, up_to_seq: int | None = None, new_session_id: str | None = None
     ) -> SessionSummary:
         return await self._log.fork(session_id, up_to_seq, new_session_id)
+
+    async def delete_session(self, session_id: str) -> None:
+        await self._log.delete_session(session_id)

@@ -76,7 +76,7 @@ async def test_an_archived_blank_member_is_not_reused(
     workspaces: Workspaces, workspace: Workspace
 ) -> None:
     archived, _ = await workspaces.connect("acct", workspace.id)
-    await workspaces.archive_session("acct", workspace.id, archived.id)
+    await workspaces.set_archived("acct", workspace.id, archived.id)
 
     session, reused = await workspaces.connect("acct", workspace.id)
 

@@ -115,7 +115,7 @@ async def test_archived_sessions_do_not_count(timed: Workspaces, clock: ManualCl
     session = await timed.create_session("acct", first.id)
     assert await recent_path(timed) == "/first"
 
-    await timed.archive_session("acct", first.id, session.id)
+    await timed.set_archived("acct", first.id, session.id)
 
     assert await recent_path(timed) == "/second"
 

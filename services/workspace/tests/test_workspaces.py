@@ -10,7 +10,7 @@ import pytest
 from services.common.errors import SessionConflict, SessionNotFound
 from services.sessionlog.domain import SessionLog
 from services.workspace.domain import Workspaces
-from services.workspace.errors import WorkspaceNotFound
+from services.workspace.errors import SessionTaken, WorkspaceNotFound
 from services.workspace.store import open_workspace_store
 
 from .conftest import ManualClock, prompt_events
@@ -43,7 +43,7 @@ async def test_list_is_in_creation_order_and_get_matches(workspaces: Workspaces)
 async def test_workspace_converts_to_its_proto(workspaces: Workspaces) -> None:
     workspace, _ = await workspaces.create_workspace("acct", "/src/app")
     session = await workspaces.create_session("acct", workspace.id)
-    workspace = await workspaces.archive_session("acct", workspace.id, session.id)
+    workspace = await workspaces.set_archived("acct", workspace.id, session.id)
     kept = await workspaces.create_session("acct", workspace.id)
     workspace = await workspaces.get_workspace("acct", workspace.id)
 
@@ -134,8 +134,8 @@ async def test_archiving_moves_a_session_to_the_archived_list(workspaces: Worksp
     kept = await workspaces.create_session("acct", workspace.id)
     archived = await workspaces.create_session("acct", workspace.id)
 
-    result = await workspaces.archive_session("acct", workspace.id, archived.id)
-    twice = await workspaces.archive_session("acct", workspace.id, archived.id)
+    result = await workspaces.set_archived("acct", workspace.id, archived.id)
+    twice = await workspaces.set_archived("acct", workspace.id, archived.id)
 
     assert result.session_ids == (kept.id,)
     assert result.archived_session_ids == (archived.id,)
@@ -149,7 +149,7 @@ async def test_archiving_a_session_that_is_not_a_member_fails(workspaces: Worksp
 
     for session_id in ("s-unknown", elsewhere.id):
         with pytest.raises(SessionNotFound):
-            await workspaces.archive_session("acct", one.id, session_id)
+            await workspaces.set_archived("acct", one.id, session_id)
 
     assert (await workspaces.get_workspace("acct", two.id)).session_ids == (elsewhere.id,)
 
@@ -161,7 +161,7 @@ async def test_find_session_workspace_names_the_owning_workspace(
     two, _ = await workspaces.create_workspace("acct", "/two")
     session = await workspaces.create_session("acct", two.id)
     archived = await workspaces.create_session("acct", two.id)
-    await workspaces.archive_session("acct", two.id, archived.id)
+    await workspaces.set_archived("acct", two.id, archived.id)
     outside, _ = await log.create_session(None, "/two")
 
     found = await workspaces.find_session_workspace("acct", session.id)
@@ -198,7 +198,7 @@ async def test_another_accounts_workspace_is_not_found_for_every_operation(
         workspaces.get_workspace("bob", mine.id),
         workspaces.connect("bob", mine.id),
         workspaces.create_session("bob", mine.id),
-        workspaces.archive_session("bob", mine.id, session.id),
+        workspaces.set_archived("bob", mine.id, session.id),
     ]
 
     for attempt in attempts:
@@ -231,3 +231,33 @@ async def test_an_account_without_workspaces_lists_nothing(workspaces: Workspace
 
     assert await workspaces.list_workspaces("bob") == []
     assert await workspaces.recent("bob") is None
+
+
+async def test_an_archived_member_comes_back_when_unarchived(workspaces: Workspaces) -> None:
+    workspace, _ = await workspaces.create_workspace("acct", "/src/app")
+    session = await workspaces.create_session("acct", workspace.id)
+    await workspaces.set_archived("acct", workspace.id, session.id)
+    back = await workspaces.set_archived("acct", workspace.id, session.id, False)
+    assert back.session_ids == (session.id,) and back.archived_session_ids == ()
+
+
+async def test_an_existing_session_joins_and_leaves_a_workspace(
+    workspaces: Workspaces, log: SessionLog
+) -> None:
+    workspace, _ = await workspaces.create_workspace("acct", "/src/app")
+    other, _ = await workspaces.create_workspace("acct", "/src/other")
+    source = await workspaces.create_session("acct", workspace.id)
+    await log.append(source.id, prompt_events("hello"))
+    fork = await log.fork(source.id)
+    joined = await workspaces.add_session("acct", workspace.id, fork.id)
+    assert joined.session_ids == (source.id, fork.id)
+    assert (await workspaces.add_session("acct", workspace.id, fork.id)) == joined
+    with pytest.raises(SessionTaken):
+        await workspaces.add_session("acct", other.id, fork.id)
+    with pytest.raises(WorkspaceNotFound):
+        await workspaces.add_session("bob", workspace.id, fork.id)
+
+    await workspaces.remove_session("bob", fork.id)  # not bob's: nothing happens
+    assert (await workspaces.find_session_workspace("acct", fork.id)) is not None
+    await workspaces.remove_session("acct", fork.id)
+    assert (await workspaces.find_session_workspace("acct", fork.id)) is None

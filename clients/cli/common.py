@@ -1,0 +1,90 @@
+"""What every agenthost command shares: where the gateway and the token are,
+and how a command talks to the gateway (errors as one line, exit 1)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Annotated, TypeVar
+
+import typer
+from rich.console import Console
+
+from clients.sdk import AgentHostClient, AgentHostError, TransportError
+
+from .config import ENV_DATA_DIR, ENV_GATEWAY, ENV_TOKEN, ConfigError, resolve_token
+
+console = Console()
+errors = Console(stderr=True)
+
+T = TypeVar("T")
+
+Gateway = Annotated[
+    str,
+    typer.Option("--gateway", envvar=ENV_GATEWAY, help="The gateway's address (host:port)."),
+]
+Token = Annotated[
+    str | None,
+    typer.Option(
+        "--token",
+        envvar=ENV_TOKEN,
+        help="Bearer token (default: the token file under --data-dir).",
+        show_default=False,
+    ),
+]
+DataDir = Annotated[
+    Path,
+    typer.Option(
+        "--data-dir",
+        envvar=ENV_DATA_DIR,
+        help="Where `agenthost up` keeps its data and token (its token is read from here).",
+    ),
+]
+AsJson = Annotated[bool, typer.Option("--json", help="One JSON document, for scripts.")]
+
+
+def run_client(
+    gateway: str,
+    token: str | None,
+    data_dir: Path,
+    work: Callable[[AgentHostClient], Awaitable[T]],
+) -> T:
+    """Run `work` with a client of the gateway; errors as one line and exit 1."""
+    try:
+        bearer = resolve_token(token, data_dir)
+    except ConfigError as error:
+        errors.print(f"[red]error:[/] {error}", highlight=False)
+        raise typer.Exit(2) from None
+
+    async def run() -> T:
+        client = AgentHostClient(gateway, bearer)
+        try:
+            return await work(client)
+        finally:
+            await client.close()
+
+    try:
+        return asyncio.run(run())
+    except KeyboardInterrupt:
+        raise typer.Exit(130) from None
+    except TransportError as error:
+        errors.print(
+            f"[red]error:[/] cannot reach the gateway at {gateway} ({error.code}); "
+            "is `agenthost up` running?",
+            highlight=False,
+        )
+        raise typer.Exit(1) from None
+    except AgentHostError as error:
+        errors.print(f"[red]error:[/] {error.message} ({error.reason or error.code})")
+        raise typer.Exit(1) from None
+
+
+def line(text: str) -> None:
+    """One output line as is: no markup, no highlighting, never wrapped."""
+    console.print(text, markup=False, highlight=False, soft_wrap=True)
+
+
+def print_json(data: object) -> None:
+    print(json.dumps(data, indent=2), flush=True)

@@ -1,0 +1,97 @@
+"""What a session list shows, and its pages (plain functions, no I/O).
+
+A list shows every session of the account's workspaces, most recently
+updated first, except blank ones: of those, only the session each workspace
+would reuse (its newest blank, active member with the workspace's cwd, as
+ConnectWorkspace chooses) shows, so "New Session" has one row per workspace
+and abandoned blanks vanish. Pages are cut after an opaque token naming the
+last row a page showed (its update time and id), so a session updated while
+someone pages moves to the top instead of shifting every page after it.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Iterable, Mapping, Sequence
+
+from agenthost.sessionlog.v1 import session_log_pb2 as sl
+from agenthost.workspace.v1 import workspace_pb2 as ws
+
+from services.common.errors import InvalidArgument
+
+DEFAULT_PAGE_SIZE = 50
+
+
+class BadPageToken(InvalidArgument):
+    REASON = "INVALID_PAGE_TOKEN"
+
+    def __init__(self) -> None:
+        super().__init__(self.REASON, "page_token is not one this gateway gave", field="page_token")
+
+
+def visible(
+    workspaces: Iterable[ws.Workspace],
+    summaries: Mapping[str, sl.SessionSummary],
+    *,
+    include_archived: bool = False,
+) -> list[sl.SessionSummary]:
+    """The rows a list shows, most recently updated first."""
+    rows: list[sl.SessionSummary] = []
+    for workspace in workspaces:
+        reused = reusable_blank(workspace, summaries)
+        for session_id in workspace.session_ids:
+            summary = summaries.get(session_id)
+            if summary is not None and (not summary.blank or session_id == reused):
+                rows.append(summary)
+        if include_archived:
+            for session_id in workspace.archived_session_ids:
+                if (summary := summaries.get(session_id)) is not None and not summary.blank:
+                    archived = sl.SessionSummary()
+                    archived.CopyFrom(summary)
+                    archived.archived = True
+                    rows.append(archived)
+    return sorted(rows, key=_order)
+
+
+def reusable_blank(workspace: ws.Workspace, summaries: Mapping[str, sl.SessionSummary]) -> str:
+    """The session ConnectWorkspace would hand out again ("" when none)."""
+    for session_id in reversed(workspace.session_ids):  # the newest member first
+        summary = summaries.get(session_id)
+        if summary is not None and summary.blank and summary.cwd == workspace.path:
+            return session_id
+    return ""
+
+
+def page(
+    rows: Sequence[sl.SessionSummary], token: str, size: int | None
+) -> tuple[list[sl.SessionSummary], str]:
+    """The page after `token` (from the start when empty) and the next token."""
+    size = size or DEFAULT_PAGE_SIZE
+    start = 0
+    if token:
+        after = _decode(token)
+        start = next((i for i, row in enumerate(rows) if _order(row) > after), len(rows))
+    shown = list(rows[start : start + size])
+    more = start + size < len(rows)
+    return shown, _encode(_order(shown[-1])) if more and shown else ""
+
+
+def _order(summary: sl.SessionSummary) -> tuple[int, str]:
+    return (-summary.updated_at.ToMicroseconds(), summary.id)
+
+
+def _encode(position: tuple[int, str]) -> str:
+    raw = json.dumps([position[0], position[1]]).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _decode(token: str) -> tuple[int, str]:
+    try:
+        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+        first, second = json.loads(raw)
+    except (ValueError, TypeError) as error:
+        raise BadPageToken() from error
+    if not isinstance(first, int) or not isinstance(second, str):
+        raise BadPageToken()
+    return first, second
