@@ -27,8 +27,9 @@ $(STAMP_GEN): $(STAMP_DEPS) $(PROTOS) tools/gen_protos.py
 
 gen: $(STAMP_GEN)
 
+# UP_FLAGS: e.g. --free-ports, --data-dir DIR (see `agenthost up --help`).
 run: gen
-	$(PY) -m clients.cli up
+	$(PY) -m clients.cli up $(UP_FLAGS)
 
 test: gen
 	@tools/need-docker

@@ -1,0 +1,37 @@
+"""`make test` on a machine where no Docker engine answers: as root it starts
+one (.ci/prepare-docker); otherwise it stops in one line that says what to do."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+from tests.support.hosts import REPO
+
+
+def stub(folder: Path, name: str, script: str) -> None:
+    path = folder / name
+    path.write_text(f"#!/bin/sh\n{script}\n")
+    path.chmod(0o755)
+
+
+def test_without_an_engine_or_root_it_stops_in_one_line(tmp_path: Path) -> None:
+    stub(tmp_path, "docker", "echo 'Cannot connect to the Docker daemon' >&2; exit 1")
+    stub(tmp_path, "id", "echo 1000")  # not root
+    env = {**os.environ, "PATH": f"{tmp_path}:{os.environ['PATH']}"}
+    run = subprocess.run(
+        [str(REPO / "tools" / "need-docker")], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert run.returncode == 1
+    lines = run.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Docker engine" in lines[0] and ".ci/prepare-docker" in lines[0]
+
+
+def test_with_an_engine_it_does_nothing(tmp_path: Path) -> None:
+    stub(tmp_path, "docker", "exit 0")
+    env = {**os.environ, "PATH": f"{tmp_path}:{os.environ['PATH']}"}
+    run = subprocess.run(
+        [str(REPO / "tools" / "need-docker")], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert (run.returncode, run.stdout, run.stderr) == (0, "", "")
