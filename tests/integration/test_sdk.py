@@ -604,6 +604,9 @@ async def test_a_failed_selection_keeps_the_state_and_blocks_a_plan_targeted_pro
         await session.prompt("do it", plan_target=False)
     assert session.last_seq == sent_before
     await gateway.stack.start_service("planmode")
+    # The short deadline was for the outage: the gateway's channel to plan
+    # mode may take a reconnect backoff to come back.
+    client.call_timeout = WAIT_S
     await session.set_plan(False)
     await session.prompt("do it", plan_target=False)
     await session.wait_until(idle_after("do it"), WAIT_S)

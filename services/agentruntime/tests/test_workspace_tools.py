@@ -401,14 +401,6 @@ async def test_read_file_of_a_missing_file(files: WorkspaceFiles) -> None:
     )
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root reads every file")
-async def test_read_file_without_permission(files: WorkspaceFiles, root: Path) -> None:
-    write(root, "locked.txt", "x").chmod(0)
-    assert failed(await files.read_file("locked.txt")) == (
-        "cannot read 'locked.txt': Permission denied"
-    )
-
-
 async def test_os_errors_become_one_line_reasons(
     files: WorkspaceFiles, root: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
