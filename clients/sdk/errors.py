@@ -5,6 +5,11 @@ The gateway answers with a gRPC status code plus `google.rpc.ErrorInfo{reason}`
 exception classes a caller can catch by meaning: `StaleRequestError` for a
 fenced-out request, `NotFoundError`, `AgentBusyError`, `TransportError` when
 the gateway could not be reached or did not answer in time, and so on.
+
+The wire reasons are declared in proto/agenthost/common/v1/errors.proto; the
+SDK matches STALE and AGENT_BUSY. PLAN_SELECTION_FAILED, HISTORY_GAP and
+INVALID_REPLY are the SDK's own (a request refused or a reply dropped before
+or after the wire), never sent by a server.
 """
 
 from __future__ import annotations

@@ -6,9 +6,26 @@ status code family, and `reason` is the stable `google.rpc.ErrorInfo` reason.
 
 from __future__ import annotations
 
+from functools import cache
 from typing import ClassVar
 
+from agenthost.common.v1 import errors_pb2
+
 ERROR_DOMAIN = "agenthost"
+REASON_PREFIX = "ERROR_REASON_"
+
+
+@cache
+def declared_reasons() -> frozenset[str]:
+    """The wire reasons proto/agenthost/common/v1/errors.proto declares."""
+    names = errors_pb2.ErrorReason.keys()
+    return frozenset(
+        n.removeprefix(REASON_PREFIX) for n in names if n != "ERROR_REASON_UNSPECIFIED"
+    )
+
+
+class UndeclaredReason(TypeError):
+    """A DomainError class names a reason errors.proto does not declare."""
 
 
 class DomainError(Exception):
@@ -30,6 +47,11 @@ class DomainError(Exception):
     def __init_subclass__(cls, **kwargs: object) -> None:
         super().__init_subclass__(**kwargs)
         if cls.REASON:
+            # Fail at import: a reason is a contract, declared before it is raised.
+            if cls.REASON not in declared_reasons():
+                raise UndeclaredReason(
+                    f"{cls.__name__}.REASON {cls.REASON!r} is not in errors.proto"
+                )
             DomainError.by_reason[cls.REASON] = cls
 
     @classmethod
@@ -66,6 +88,17 @@ class Unavailable(DomainError):
 
 class Unauthenticated(DomainError):
     status = "UNAUTHENTICATED"
+
+
+class BadPageToken(InvalidArgument):
+    """A page token the service did not hand out."""
+
+    REASON = "BAD_PAGE_TOKEN"
+
+    def __init__(self, token: str) -> None:
+        super().__init__(
+            self.REASON, f"page token {token!r} is not one we issued", field="page_token"
+        )
 
 
 class SessionNotFound(NotFound):

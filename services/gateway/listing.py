@@ -18,16 +18,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from agenthost.sessionlog.v1 import session_log_pb2 as sl
 from agenthost.workspace.v1 import workspace_pb2 as ws
 
-from services.common.errors import InvalidArgument
+from services.common.errors import BadPageToken
 
 DEFAULT_PAGE_SIZE = 50
-
-
-class BadPageToken(InvalidArgument):
-    REASON = "INVALID_PAGE_TOKEN"
-
-    def __init__(self) -> None:
-        super().__init__(self.REASON, "page_token is not one this gateway gave", field="page_token")
 
 
 def visible(
@@ -91,7 +84,7 @@ def _decode(token: str) -> tuple[int, str]:
         raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
         first, second = json.loads(raw)
     except (ValueError, TypeError) as error:
-        raise BadPageToken() from error
+        raise BadPageToken(token) from error
     if not isinstance(first, int) or not isinstance(second, str):
-        raise BadPageToken()
+        raise BadPageToken(token)
     return first, second

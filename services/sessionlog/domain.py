@@ -12,7 +12,12 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-from services.common.errors import InvalidArgument, SessionConflict, SessionNotFound
+from services.common.errors import (
+    BadPageToken,
+    InvalidArgument,
+    SessionConflict,
+    SessionNotFound,
+)
 
 from .port import (
     DEFAULT_HEARTBEAT_S,
@@ -302,7 +307,7 @@ def _decode_page_token(token: str) -> int:
     if not token:
         return 0
     if not token.isdigit():
-        raise InvalidArgument("BAD_PAGE_TOKEN", f"page token {token!r} is not one we issued")
+        raise BadPageToken(token)
     return int(token)
 
 

@@ -164,7 +164,7 @@ async def test_lists_page_by_an_opaque_token(alice: AgentHostClient, folder: str
     assert seen == listed and set(made) <= set(seen)
     with pytest.raises(InvalidArgumentError) as bad:
         await alice.list_sessions_page(page_token="not-a-token")
-    assert bad.value.reason == "INVALID_PAGE_TOKEN"
+    assert bad.value.reason == "BAD_PAGE_TOKEN"
 
 
 async def test_another_account_can_do_none_of_it(
