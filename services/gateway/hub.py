@@ -214,7 +214,7 @@ class Hub:
     def _frames_of(self, event: events_pb2.Event) -> list[Frame]:
         """The frames one event makes, in the order clients must get them."""
         session_id = event.session_id
-        frames = [Frame(assistant_delta=d) for d in self._closing_deltas(event)]
+        frames = self._closing_deltas(event)
         frames.append(
             Frame(session_event=gw.SessionEvent(session_id=session_id, seq=event.seq, event=event))
         )
@@ -225,21 +225,21 @@ class Hub:
             )
         return frames
 
-    def _closing_deltas(self, event: events_pb2.Event) -> list[rt.AssistantDelta]:
-        """Keep LiveTexts in step with the log; the deltas owed before `event`."""
+    def _closing_deltas(self, event: events_pb2.Event) -> list[Frame]:
+        """Keep LiveTexts in step with the log; the live frames owed before `event`."""
         session_id, kind = event.session_id, event.WhichOneof("body")
+        step = self._steps.get(session_id)
         if kind == "step_start":
             self._steps[session_id] = (event.step_start.turn_id, event.step_start.step)
-        elif kind == "assistant_message" and session_id in self._steps:
-            turn_id, step = self._steps[session_id]
+        elif kind == "assistant_message" and step is not None:
             message = event.assistant_message
-            return self.texts.finish_step(
-                session_id, turn_id, step, message.text, message.reasoning
-            )
-        elif kind == "tool_result" and session_id in self._steps:
-            self.texts.finish_output(
-                session_id, self._steps[session_id][0], event.tool_result.call_id
-            )
+            owed = self.texts.finish_step(session_id, *step, message.text, message.reasoning)
+            return [Frame(assistant_delta=d) for d in owed]
+        elif kind == "tool_call" and step is not None:
+            self.texts.start_output(session_id, step[0], event.tool_call)
+        elif kind == "tool_result" and step is not None:
+            outputs = self.texts.finish_output(session_id, step[0], event.tool_result)
+            return [Frame(tool_output=d) for d in outputs]
         elif kind == "turn_end":
             self._steps.pop(session_id, None)
             self.texts.finish_turn(session_id, event.turn_end.turn_id)

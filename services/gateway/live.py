@@ -6,8 +6,11 @@ session log: two streams, so the gateway orders them. When a step's
 assistant/message is logged, whatever text the deltas have not yet carried
 is sent first as one last delta, and later deltas of that step are dropped;
 so clients always get the deltas before the logged message, and their
-concatenation is its text. A (re)connecting client gets the text so far of
-each running stream at offset 0.
+concatenation is its text. A command's output is closed the same way by
+its logged tool/result: the output the deltas have not carried yet is sent
+first (a command's result text is its status line, then its output, as the
+shell tool writes it). A (re)connecting client gets the text so far of each
+running stream at offset 0.
 """
 
 from __future__ import annotations
@@ -16,9 +19,13 @@ from collections import OrderedDict
 from typing import TypeVar
 
 from agenthost.runtime.v1 import runtime_pb2 as rt
+from agenthost.sessionlog.v1 import events_pb2 as ev
 
 # Closed streams remembered per gateway, so late deltas of them are dropped.
 CLOSED_KEPT = 10_000
+# The tool whose calls stream output, and what it writes after the status line when a command printed nothing.
+COMMAND_TOOL = "shell"
+NO_OUTPUT = "(no output)"
 
 TextKey = tuple[str, str, int, "rt.TextKind.ValueType"]  # session, turn, step, kind
 OutputKey = tuple[str, str, str]  # session, turn, call
@@ -90,10 +97,33 @@ class LiveTexts:
                 )
         return owed
 
-    def finish_output(self, session_id: str, turn_id: str, call_id: str) -> None:
-        key = (session_id, turn_id, call_id)
-        self._outputs.pop(key, None)
+    def start_output(self, session_id: str, turn_id: str, call: ev.ToolCall) -> None:
+        """A command's call is logged: its output stream is open."""
+        if call.name == COMMAND_TOOL:
+            self._outputs.setdefault((session_id, turn_id, call.call_id), "")
+
+    def finish_output(
+        self, session_id: str, turn_id: str, result: ev.ToolResult
+    ) -> list[rt.ToolOutputDelta]:
+        """A command's result is logged: the output still owed, then closed."""
+        key = (session_id, turn_id, result.call_id)
+        opened = key in self._outputs
+        held = self._outputs.pop(key, "")
         self._close(key)
+        if not opened:
+            return []  # not a command (or one this gateway never saw called)
+        whole = command_output(result)
+        if len(whole) <= len(held) or not whole.startswith(held):
+            return []  # nothing new, or a capped result that no longer extends it
+        return [
+            rt.ToolOutputDelta(
+                session_id=session_id,
+                turn_id=turn_id,
+                call_id=result.call_id,
+                offset=len(held),
+                text=whole[len(held) :],
+            )
+        ]
 
     def finish_turn(self, session_id: str, turn_id: str) -> None:
         for key in [k for k in self._texts if k[:2] == (session_id, turn_id)]:
@@ -124,6 +154,13 @@ class LiveTexts:
         self._closed.move_to_end(key)
         while len(self._closed) > CLOSED_KEPT:
             self._closed.popitem(last=False)
+
+
+def command_output(result: ev.ToolResult) -> str:
+    """The output a command's logged result holds: its text after the status line."""
+    text = result.output if result.ok else result.error
+    _status, newline, output = text.partition("\n")
+    return output if newline and output != NO_OUTPUT else ""
 
 
 def _fresh(held: str, offset: int, text: str) -> str | None:

@@ -19,11 +19,14 @@ from agenthost.runtime.v1 import runtime_pb2 as rt
 from agenthost.sessionlog.v1 import events_pb2 as ev
 
 from clients.sdk import (
+    EventAppended,
     FailedPreconditionError,
     InvalidArgumentError,
     NotFoundError,
+    OutputStreamed,
     PlanState,
     Settings,
+    Update,
     assistant_texts,
 )
 from services.agentruntime.models.base import ToolResultMessage
@@ -132,6 +135,40 @@ async def test_a_scripted_coding_session_reads_greps_edits_and_runs_until_green(
     # And a client opening the session later reads the same log.
     reader = await coding.client().open_session(session.id)
     assert tool_trace(reader.events) == tool_trace(events)
+
+
+async def test_a_commands_output_streams_whole_and_in_order_before_its_result(
+    coding: Coding,
+) -> None:
+    session = await coding.session(approvals="never")
+    lines = "".join(f"line {n} of the build\n" for n in range(400))
+    coding.script(
+        tool(
+            "shell", "run-1", command='for n in $(seq 0 399); do echo "line $n of the build"; done'
+        )
+    )
+    updates = session.updates()
+    seen: list[Update] = []
+    try:
+        await session.prompt("build it")
+        async with asyncio.timeout(WAIT_S):
+            async for update in updates:
+                seen.append(update)
+                if isinstance(update, EventAppended) and update.event.HasField("turn_end"):
+                    break
+    finally:
+        updates.close()
+
+    result_at = next(
+        i
+        for i, u in enumerate(seen)
+        if isinstance(u, EventAppended) and u.event.HasField("tool_result")
+    )
+    streamed = [(i, u) for i, u in enumerate(seen) if isinstance(u, OutputStreamed)]
+    # Every piece came before the logged result, and together they are the output.
+    assert streamed and all(i < result_at for i, _ in streamed)
+    assert "".join(u.delta for _, u in streamed) == lines
+    assert results(session.events)["run-1"].output == f"exit code 0\n{lines}"
 
 
 # -- 2. paths stay inside the session folder ---------------------------------------------------
