@@ -23,7 +23,8 @@ from agenthost.sessionlog.v1 import events_pb2 as ev
 
 # Closed streams remembered per gateway, so late deltas of them are dropped.
 CLOSED_KEPT = 10_000
-# The tool whose calls stream output, and what it writes after the status line when a command printed nothing.
+# The tool whose calls stream output, and what it writes after its status line
+# when a command printed nothing.
 COMMAND_TOOL = "shell"
 NO_OUTPUT = "(no output)"
 
