@@ -90,6 +90,15 @@ class Unauthenticated(DomainError):
     status = "UNAUTHENTICATED"
 
 
+class NotReady(Unavailable):
+    """The service is starting: its storage is not open yet (try again)."""
+
+    REASON = "NOT_READY"
+
+    def __init__(self, what: str = "the service") -> None:
+        super().__init__(self.REASON, f"{what} is not serving yet; try again")
+
+
 class BadPageToken(InvalidArgument):
     """A page token the service did not hand out."""
 

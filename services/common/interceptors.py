@@ -1,6 +1,8 @@
 """The one server interceptor every service installs.
 
-It validates each request against its protovalidate rules (INVALID_ARGUMENT
+It refuses calls until its host serves (UNAVAILABLE NOT_READY: a call that
+arrives while storage is still opening must not reach a store that is not
+open), validates each request against its protovalidate rules (INVALID_ARGUMENT
 with google.rpc.BadRequest field violations), maps domain errors to status
 codes with google.rpc.ErrorInfo reasons, records the caller's deadline for
 downstream calls, and logs each call with its outcome and duration.
@@ -20,7 +22,7 @@ from buf.validate import validate_pb2
 from google.protobuf.message import Message
 
 from .deadlines import set_deadline
-from .errors import DomainError
+from .errors import DomainError, NotReady
 from .status import bad_request_status, domain_error_status
 
 log = logging.getLogger("agenthost.rpc")
@@ -60,11 +62,16 @@ def violations_of(request: Message) -> list[tuple[str, str]]:
 # tokens); raises a DomainError to refuse the call. It runs in the handler's own
 # context, so context variables it sets are visible to the handler.
 Authenticate = Callable[[grpc.aio.ServicerContext], None]
+# Whether the host serves yet (its storage is open).
+Ready = Callable[[], bool]
 
 
 class ServiceInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
-    def __init__(self, authenticate: Authenticate | None = None) -> None:
+    def __init__(
+        self, authenticate: Authenticate | None = None, ready: Ready | None = None
+    ) -> None:
         self.authenticate = authenticate
+        self.ready = ready
 
     async def intercept_service(
         self,
@@ -77,17 +84,24 @@ class ServiceInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
             return handler
         if handler.unary_unary:
             return grpc.unary_unary_rpc_method_handler(
-                _unary(method, handler.unary_unary, self.authenticate),
+                _unary(method, handler.unary_unary, self._admit),
                 request_deserializer=handler.request_deserializer,
                 response_serializer=handler.response_serializer,
             )
         if handler.unary_stream:
             return grpc.unary_stream_rpc_method_handler(
-                _server_stream(method, handler.unary_stream, self.authenticate),
+                _server_stream(method, handler.unary_stream, self._admit),
                 request_deserializer=handler.request_deserializer,
                 response_serializer=handler.response_serializer,
             )
         return handler
+
+    def _admit(self, context: grpc.aio.ServicerContext) -> None:
+        """Refuse a call the host cannot serve yet, then authenticate it."""
+        if self.ready is not None and not self.ready():
+            raise NotReady()
+        if self.authenticate is not None:
+            self.authenticate(context)
 
 
 async def _reject_invalid(request: Message, context: grpc.aio.ServicerContext) -> None:
@@ -123,14 +137,13 @@ async def _guarded_call(
     method: str,
     request: Message,
     context: grpc.aio.ServicerContext,
-    authenticate: Authenticate | None,
+    admit: Authenticate,
 ) -> AsyncIterator[None]:
-    """Around every call: authenticate, validate, carry the deadline, turn a
+    """Around every call: admit (ready, authenticated), validate, carry the deadline, turn a
     domain error into its status, and log the outcome."""
     started, outcome = time.monotonic(), "OK"
     try:
-        if authenticate is not None:
-            authenticate(context)
+        admit(context)
         await _reject_invalid(request, context)
         # Each call runs in its own task: set, never reset (a cancelled
         # stream is closed from another context, where a reset would fail).
@@ -149,21 +162,17 @@ async def _guarded_call(
         _log_call(method, started, outcome)
 
 
-def _unary(
-    method: str, behavior: UnaryBehavior, authenticate: Authenticate | None
-) -> UnaryBehavior:
+def _unary(method: str, behavior: UnaryBehavior, admit: Authenticate) -> UnaryBehavior:
     async def wrapped(request: Message, context: grpc.aio.ServicerContext) -> Any:
-        async with _guarded_call(method, request, context, authenticate):
+        async with _guarded_call(method, request, context, admit):
             return await behavior(request, context)
 
     return wrapped
 
 
-def _server_stream(
-    method: str, behavior: StreamBehavior, authenticate: Authenticate | None
-) -> StreamBehavior:
+def _server_stream(method: str, behavior: StreamBehavior, admit: Authenticate) -> StreamBehavior:
     async def wrapped(request: Message, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
-        async with _guarded_call(method, request, context, authenticate):
+        async with _guarded_call(method, request, context, admit):
             async for response in behavior(request, context):
                 yield response
 

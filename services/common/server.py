@@ -1,6 +1,7 @@
 """The grpc.aio server every service runs in.
 
-Health starts NOT_SERVING, turns SERVING once the service's storage is open,
+Health starts NOT_SERVING, turns SERVING once the service's storage is open
+(until then every other call is refused with UNAVAILABLE NOT_READY),
 and goes back to NOT_SERVING as soon as SIGTERM arrives, so load balancers stop
 sending before the grace period ends. Reflection lists every hosted service.
 """
@@ -62,6 +63,7 @@ class ServiceHost:
         self.port = 0
         self._stopped = asyncio.Event()
         self._stopping = False
+        self._serving = False
 
     @property
     def address(self) -> str:
@@ -71,7 +73,9 @@ class ServiceHost:
     async def start(self) -> None:
         self.health = health.aio.HealthServicer()
         self.server = server = grpc.aio.server(
-            interceptors=[ServiceInterceptor(self.definition.authenticate)],
+            interceptors=[
+                ServiceInterceptor(self.definition.authenticate, ready=lambda: self._serving)
+            ],
             options=SERVER_OPTIONS,
         )
         self.definition.register(server)
@@ -84,6 +88,7 @@ class ServiceHost:
         log.info("listening", extra={"address": self.address})
         if self.definition.open is not None:
             await self.definition.open()
+        self._serving = True
         await self._set_health(health_pb2.HealthCheckResponse.SERVING)
         log.info("serving", extra={"address": self.address})
 

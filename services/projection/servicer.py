@@ -9,7 +9,7 @@ from agenthost.projection.v1 import projection_pb2 as pb
 from agenthost.projection.v1 import projection_pb2_grpc as pb_grpc
 from google.protobuf import struct_pb2
 
-from services.common.errors import Unavailable
+from services.common.errors import NotReady
 
 from .engine import ProjectionEngine
 from .model import CaughtUp
@@ -48,7 +48,7 @@ class ProjectionServicer(pb_grpc.ProjectionServiceServicer):
 
     def _engine(self) -> ProjectionEngine:
         if self.engine is None:
-            raise Unavailable("NOT_READY", "the projection engine is not running")
+            raise NotReady("the projection engine")
         return self.engine
 
     async def GetProjection(

@@ -145,7 +145,7 @@ async def test_reflection_lists_the_service(session_log_channel: grpc.aio.Channe
     assert "grpc.health.v1.Health" in names
 
 
-async def test_health_is_not_serving_until_storage_opens(tmp_path: Path) -> None:
+async def test_nothing_is_served_until_storage_opens(tmp_path: Path) -> None:
     real = session_log_service(tmp_path / "sessionlog.db")
     opening, release = asyncio.Event(), asyncio.Event()
 
@@ -168,10 +168,16 @@ async def test_health_is_not_serving_until_storage_opens(tmp_path: Path) -> None
         assert await health_status(channel) == health_pb2.HealthCheckResponse.NOT_SERVING
         name = "agenthost.sessionlog.v1.SessionLogService"
         assert await health_status(channel, name) == health_pb2.HealthCheckResponse.NOT_SERVING
+        # A call that arrives meanwhile is refused, typed, and retried later.
+        log = pb_grpc.SessionLogServiceStub(channel)
+        create = pb.CreateSessionRequest(session_id="s-early", cwd="/work")
+        error = await expect_rpc_error(log.CreateSession(create), grpc.StatusCode.UNAVAILABLE)
+        assert reason_of(error) == "NOT_READY"
         release.set()
         await asyncio.wait_for(starting, 10)
         assert await health_status(channel) == health_pb2.HealthCheckResponse.SERVING
         assert await health_status(channel, name) == health_pb2.HealthCheckResponse.SERVING
+        await log.CreateSession(create)
     finally:
         await channel.close()
         await host.stop()
