@@ -401,23 +401,20 @@ class Chat:
         name, _, args = text[1:].partition(" ")
         args = args.strip()
         if name == "sandbox":
-            await self._settings(sandbox=args, choices=SANDBOXES)
+            await self._settings(name, args, SANDBOXES)
         elif name == "approvals":
-            await self._settings(approvals=args, choices=APPROVAL_POLICIES)
+            await self._settings(name, args, APPROVAL_POLICIES)
         else:
             result = await self.session.execute_command(name, args or None)
             if not result.ok:
                 self.say(result.message, "red")
 
-    async def _settings(
-        self, *, choices: tuple[str, ...], sandbox: str = "", approvals: str = ""
-    ) -> None:
-        wanted = sandbox or approvals
+    async def _settings(self, name: str, wanted: str, choices: tuple[str, ...]) -> None:
+        """/sandbox MODE or /approvals POLICY: change that one setting."""
         if wanted not in choices:
-            what = "/sandbox" if sandbox or not approvals else "/approvals"
-            self.say(f"usage: {what} {'|'.join(choices)}", "red")
+            self.say(f"usage: /{name} {'|'.join(choices)}", "red")
             return
-        await self.session.set_settings(sandbox=sandbox or None, approvals=approvals or None)
+        await self.session.set_settings(**{name: wanted})
 
     # -- questions ------------------------------------------------------------------------
 

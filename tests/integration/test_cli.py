@@ -10,7 +10,7 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -158,12 +158,12 @@ def echoing(tmp_path: Path) -> Iterator[Up]:
         yield running
 
 
-def chat(up: Up, *args: str) -> pexpect.spawn[str]:
+def chat(up: Up, *args: str, env: Mapping[str, str] | None = None) -> pexpect.spawn[str]:
     child = pexpect.spawn(
         sys.executable,
         ["-m", "clients.cli", "chat", "--data-dir", str(up.data_dir), *args],
         cwd=str(REPO),
-        env=up.env,
+        env=dict(env or up.env),
         encoding="utf-8",
         timeout=TIMEOUT_S,
         dimensions=(60, 200),
@@ -387,6 +387,18 @@ def test_the_cli_works_from_any_folder_and_chats_in_its_workspace(up: Up, tmp_pa
     )
     assert listed.returncode == 0, listed.stderr
     assert listed.stdout.startswith("no workspaces yet")
+    # Another folder's workspace, the most recent one: chat must not land there.
+    other = tmp_path / "other"
+    other.mkdir()
+    added = subprocess.run(
+        [agenthost, "workspace", "add", str(other)],
+        cwd=far,
+        env=up.env,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+    )
+    assert added.returncode == 0, added.stderr
     child = pexpect.spawn(
         agenthost,
         ["chat"],
@@ -414,7 +426,9 @@ def test_the_cli_works_from_any_folder_and_chats_in_its_workspace(up: Up, tmp_pa
             timeout=TIMEOUT_S,
         ).stdout
     )
-    assert [w["path"] for w in workspaces] == [str(far.resolve())]
+    assert sorted(w["path"] for w in workspaces) == sorted([str(far.resolve()), str(other)])
+    chatted = next(w for w in workspaces if w["path"] == str(far.resolve()))
+    assert len(chatted["sessions"]) == 1, chatted
 
 
 def test_sessions_are_found_managed_and_resumed(echoing: Up, tmp_path: Path) -> None:
@@ -481,3 +495,93 @@ def test_sessions_are_found_managed_and_resumed(echoing: Up, tmp_path: Path) -> 
     assert docs not in up.cli("sessions", "list", *data).stdout
     gone = up.cli("sessions", "export", docs, *data)
     assert gone.returncode == 1 and "SESSION_NOT_FOUND" in gone.stderr
+
+
+# A turn whose model thinks for a while and then fails, then one that answers.
+FAILING = {
+    "replies": [
+        {"hold_s": 3, "error": {"message": "the provider is overloaded", "status": 529}},
+        {"text": "Back again."},
+    ]
+}
+
+
+@pytest.fixture
+def failing(tmp_path: Path) -> Iterator[Up]:
+    with running_up(tmp_path, FAILING) as running:
+        yield running
+
+
+# A terminal's answer to a cursor position request (ESC [ 6 n): row 1, column 1.
+CPR_REQUEST, CPR_ANSWER = "\x1b[6n", "\x1b[1;1R"
+
+
+def answering_cpr(up: Up) -> dict[str, str]:
+    """The environment of a terminal that answers cursor position requests,
+    as real ones do: prompt_toolkit draws its bottom toolbar only then."""
+    return {k: v for k, v in up.env.items() if k != "PROMPT_TOOLKIT_NO_CPR"}
+
+
+def terminal_expect(child: pexpect.spawn[str]) -> Callable[[str], None]:
+    """expect_exact that answers every cursor position request on the way."""
+
+    def expect(text: str) -> None:
+        while child.expect_exact([text, CPR_REQUEST]) == 1:
+            child.send(CPR_ANSWER)
+
+    return expect
+
+
+def test_chat_keeps_a_status_line_and_reports_a_failed_turn_in_one_line(
+    failing: Up, tmp_path: Path
+) -> None:
+    up = failing
+    project = tmp_path / "project"
+    project.mkdir()
+    child = chat(up, "--workspace", str(project), env=answering_cpr(up))
+    expect = terminal_expect(child)
+    try:
+        # The status line: plan state and settings, at their defaults.
+        expect("plan: off · sandbox: workspace-write · approvals: ask")
+        child.sendline("hello?")
+        # A spinner while nothing has streamed, then the failure as one line.
+        expect("thinking…")
+        expect("turn failed: ")
+        expect("the provider is overloaded")
+        assert "Traceback" not in child.before and "AioRpcError" not in child.before
+
+        child.sendline("/sandbox read-only")
+        expect("sandbox: read-only · approvals: ask")
+        child.sendline("/approvals")
+        expect("usage: /approvals ask|ask-for-commands|never")
+        child.sendline("/sandbox nope")
+        expect("usage: /sandbox read-only|workspace-write|full")
+        # Shift-Tab toggles plan mode (idle: committed at once), and back.
+        child.send("\x1b[Z")
+        expect("plan: on · sandbox: read-only")
+        child.send("\x1b[Z")
+        expect("plan: off · sandbox: read-only")
+        child.sendline("again")
+        expect("assistant: Back again.")
+        child.sendline("/quit")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close()
+    assert child.exitstatus == 0
+    session_id = only_session(up)
+    kinds = events_of(up, session_id)
+    assert kinds.count("plan_mode") == 2 and "session_settings" in kinds
+
+    # --session opens that very session (its history shows), and goes alone.
+    child = chat(up, "--session", session_id, env=answering_cpr(up))
+    expect = terminal_expect(child)
+    try:
+        expect(f"session {session_id}")
+        expect("you: again")
+        expect("plan: off · sandbox: read-only · approvals: ask")
+        child.sendline("/quit")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close()
+    mixed = up.cli("chat", "--session", session_id, "--continue", "--data-dir", str(up.data_dir))
+    assert mixed.returncode == 2 and "--session goes alone" in mixed.stderr
