@@ -32,6 +32,7 @@ run: gen
 	$(PY) -m clients.cli up $(UP_FLAGS)
 
 test: gen
+	@tools/need-postgres
 	@tools/need-docker
 	$(BIN)/pytest
 

@@ -9,7 +9,6 @@ import asyncio
 import os
 import shutil
 import subprocess
-import sys
 from collections.abc import Iterator
 
 import pytest
@@ -38,6 +37,41 @@ class Compose:
             "AGENTHOST_IMAGE": image,
             **{f"AGENTHOST_{name.upper()}_PORT": str(port) for name, port in self.ports.items()},
         }
+
+    def make(self, target: str) -> subprocess.CompletedProcess[str]:
+        """The README's `make compose-up` / `make compose-down`, for this project."""
+        return subprocess.run(
+            [
+                "make",
+                "--no-print-directory",
+                target,
+                f"COMPOSE_PROJECT={self.project}",
+                f"AGENTHOST_IMAGE={self.env['AGENTHOST_IMAGE']}",
+                f"COMPOSE_WAIT_S={HEALTHY_TIMEOUT_S}",
+            ],
+            cwd=REPO,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=UP_TIMEOUT_S + HEALTHY_TIMEOUT_S,
+        )
+
+    def volumes(self) -> list[str]:
+        listed = subprocess.run(
+            [
+                "docker",
+                "volume",
+                "ls",
+                "--quiet",
+                "--filter",
+                f"label=com.docker.compose.project={self.project}",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        )
+        return listed.stdout.split()
 
     def run(self, *args: str, timeout: float = UP_TIMEOUT_S) -> subprocess.CompletedProcess[str]:
         command = ["docker-compose", "--project-name", self.project, *args]
@@ -90,26 +124,12 @@ async def first_call(address: str, token: str) -> gw.OpenSessionResponse:
 
 
 async def test_compose_stack_comes_up_healthy_and_answers(compose: Compose) -> None:
-    up = await asyncio.to_thread(compose.run, "up", "--detach")
-    assert up.returncode == 0, up.stderr
-    # Every container healthy by its compose health check (the gRPC health probe).
-    healthy = await asyncio.to_thread(
-        subprocess.run,
-        [
-            sys.executable,
-            str(REPO / "deploy" / "compose_wait.py"),
-            "--project",
-            compose.project,
-            "--timeout",
-            str(HEALTHY_TIMEOUT_S),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=HEALTHY_TIMEOUT_S + 30,
-    )
-    if healthy.returncode != 0:
+    # `make compose-up` waits until every container is healthy by its compose
+    # health check (the gRPC health probe).
+    up = await asyncio.to_thread(compose.make, "compose-up")
+    if up.returncode != 0:
         logs = compose.run("logs", "--no-color", "--tail=50").stdout
-        pytest.fail(f"{healthy.stdout}{healthy.stderr}\n{logs[-6000:]}")
+        pytest.fail(f"{up.stdout}{up.stderr}\n{logs[-6000:]}")
     ps = await asyncio.to_thread(compose.run, "ps", "--services", "--filter", "status=running")
     assert sorted(ps.stdout.split()) == sorted(registry())
 
@@ -125,3 +145,9 @@ async def test_compose_stack_comes_up_healthy_and_answers(compose: Compose) -> N
     assert "Hello, compose" in texts
     assert any(text.startswith("Echo: Hello, compose") for text in texts), texts
     assert [e.seq for e in opened.events] == list(range(len(opened.events)))
+
+    # `make compose-down` deletes the data too, as the README warns.
+    assert compose.volumes(), "the stack keeps its data in named volumes"
+    down = await asyncio.to_thread(compose.make, "compose-down")
+    assert down.returncode == 0, down.stderr
+    assert compose.volumes() == []

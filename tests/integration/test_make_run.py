@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pexpect
+
 from tests.support.hosts import REPO
 
 TIMEOUT_S = 30
@@ -63,11 +65,64 @@ async def test_make_run_serves_the_first_call(tmp_path: Path) -> None:
             up.wait()
 
 
-async def test_the_demo_script_loads(tmp_path: Path) -> None:
-    """The README's demo script streams, calls tools and presents a plan."""
-    from services.agentruntime.models.builtin import BuiltinAdapter, load_script
-
-    replies = load_script(REPO / "examples" / "builtin-demo.json")
-    calls = [call.name for reply in replies for call in reply.tool_calls]
-    assert {"list_dir", "write_file", "shell", "exit_plan_mode"} <= set(calls)
-    assert BuiltinAdapter(replies).pending == len(replies)
+def test_the_demo_script_plays_through_make_run_and_chat(tmp_path: Path) -> None:
+    """The README's demo: `AGENTHOST_BUILTIN_SCRIPT=examples/builtin-demo.json
+    make run`, then `agenthost chat` in a project folder, played to the end."""
+    data, project = tmp_path / "data", tmp_path / "project"
+    project.mkdir()
+    env = {
+        **os.environ,
+        "AGENTHOST_DATA_DIR": str(data),
+        "AGENTHOST_BUILTIN_SCRIPT": "examples/builtin-demo.json",
+        "NO_COLOR": "1",
+        "TERM": "xterm",
+        "PROMPT_TOOLKIT_NO_CPR": "1",
+    }
+    up = subprocess.Popen(
+        ["make", "--no-print-directory", "run", "UP_FLAGS=--free-ports"],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        addresses = _read_up_line(up)
+        child = pexpect.spawn(
+            str(REPO / ".venv" / "bin" / "agenthost"),
+            ["chat"],
+            cwd=str(project),
+            env={**env, "AGENTHOST_GATEWAY": addresses["gateway"]},
+            encoding="utf-8",
+            timeout=TIMEOUT_S,
+            dimensions=(60, 200),
+        )
+        try:
+            child.expect_exact(">")
+            child.sendline("show me what you can do")
+            child.expect_exact("I'll read what is here")
+            child.expect_exact("Allow write NOTES.md?")
+            child.sendline("y")
+            child.expect_exact("Allow $ wc -l NOTES.md && echo looks good?")
+            child.sendline("y")
+            child.expect_exact("looks good")
+            child.expect_exact("Type /plan and send another message")
+            child.sendline("/plan")
+            child.expect_exact("Plan mode is on.")
+            child.sendline("plan something")
+            child.expect_exact("Read the code.")
+            child.expect_exact("choice>")
+            child.sendline("a")
+            child.expect_exact("The plan is approved")
+            child.sendline("/quit")
+            child.expect(pexpect.EOF)
+        finally:
+            child.close()
+        assert (project / "NOTES.md").read_text().startswith("# Notes")
+    finally:
+        os.killpg(up.pid, signal.SIGINT)
+        try:
+            up.wait(TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            os.killpg(up.pid, signal.SIGKILL)
+            up.wait()

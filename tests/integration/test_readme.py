@@ -26,7 +26,7 @@ README = REPO / "README.md"
 RUN_ELSEWHERE = {
     r"^make run$": "tests.integration.test_make_run:test_make_run_serves_the_first_call",
     r"^AGENTHOST_BUILTIN_SCRIPT=examples/builtin-demo.json make run$": (
-        "tests.integration.test_make_run:test_the_demo_script_loads"
+        "tests.integration.test_make_run:test_the_demo_script_plays_through_make_run_and_chat"
     ),
     r"^make test$": "the CI itself (.ci/run)",
     r"^\.venv/bin/python examples/first_call\.py$": (
@@ -38,7 +38,8 @@ RUN_ELSEWHERE = {
     r"^agenthost chat --(continue|resume)$": (
         "tests.integration.test_cli:test_sessions_are_found_managed_and_resumed"
     ),
-    r"^\.ci/prepare-docker$": "tests.containers.conftest:docker_engine",
+    # make test runs it through tools/need-docker when no engine answers.
+    r"^\.ci/prepare-docker$": "tests.integration.test_prerequisites:test_with_an_engine_it_does_nothing",
     r"^make compose-(up|down)$": (
         "tests.containers.test_compose:test_compose_stack_comes_up_healthy_and_answers"
     ),
@@ -57,12 +58,15 @@ RUN_HERE = [
 ]
 
 
+SHELL_FENCES = {"```sh", "```bash", "```shell", "```console"}
+
+
 def readme_commands() -> list[str]:
-    """The command lines of the README's `sh` blocks, comments cut off."""
+    """The command lines of the README's shell blocks, comments cut off."""
     commands, inside = [], False
     for line in README.read_text().splitlines():
         if line.startswith("```"):
-            inside = line.strip() == "```sh"
+            inside = line.strip() in SHELL_FENCES
             continue
         if inside and line.strip():
             commands.append(re.sub(r"\s+#.*$", "", line).strip())
