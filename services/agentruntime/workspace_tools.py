@@ -46,6 +46,9 @@ from .tools import ToolOutcome
 
 MAX_READ_LINES = 2000
 MAX_READ_BYTES = 256 * 1024
+# edit_file holds a file, its edit and their diff in memory: larger files are
+# refused (a command such as sed edits them); write_file then shows no diff.
+MAX_EDIT_FILE_BYTES = 4 * 1024 * 1024
 BINARY_SNIFF_BYTES = 8 * 1024
 MAX_LIST_ENTRIES = 1000
 MAX_GLOB_RESULTS = 500
@@ -329,9 +332,19 @@ def _count_rest(handle: BinaryIO) -> int:
     return count + (last != b"\n")
 
 
+def _next_line(handle: BinaryIO, limit: int) -> bytes:
+    """The next line, at most `limit` bytes of it (the rest is skipped, so a
+    file of one huge line is never read into memory whole)."""
+    line = handle.readline(limit)
+    if len(line) == limit and not line.endswith(b"\n"):
+        while (rest := handle.readline(1 << 20)) and not rest.endswith(b"\n"):
+            pass
+    return line
+
+
 def _read_page(handle: BinaryIO, first: int, count: int) -> _Page:
     page, budget, number = _Page(lines=[]), MAX_READ_BYTES, 0
-    while len(page.lines) < count and budget > 0 and (raw := handle.readline()):
+    while len(page.lines) < count and budget > 0 and (raw := _next_line(handle, budget + 1)):
         number += 1
         if number < first:
             continue
@@ -610,9 +623,11 @@ class WorkspaceFiles:
 
     def _previous_content(self, target: Path, shown: str) -> bytes | None:
         try:
-            self._regular_file(target, shown, "write_file writes files")
+            found = self._regular_file(target, shown, "write_file writes files")
         except FileNotFoundError:
             return None
+        if found.st_size > MAX_EDIT_FILE_BYTES:
+            return b""  # too large to diff: shown as replaced whole
         return target.read_bytes()
 
     # edit_file
@@ -639,9 +654,14 @@ class WorkspaceFiles:
 
     def _utf8_text(self, target: Path, shown: str) -> str:
         try:
-            self._regular_file(target, shown, "edit_file edits files")
+            size = self._regular_file(target, shown, "edit_file edits files").st_size
         except FileNotFoundError:
             raise _Refusal(f"{shown} does not exist; use write_file to create it") from None
+        if size > MAX_EDIT_FILE_BYTES:
+            raise _Refusal(
+                f"{shown} is {size} bytes; edit_file edits files up to {MAX_EDIT_FILE_BYTES} "
+                "bytes (use a command, e.g. sed, for larger ones)"
+            )
         data = target.read_bytes()
         if _is_binary(data):
             raise _Refusal(

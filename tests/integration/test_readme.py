@@ -39,7 +39,9 @@ RUN_ELSEWHERE = {
         "tests.integration.test_cli:test_sessions_are_found_managed_and_resumed"
     ),
     # make test runs it through tools/need-docker when no engine answers.
-    r"^\.ci/prepare-docker$": "tests.integration.test_prerequisites:test_with_an_engine_it_does_nothing",
+    r"^\.ci/prepare-docker$": (
+        "tests.integration.test_prerequisites:test_with_an_engine_it_does_nothing"
+    ),
     r"^make compose-(up|down)$": (
         "tests.containers.test_compose:test_compose_stack_comes_up_healthy_and_answers"
     ),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import io
 import os
 import threading
 from collections.abc import Iterator
@@ -357,6 +358,15 @@ async def test_read_file_cuts_a_single_line_over_the_cap(files: WorkspaceFiles, 
     assert len(output.encode()) < wt.MAX_READ_BYTES + 500
     assert "line 1 is longer than the output cap and was cut" in output
     assert "call again with offset=2" in output
+    # The numbering after the cut line holds: the next line is line 2.
+    assert ok(await files.read_file("one.txt", offset=2)).startswith("     2\tnext")
+
+
+def test_a_huge_line_is_read_only_up_to_the_limit_and_skipped() -> None:
+    handle = io.BytesIO(b"z" * 10_000_000 + b"\nsecond\n")
+    assert wt._next_line(handle, 100) == b"z" * 100
+    assert handle.tell() == 10_000_001
+    assert wt._next_line(handle, 100) == b"second\n"
 
 
 async def test_read_file_reports_binary_files(files: WorkspaceFiles, root: Path) -> None:
@@ -812,6 +822,18 @@ async def test_edit_file_refuses_binary_and_non_utf8(files: WorkspaceFiles, root
     assert failed((await files.edit_file("latin.txt", "caf", "tea")).outcome) == (
         "latin.txt is not UTF-8 text; edit_file only edits UTF-8 text"
     )
+
+
+async def test_edit_file_refuses_a_file_over_its_size_cap_and_write_file_replaces_it(
+    files: WorkspaceFiles, root: Path
+) -> None:
+    big = write(root, "big.log", "line\n" * (wt.MAX_EDIT_FILE_BYTES // 5 + 1))
+    assert failed((await files.edit_file("big.log", "line", "row")).outcome) == (
+        f"big.log is {big.stat().st_size} bytes; edit_file edits files up to "
+        f"{wt.MAX_EDIT_FILE_BYTES} bytes (use a command, e.g. sed, for larger ones)"
+    )
+    assert ok((await files.write_file("big.log", "short\n")).outcome).startswith("wrote big.log")
+    assert big.read_text() == "short\n"
 
 
 async def test_edit_file_of_a_missing_file_or_folder(files: WorkspaceFiles, root: Path) -> None:
