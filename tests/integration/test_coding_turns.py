@@ -30,6 +30,7 @@ from clients.sdk import (
     assistant_texts,
 )
 from services.agentruntime.models.base import ToolResultMessage
+from services.agentruntime.models.builtin import ScriptedReply
 from services.sessionlog.folds import Approval, shows_plan_policy
 from tests.support.coding import (
     WAIT_S,
@@ -534,6 +535,23 @@ async def test_an_approval_survives_a_runtime_restart_and_its_call_runs_once(
     assert [r.ok for r in results(session.events).values()] == [True]
     assert [t.reason for t in turn_ends(session.events)] == [ev.TURN_END_REASON_COMPLETED]
     assert assistant_texts(session.events) == ["Recorded."]
+
+
+async def test_after_a_runtime_died_mid_turn_a_plan_choice_commits_at_once(
+    coding: Coding,
+) -> None:
+    session = await coding.session()
+    held = coding.harness.model.enqueue(ScriptedReply(text="Thinking for ever", hold=True))
+    await session.prompt("think")
+    await asyncio.wait_for(held.started.wait(), WAIT_S)
+    await coding.harness.stack.restart("agentruntime")
+    # The log still shows the turn open; the choice loads the session, which
+    # closes that turn, so the idle session commits instead of queueing.
+    reply = await session.set_plan(True)
+    assert reply.outcome == "committed"
+    await session.wait_until(lambda s: s.plan.state == PlanState(active=True), WAIT_S)
+    assert [t.reason for t in turn_ends(session.events)] == [ev.TURN_END_REASON_INTERRUPTED]
+    assert not session.running
 
 
 # -- 6. plan mode steers; it changes neither the tools nor the gates ---------------------------

@@ -569,6 +569,8 @@ async def logged_session_of(up: Up) -> list[ev.Event]:
 # -- 1. a minute-long answer ------------------------------------------------------------
 
 
+# The answer streams for a minute by design; its own waits bound the rest.
+@pytest.mark.timeout(LONG_S + 4 * WAIT_S + 60)
 async def test_a_minute_long_answer_streams_to_the_sdk_and_the_cli(tmp_path: Path) -> None:
     """Two minute-long streams at once: one through an in-process stack to the
     SDK, one through `agenthost up` to `agenthost chat` in a terminal."""
