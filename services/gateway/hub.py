@@ -7,8 +7,11 @@ Followers:
   it, so a client never sees "idle" before the turn's end;
 - the projection service (every session's changes): relayed as
   session_projection frames, the projection service being their only
-  producer; after a lost stream every client connection is ended, so clients
-  resume with their cursors and read the values they missed;
+  producer, never ahead of the session's events: a change at a seq this
+  gateway has not relayed yet waits for that event (so `status` says idle
+  only after the turn/end a client has seen); after a lost stream every
+  client connection is ended, so clients resume with their cursors and read
+  the values they missed;
 - the runtime's live stream: ephemeral text of running steps and commands,
   ordered against the logged records by LiveTexts.
 
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 
@@ -45,6 +49,8 @@ log = logging.getLogger("agenthost.gateway")
 # reconnects with its cursors and catches up from the log).
 CONNECTION_BUFFER = 10_000
 RECONNECT_DELAYS_S = (0.1, 0.5, 2.0)
+# Sessions whose last relayed seq the gateway remembers (the recently active).
+RELAYED_KEPT = 10_000
 
 Frame = gw.ConnectResponse
 
@@ -102,6 +108,10 @@ class Hub:
         # Where the log follower resumes after losing its stream (None: the end).
         self._position: int | None = None
         self._projection_followed = False
+        # The last event seq relayed per session (recently active ones), and
+        # the projection frames that wait for a later event of theirs.
+        self._relayed: OrderedDict[str, int] = OrderedDict()
+        self._parked: dict[str, list[tuple[int, Frame]]] = {}
 
     # -- lifecycle -------------------------------------------------------------
 
@@ -206,10 +216,32 @@ class Hub:
     async def _on_event(self, event: events_pb2.Event) -> None:
         session_id = event.session_id
         account = await self.owner(session_id)
-        frames = self._frames_of(event)
+        frames = self._frames_of(event) + self._released(session_id, event.seq)
         if account is not None:
             for frame in frames:
                 self.broadcast(account, frame)
+
+    def _released(self, session_id: str, seq: int) -> list[Frame]:
+        """Note `seq` as relayed; the parked projection frames it lets go."""
+        self._relayed[session_id] = seq
+        self._relayed.move_to_end(session_id)
+        if len(self._relayed) > RELAYED_KEPT:
+            forgotten, _ = self._relayed.popitem(last=False)
+            self._parked.pop(forgotten, None)
+        parked = self._parked.pop(session_id, [])
+        later = [(at, frame) for at, frame in parked if at > seq]
+        if later:
+            self._parked[session_id] = later
+        return [frame for at, frame in parked if at <= seq]
+
+    def _ahead_of_the_log(self, session_id: str, seq: int, frame: Frame) -> bool:
+        """Park a projection frame whose event this gateway has not relayed yet
+        (sessions it has seen no event of are not held: nothing to wait for)."""
+        relayed = self._relayed.get(session_id)
+        if relayed is None or seq <= relayed:
+            return False
+        self._parked.setdefault(session_id, []).append((seq, frame))
+        return True
 
     def _frames_of(self, event: events_pb2.Event) -> list[Frame]:
         """The frames one event makes, in the order clients must get them."""
@@ -258,11 +290,12 @@ class Hub:
                     self.close_all()
                 self._projection_followed = True
                 continue
-            change = reply.change
-            await self._send(
-                change.session_id,
-                projection_frame(change.session_id, change.key, change.value, change.seq),
-            )
+            await self._on_change(reply.change)
+
+    async def _on_change(self, change: pj.SessionProjectionChange) -> None:
+        frame = projection_frame(change.session_id, change.key, change.value, change.seq)
+        if not self._ahead_of_the_log(change.session_id, change.seq, frame):
+            await self._send(change.session_id, frame)
 
     async def _follow_live(self) -> None:
         stream: AsyncIterator[rt.WatchLiveResponse] = self._runtime.WatchLive(
