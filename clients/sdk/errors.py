@@ -7,9 +7,9 @@ fenced-out request, `NotFoundError`, `AgentBusyError`, `TransportError` when
 the gateway could not be reached or did not answer in time, and so on.
 
 The wire reasons are declared in proto/agenthost/common/v1/errors.proto; the
-SDK matches STALE and AGENT_BUSY. PLAN_SELECTION_FAILED, HISTORY_GAP and
-INVALID_REPLY are the SDK's own (a request refused or a reply dropped before
-or after the wire), never sent by a server.
+SDK matches those in SERVER_REASONS. SDK_REASONS are the SDK's own (a request
+refused or a reply dropped before or after the wire), never sent by a server;
+tests/contract/test_error_reasons.py checks both against the proto.
 """
 
 from __future__ import annotations
@@ -17,8 +17,16 @@ from __future__ import annotations
 import grpc
 from google.rpc import error_details_pb2, status_pb2
 
+# Reasons a server sends that the SDK turns into their own error classes.
 STALE = "STALE"
 AGENT_BUSY = "AGENT_BUSY"
+QUESTION_ANSWERED = "QUESTION_ANSWERED"
+SERVER_REASONS = (STALE, AGENT_BUSY, QUESTION_ANSWERED)
+# Reasons of errors the SDK raises itself.
+PLAN_SELECTION_FAILED = "PLAN_SELECTION_FAILED"
+HISTORY_GAP = "HISTORY_GAP"
+INVALID_REPLY = "INVALID_REPLY"
+SDK_REASONS = (PLAN_SELECTION_FAILED, HISTORY_GAP, INVALID_REPLY)
 
 
 class AgentHostError(Exception):
@@ -80,6 +88,10 @@ class AgentBusyError(FailedPreconditionError):
     """A send while a turn runs (queue or steer instead)."""
 
 
+class QuestionAnsweredError(FailedPreconditionError):
+    """The question already has its answer (another client's came first)."""
+
+
 class TransportError(AgentHostError):
     """The gateway could not be reached or did not answer in time
     (UNAVAILABLE, DEADLINE_EXCEEDED, CANCELLED)."""
@@ -139,6 +151,8 @@ def error_from_rpc(error: grpc.aio.AioRpcError) -> AgentHostError:
         return StaleRequestError(message, code=code, reason=reason, metadata=metadata)
     if reason == AGENT_BUSY:
         return AgentBusyError(message, code=code, reason=reason, metadata=metadata)
+    if reason == QUESTION_ANSWERED:
+        return QuestionAnsweredError(message, code=code, reason=reason, metadata=metadata)
     if code == "INVALID_ARGUMENT":
         return InvalidArgumentError(
             message, code=code, reason=reason, metadata=metadata, violations=violations

@@ -39,6 +39,8 @@ from services.sessionlog.folds import (
 )
 
 from .errors import (
+    HISTORY_GAP,
+    PLAN_SELECTION_FAILED,
     AgentHostError,
     HistoryGapError,
     InvalidReplyError,
@@ -789,7 +791,7 @@ class Session:
         if plan_target is not None and failed is not None:
             raise PlanSelectionFailedError(
                 f"the last plan selection (request {failed.number}) failed; select again",
-                reason="PLAN_SELECTION_FAILED",
+                reason=PLAN_SELECTION_FAILED,
             )
         client = self._client
         request = gw.PromptRequest(fence=client.fence(), session_id=self.id, text=text)
@@ -909,7 +911,7 @@ class Session:
                 before_seq=page.before_seq,
             )
         except HistoryGap as gap:
-            raise HistoryGapError(str(gap), reason="HISTORY_GAP") from None
+            raise HistoryGapError(str(gap), reason=HISTORY_GAP) from None
         self._notify()
         return added
 

@@ -13,7 +13,7 @@ from google.protobuf.message import Message
 
 from services.sessionlog.folds import APPROVAL_POLICIES, SANDBOXES
 
-from .errors import InvalidReplyError
+from .errors import INVALID_REPLY, InvalidReplyError
 from .history import well_formed
 from .plan import UNAVAILABLE, PlanState, PlanValue
 
@@ -31,7 +31,7 @@ def plan_value(value: gw.PlanModeValue) -> PlanValue:
     broken = violations(value)
     if broken:
         raise InvalidReplyError(
-            f"plan value breaks the contract: {'; '.join(broken)}", reason="INVALID_REPLY"
+            f"plan value breaks the contract: {'; '.join(broken)}", reason=INVALID_REPLY
         )
     if not value.HasField("state"):
         return UNAVAILABLE
@@ -42,12 +42,12 @@ def plan_value(value: gw.PlanModeValue) -> PlanValue:
 def plan_value_of_view(view: Any) -> PlanValue:
     """A `plan` projection value ({active, pending?}, PlanModeState's shape)."""
     if not isinstance(view, dict) or not isinstance(view.get("active"), bool):
-        raise InvalidReplyError(f"plan value breaks the contract: {view!r}", reason="INVALID_REPLY")
+        raise InvalidReplyError(f"plan value breaks the contract: {view!r}", reason=INVALID_REPLY)
     pending = view.get("pending")
     if pending is not None and (not isinstance(pending, bool) or pending == view["active"]):
         raise InvalidReplyError(
             f"plan value breaks the contract (pending must differ from active): {view!r}",
-            reason="INVALID_REPLY",
+            reason=INVALID_REPLY,
         )
     return PlanValue(PlanState(view["active"], pending))
 

@@ -79,8 +79,26 @@ def test_every_declared_reason_is_raised() -> None:
     assert not unused, f"declared in errors.proto but raised nowhere: {sorted(unused)}"
 
 
-def test_the_sdk_matches_declared_reasons_only() -> None:
-    assert {sdk_errors.STALE, sdk_errors.AGENT_BUSY} <= errors.declared_reasons()
+def test_the_sdk_matches_declared_reasons_and_its_own_are_not_wire_reasons() -> None:
+    assert set(sdk_errors.SERVER_REASONS) <= errors.declared_reasons()
+    assert not set(sdk_errors.SDK_REASONS) & errors.declared_reasons()
+
+
+def test_the_sdk_names_every_reason_through_its_constants() -> None:
+    """No reason is spelled out in the SDK outside errors.py, so none can
+    drift from the lists checked above."""
+    literal = []
+    for path in sorted((REPO / "clients" / "sdk").rglob("*.py")):
+        if "tests" in path.parts or path.name == "errors.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (
+                isinstance(node, ast.keyword)
+                and node.arg == "reason"
+                and isinstance(node.value, ast.Constant)
+            ):
+                literal.append(f"{path.relative_to(REPO)}:{node.value.lineno}")
+    assert not literal, literal
 
 
 def test_the_scanner_finds_a_new_reason(tmp_path: Path) -> None:

@@ -222,6 +222,9 @@ def test_chat_streams_the_work_asks_approvals_and_cancels(up: Up, tmp_path: Path
         child.expect_exact("· read app.py")
         child.expect_exact("Allow edit app.py?")
         child.expect_exact("allow>")
+        # The session list shows what the session waits for.
+        table = up.cli("sessions", "list", "--data-dir", str(up.data_dir)).stdout
+        assert "[running, waiting for approval]" in table, table
         child.sendline("y")
         expect_all(child, "allowed once", "· edit app.py (+1 -1)", "+    return 2")
         child.expect_exact("Allow $ python3 app.py && echo ran-ok?")
@@ -273,6 +276,8 @@ def test_chat_through_plan_mode_and_a_plan_review(up: Up, tmp_path: Path) -> Non
         expect_all(child, "Review the plan", "Step one: the parser", "Step two: the tests")
         child.expect_exact("[a] approve  [k] keep planning  [d] dismiss")
         child.expect_exact("choice>")
+        table = up.cli("sessions", "list", "--data-dir", str(up.data_dir)).stdout
+        assert "[running, waiting for review]" in table, table
 
         # While the review waits, the turn is running: /plan off is pending.
         child.sendline("/plan off")
@@ -466,10 +471,11 @@ def test_sessions_are_found_managed_and_resumed(echoing: Up, tmp_path: Path) -> 
         child.close()
     child = chat(up, "--workspace", str(project), "--resume")
     try:
+        # Each with its title, time and last message.
         child.expect_exact("1. ")
-        child.expect_exact("the docs")
+        child.expect_exact("the docs  (just now)  — Echo: the docs")
         child.expect_exact("2. ")
-        child.expect_exact("the parser")
+        child.expect_exact("the parser  (just now)  — Echo: the parser")
         child.expect_exact("resume which?")
         child.sendline("2")
         child.expect_exact(f"session {parser}")
@@ -485,6 +491,7 @@ def test_sessions_are_found_managed_and_resumed(echoing: Up, tmp_path: Path) -> 
     assert parser not in up.cli("sessions", "list", *data).stdout
     assert parser in up.cli("sessions", "list", "--archived", *data).stdout
     up.cli("sessions", "unarchive", parser, *data)
+    assert parser in up.cli("sessions", "list", *data).stdout
     forked = up.cli("sessions", "fork", parser, *data)
     assert forked.returncode == 0 and "Parser work" in forked.stdout
     exported = up.cli("sessions", "export", parser, *data).stdout.splitlines()
