@@ -33,7 +33,8 @@ from prompt_toolkit.patch_stdout import patch_stdout
 from rich.console import Console
 from rich.markdown import Markdown
 from rich.rule import Rule
-from rich.status import Status
+from rich.live import Live
+from rich.spinner import Spinner
 from rich.text import Text
 
 from clients.sdk import (
@@ -104,7 +105,7 @@ class Chat:
         self._streamed_steps: set[tuple[str, int]] = set()
         self._step: tuple[str, int] | None = None
         self._at_line_start = True
-        self._spinner: Status | None = None
+        self._spinner: Live | None = None
         self._lost = False
         self._draft = ""
         self._answered: set[str] = set()
@@ -142,7 +143,16 @@ class Chat:
 
     def _start_spinner(self) -> None:
         if self._spinner is None and self.console.is_terminal:
-            self._spinner = self.console.status("thinking…", spinner="dots")
+            # Not redirecting sys.stdout: prompt_toolkit swaps it too (patch_stdout)
+            # and two swaps that end out of order leave it on a closed proxy,
+            # where everything printed after is lost.
+            self._spinner = Live(
+                Spinner("dots", text="thinking…"),
+                console=self.console,
+                transient=True,
+                redirect_stdout=False,
+                redirect_stderr=False,
+            )
             self._spinner.start()
 
     def _stop_spinner(self) -> None:
