@@ -44,12 +44,12 @@ def received(connection: Connection) -> list[str]:
     while not connection.frames.empty():
         frame = connection.frames.get_nowait()
         assert isinstance(frame, Frame)
-        kind = frame.WhichOneof("frame")
+        kind = str(frame.WhichOneof("frame"))
         if kind == "session_event":
-            kind = frame.session_event.event.WhichOneof("body")
+            kind = str(frame.session_event.event.WhichOneof("body"))
         elif kind == "session_projection":
             kind = f"{frame.session_projection.key}@{frame.session_projection.seq}"
-        kinds.append(str(kind))
+        kinds.append(kind)
     return kinds
 
 
