@@ -17,6 +17,7 @@ from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from services.common.errors import SessionConflict, WrongExpectedSeq
 from services.common.interceptors import violations_of
 from services.common.server import ServiceDefinition
+from services.common.status import MAX_VIOLATIONS, error_info, field_violations
 from services.sessionlog.client import SessionLogClient
 from services.sessionlog.port import CaughtUp
 from services.sessionlog.service import session_log_service
@@ -121,6 +122,33 @@ async def test_oversize_or_bodiless_events_are_refused_and_nothing_is_written(st
     assert set(violated_fields(error)) == {"session_id"}
     got = await stub.GetSession(pb.GetSessionRequest(session_id="s"))
     assert got.session.last_seq == 0
+
+
+async def test_a_thousand_bad_events_answer_invalid_argument_that_fits_a_default_client(
+    stub: Stub,
+) -> None:
+    """Listing every violation would overflow the client's 16 KiB metadata
+    limit (RESOURCE_EXHAUSTED); the answer lists the first few and the count."""
+    await stub.CreateSession(pb.CreateSessionRequest(session_id="s", cwd="/a"))
+    empty = [ev.Event() for _ in range(1000)]
+    error = await expect_rpc_error(
+        stub.Append(pb.AppendRequest(session_id="s", events=empty)), INVALID
+    )
+    assert reason_of(error) == "INVALID_REQUEST"
+    assert len(violated_fields(error)) == MAX_VIOLATIONS
+    assert violated_fields(error)[0].startswith("events[0].")
+    info = error_info(error)
+    assert info is not None and int(info.metadata["violations"]) >= 1000
+    assert f"{MAX_VIOLATIONS} of " in (error.details() or "")
+
+
+async def test_a_domain_invalid_argument_carries_a_bad_request_too(stub: Stub) -> None:
+    await stub.CreateSession(pb.CreateSessionRequest(session_id="s", cwd="/a"))
+    twice = pb.AppendRequest(session_id="s", events=[user("a", "e1"), user("b", "e1")])
+    error = await expect_rpc_error(stub.Append(twice), INVALID)
+    assert reason_of(error) == "DUPLICATE_EVENT_ID"
+    # Not about one field: the request as a whole, with the error's message.
+    assert field_violations(error) == [("", error.details())]
 
 
 def test_plan_state_with_pending_equal_to_active_is_invalid() -> None:
