@@ -17,6 +17,7 @@ INVALID_ARGUMENT after authentication and logs one rate-limited warning.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -253,53 +254,49 @@ def _server_stream(method: str, behavior: StreamBehavior, admit: Authenticate) -
 
 def _checked(method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
     """`handler` with its bad bytes refused (no admission, no validation)."""
-    deserializer = lenient(handler.request_deserializer)
-    serializer = handler.response_serializer
 
-    async def decoded(requests: AsyncIterator[Any], context: grpc.aio.ServicerContext) -> Any:
+    async def one(request: Any, context: grpc.aio.ServicerContext) -> Any:
+        if isinstance(request, Undecodable):
+            await _refuse_undecodable(method, request, context)
+        return request
+
+    async def each(requests: AsyncIterator[Any], context: grpc.aio.ServicerContext) -> Any:
         async for request in requests:
-            if isinstance(request, Undecodable):
-                await _refuse_undecodable(method, request, context)
-            yield request
+            yield await one(request, context)
 
-    if handler.unary_unary:
-        unary_unary: UnaryBehavior = handler.unary_unary
+    async def streamed(requests: AsyncIterator[Any], context: grpc.aio.ServicerContext) -> Any:
+        return each(requests, context)
 
-        async def one_to_one(request: Any, context: grpc.aio.ServicerContext) -> Any:
-            if isinstance(request, Undecodable):
-                await _refuse_undecodable(method, request, context)
-            return await unary_unary(request, context)
+    kinds = (
+        (handler.unary_unary, one, grpc.unary_unary_rpc_method_handler),
+        (handler.unary_stream, one, grpc.unary_stream_rpc_method_handler),
+        (handler.stream_unary, streamed, grpc.stream_unary_rpc_method_handler),
+        (handler.stream_stream, streamed, grpc.stream_stream_rpc_method_handler),
+    )
+    behavior, prepare, make = next(kind for kind in kinds if kind[0] is not None)
+    return make(
+        _prepared(behavior, prepare),
+        request_deserializer=lenient(handler.request_deserializer),
+        response_serializer=handler.response_serializer,
+    )
 
-        return grpc.unary_unary_rpc_method_handler(
-            one_to_one, request_deserializer=deserializer, response_serializer=serializer
-        )
-    if handler.unary_stream:
-        unary_stream: StreamBehavior = handler.unary_stream
 
-        async def one_to_many(request: Any, context: grpc.aio.ServicerContext) -> Any:
-            if isinstance(request, Undecodable):
-                await _refuse_undecodable(method, request, context)
-            async for response in unary_stream(request, context):
+Prepare = Callable[[Any, grpc.aio.ServicerContext], Awaitable[Any]]
+
+
+def _prepared(behavior: Callable[..., Any], prepare: Prepare) -> Callable[..., Any]:
+    """`behavior` called with `prepare`d requests, in its own style: an async
+    generator, or a coroutine (that may answer by context.write, as health's
+    Watch does)."""
+    if inspect.isasyncgenfunction(behavior):
+
+        async def generating(request: Any, context: grpc.aio.ServicerContext) -> Any:
+            async for response in behavior(await prepare(request, context), context):
                 yield response
 
-        return grpc.unary_stream_rpc_method_handler(
-            one_to_many, request_deserializer=deserializer, response_serializer=serializer
-        )
-    if handler.stream_unary:
-        stream_unary: UnaryBehavior = handler.stream_unary
+        return generating
 
-        async def many_to_one(requests: Any, context: grpc.aio.ServicerContext) -> Any:
-            return await stream_unary(decoded(requests, context), context)
+    async def returning(request: Any, context: grpc.aio.ServicerContext) -> Any:
+        return await behavior(await prepare(request, context), context)
 
-        return grpc.stream_unary_rpc_method_handler(
-            many_to_one, request_deserializer=deserializer, response_serializer=serializer
-        )
-    stream_stream: StreamBehavior = handler.stream_stream
-
-    async def many_to_many(requests: Any, context: grpc.aio.ServicerContext) -> Any:
-        async for response in stream_stream(decoded(requests, context), context):
-            yield response
-
-    return grpc.stream_stream_rpc_method_handler(
-        many_to_many, request_deserializer=deserializer, response_serializer=serializer
-    )
+    return returning
