@@ -22,10 +22,10 @@ from dataclasses import dataclass, field
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection
 
 from .config import ServiceConfig
 from .interceptors import Authenticate, ServiceInterceptor
+from .reflection import enable_reflection
 from .tasks import run_unless
 
 log = logging.getLogger("agenthost.server")
@@ -127,8 +127,7 @@ class ServiceHost:
         )
         self.definition.register(server)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
-        names = [*self.definition.service_names, health.SERVICE_NAME, reflection.SERVICE_NAME]
-        reflection.enable_server_reflection(names, server)
+        enable_reflection([*self.definition.service_names, health.SERVICE_NAME], server)
         await self._set_health(health_pb2.HealthCheckResponse.NOT_SERVING)
         try:
             self.port = server.add_insecure_port(self.config.listen)

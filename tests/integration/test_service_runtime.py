@@ -64,7 +64,7 @@ async def test_downstream_calls_get_at_most_the_callers_remaining_time(tmp_path:
 # an overlong varint, a field longer than the bytes left, wire type 7.
 CORRUPT = (b"\xff" * 11, b"\x0a\x05ab", b"\x0f")
 HEALTH = "grpc.health.v1.Health"
-REFLECTION = "grpc.reflection.v1alpha.ServerReflection"
+REFLECTION = ("grpc.reflection.v1.ServerReflection", "grpc.reflection.v1alpha.ServerReflection")
 
 
 @pytest.fixture
@@ -120,7 +120,7 @@ async def test_bytes_that_do_not_decode_answer_invalid_argument_on_every_method(
         for name, address in stack.addresses.items():
             channel = open_channel(address)
             try:
-                names = [*stack.definitions[name].service_names, HEALTH, REFLECTION]
+                names = [*stack.definitions[name].service_names, HEALTH, *REFLECTION]
                 for method in _methods(names):
                     called.append(_path(method))
                     for payload in [*CORRUPT, *CORRUPT]:

@@ -11,6 +11,7 @@ from agenthost.planmode.v1 import plan_mode_pb2
 from agenthost.sessionlog.v1 import events_pb2 as ev
 from agenthost.sessionlog.v1 import session_log_pb2 as pb
 from agenthost.sessionlog.v1 import session_log_pb2_grpc as pb_grpc
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from grpc_health.v1 import health_pb2
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
@@ -223,3 +224,44 @@ async def test_in_process_host_fixture_cleans_up(tmp_path: Path) -> None:
     ):
         assert await health_status(channel) == health_pb2.HealthCheckResponse.SERVING
     assert host.port > 0
+
+
+async def test_reflection_is_also_served_as_v1(session_log_channel: grpc.aio.Channel) -> None:
+    """grpcurl asks grpc.reflection.v1 first: it lists and describes the
+    services there too (reflection itself included, under v1's names)."""
+    pool = descriptor_pool.Default()
+    request_type = message_factory.GetMessageClass(
+        pool.FindMessageTypeByName("grpc.reflection.v1.ServerReflectionRequest")
+    )
+    response_type = message_factory.GetMessageClass(
+        pool.FindMessageTypeByName("grpc.reflection.v1.ServerReflectionResponse")
+    )
+    info = session_log_channel.stream_stream(
+        "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo",
+        request_serializer=request_type.SerializeToString,
+        response_deserializer=response_type.FromString,
+    )
+    asked = [
+        request_type(list_services=""),
+        request_type(file_containing_symbol="agenthost.sessionlog.v1.SessionLogService"),
+        request_type(file_containing_symbol="grpc.reflection.v1.ServerReflection"),
+    ]
+    replies = [reply async for reply in info(iter(asked), timeout=10)]
+    names = {s.name for s in replies[0].list_services_response.service}
+    assert {
+        "agenthost.sessionlog.v1.SessionLogService",
+        "grpc.health.v1.Health",
+        "grpc.reflection.v1.ServerReflection",
+        "grpc.reflection.v1alpha.ServerReflection",
+    } <= names
+    described = [
+        descriptor_pb2.FileDescriptorProto.FromString(
+            reply.file_descriptor_response.file_descriptor_proto[0]
+        )
+        for reply in replies[1:]
+    ]
+    assert [file.package for file in described] == ["agenthost.sessionlog.v1", "grpc.reflection.v1"]
+    assert (
+        described[1].service[0].method[0].input_type
+        == ".grpc.reflection.v1.ServerReflectionRequest"
+    )
