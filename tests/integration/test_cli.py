@@ -555,7 +555,8 @@ def test_chat_keeps_a_status_line_and_reports_a_failed_turn_in_one_line(
         expect("thinking…")
         expect("turn failed: ")
         expect("the provider is overloaded")
-        assert "Traceback" not in child.before and "AioRpcError" not in child.before
+        before = child.before or ""
+        assert "Traceback" not in before and "AioRpcError" not in before
 
         child.sendline("/sandbox read-only")
         expect("sandbox: read-only · approvals: ask")
