@@ -21,7 +21,8 @@ from services.agentruntime.plan_port import RemotePlanMode
 from services.agentruntime.service import agent_runtime_service
 from services.common.client import open_channel
 from services.common.config import ServiceConfig
-from services.common.server import ServiceDefinition, ServiceHost
+from services.common.server import PortInUse, ServiceDefinition, ServiceHost, port_in_use
+from services.common.tasks import run_unless
 from services.common.topology import DEFAULT_PORTS, SERVICES
 from services.gateway.accounts import LOCAL_ACCOUNT, TokenStore, ensure_local_token
 from services.gateway.service import gateway_service
@@ -65,20 +66,35 @@ class EmbeddedStack:
         return ensure_local_token(self.data_dir / TOKEN_FILE)
 
     async def start(self) -> None:
+        """Start every service; raises PortInUse, having started none, when
+        a port is taken (the gateway's, the one people know, asked first).
+        A failed or cancelled start stops what it had started."""
+        for name in sorted(self.names, key=lambda n: n != "gateway"):
+            if port_in_use(self._listen(name)):
+                raise PortInUse(self._listen(name))
         self.data_dir.mkdir(parents=True, exist_ok=True)
         if self.tokens is None:
             self.tokens = TokenStore({self.token(): LOCAL_ACCOUNT})
-        for name in self.names:
-            await self.start_service(name)
+        try:
+            for name in self.names:
+                await self.start_service(name)
+        except BaseException:
+            await self.stop()
+            raise
+
+    def _listen(self, name: str) -> str:
+        port = DEFAULT_PORTS[name] if self.port_override is None else self.port_override
+        return self.addresses.get(name, f"{self.host}:{port}")
 
     async def start_service(self, name: str) -> None:
-        port = DEFAULT_PORTS[name] if self.port_override is None else self.port_override
-        listen = self.addresses.get(name, f"{self.host}:{port}")
-        config = ServiceConfig(name=name, listen=listen, data_dir=self.data_dir, grace_s=2.0)
+        config = ServiceConfig(
+            name=name, listen=self._listen(name), data_dir=self.data_dir, grace_s=2.0
+        )
         definition = self._definition(name)
         service_host = ServiceHost(config, definition)
-        await service_host.start()
+        # Known before it starts, so stop() also ends a start cut short.
         self.hosts[name], self.definitions[name] = service_host, definition
+        await service_host.start()
         self.addresses[name] = service_host.address
 
     async def stop_service(self, name: str) -> None:
@@ -95,13 +111,20 @@ class EmbeddedStack:
         for name in reversed(list(self.hosts)):
             await self.stop_service(name)
 
-    async def run_until_signalled(self) -> None:
-        stop = asyncio.Event()
+    async def run_until_signalled(self, on_up: Callable[[], None] | None = None) -> None:
+        """Start, call `on_up`, serve until SIGTERM or SIGINT, then stop; a
+        signal during start-up cuts it short (a failed start is raised)."""
+        signalled = asyncio.Event()
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(signum, stop.set)
-        await stop.wait()
-        await self.stop()
+            loop.add_signal_handler(signum, signalled.set)
+        try:
+            if await run_unless(signalled, self.start()):
+                if on_up is not None:
+                    on_up()
+                await signalled.wait()
+        finally:
+            await self.stop()
 
     # -- wiring ----------------------------------------------------------------
 

@@ -50,33 +50,57 @@ def up(
     free_ports: Annotated[
         bool, typer.Option(help="Pick free ports instead of the defaults.")
     ] = False,
+    base_port: Annotated[
+        int | None,
+        typer.Option(
+            help="The gateway's port; the internal services take the next five.",
+            min=1,
+            max=65530,
+        ),
+    ] = None,
 ) -> None:
     """Start every service on loopback (the embedded default)."""
     from services.common.logs import configure_logging
+    from services.common.server import PortInUse
 
     configure_logging("agenthost", "WARNING")
-    asyncio.run(_run_stack(data_dir.resolve(), host, 0 if free_ports else None))
+    try:
+        asyncio.run(_run_stack(data_dir.resolve(), host, free_ports, base_port))
+    except PortInUse as error:
+        errors.print(
+            f"port {error.port} is in use; is agenthost already running? use --free-ports",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
+        raise typer.Exit(1) from None
 
 
-async def _run_stack(data_dir: Path, host: str, port_override: int | None) -> None:
+async def _run_stack(data_dir: Path, host: str, free_ports: bool, base_port: int | None) -> None:
     # Imported here: the client commands need none of the services.
+    from services.common.topology import DEFAULT_PORTS
     from services.embedded import EmbeddedStack
 
-    stack = EmbeddedStack(data_dir=data_dir, host=host, port_override=port_override)
-    await stack.start()
-    addresses = stack.addresses
-    token_file = data_dir / TOKEN_FILE
-    console.print(f"[bold green]agenthost is up[/] (data in {data_dir})")
-    console.print(f"  gateway      grpc://{addresses['gateway']}   <- clients talk to this")
-    for name, address in addresses.items():
-        if name != "gateway":
-            console.print(f"  {name:<12} grpc://{address}   (internal)")
-    console.print(f"Your bearer token is in {token_file}")
-    console.print("Try, in the folder you want to work in: agenthost chat")
-    console.print("Stop with Ctrl-C.")
-    # A machine-readable line for scripts and tests.
-    print(json.dumps({"agenthost": "up", "addresses": addresses}), flush=True)
-    await stack.run_until_signalled()
+    stack = EmbeddedStack(data_dir=data_dir, host=host, port_override=0 if free_ports else None)
+    if base_port is not None and not free_ports:
+        shift = base_port - DEFAULT_PORTS["gateway"]
+        stack.addresses = {name: f"{host}:{port + shift}" for name, port in DEFAULT_PORTS.items()}
+
+    def announce() -> None:
+        addresses = stack.addresses
+        token_file = data_dir / TOKEN_FILE
+        console.print(f"[bold green]agenthost is up[/] (data in {data_dir})")
+        console.print(f"  gateway      grpc://{addresses['gateway']}   <- clients talk to this")
+        for name, address in addresses.items():
+            if name != "gateway":
+                console.print(f"  {name:<12} grpc://{address}   (internal)")
+        console.print(f"Your bearer token is in {token_file}")
+        console.print("Try, in the folder you want to work in: agenthost chat")
+        console.print("Stop with Ctrl-C.")
+        # A machine-readable line for scripts and tests.
+        print(json.dumps({"agenthost": "up", "addresses": addresses}), flush=True)
+
+    await stack.run_until_signalled(on_up=announce)
 
 
 # -- client commands ------------------------------------------------------------------

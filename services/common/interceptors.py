@@ -5,11 +5,19 @@ arrives while storage is still opening must not reach a store that is not
 open), validates each request against its protovalidate rules (INVALID_ARGUMENT
 with google.rpc.BadRequest field violations), maps domain errors to status
 codes with google.rpc.ErrorInfo reasons, records the caller's deadline for
-downstream calls, and logs each call with its outcome and duration.
+downstream calls, and logs each call with the status code it ended with and
+its duration.
+
+A request whose bytes do not decode would otherwise fail inside grpc (UNKNOWN,
+a traceback at error level per call, before authentication): the request
+deserializer hands the guarded call a marker instead, which answers it
+INVALID_ARGUMENT after authentication and logs one rate-limited warning.
 """
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -23,9 +31,14 @@ from google.protobuf.message import Message
 
 from .deadlines import set_deadline
 from .errors import DomainError, NotReady
-from .status import bad_request_status, domain_error_status
+from .logs import RepeatLimit
+from .status import bad_request_status, clip, domain_error_status
 
 log = logging.getLogger("agenthost.rpc")
+# Refused bytes cost a caller nothing to send: one line per kind per window.
+refused_log = logging.getLogger("agenthost.rpc.refused")
+refused_lines = RepeatLimit()
+refused_log.addFilter(refused_lines)
 
 # Services we host but do not own (their messages carry no rules).
 UNVALIDATED_PREFIXES = ("/grpc.health.", "/grpc.reflection.")
@@ -34,6 +47,32 @@ _validator = protovalidate.Validator()
 
 UnaryBehavior = Callable[[Any, grpc.aio.ServicerContext], Awaitable[Any]]
 StreamBehavior = Callable[[Any, grpc.aio.ServicerContext], AsyncIterator[Any]]
+Deserializer = Callable[[bytes], Any]
+
+
+class Undecodable:
+    """What the request deserializer returns for bytes that do not decode."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: Exception) -> None:
+        self.error = clip(str(error), 200)
+
+
+def lenient(deserializer: Deserializer | None) -> Deserializer | None:
+    """`deserializer`, answering an Undecodable instead of raising: grpc
+    would fail the call itself, before any interceptor code runs."""
+    if deserializer is None:
+        return None
+    strict = deserializer
+
+    def deserialize(data: bytes) -> Any:
+        try:
+            return strict(data)
+        except Exception as error:  # DecodeError, or any other parse failure
+            return Undecodable(error)
+
+    return deserialize
 
 
 def field_path(violation: validate_pb2.Violation) -> str:
@@ -79,22 +118,27 @@ class ServiceInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         details: grpc.HandlerCallDetails,
     ) -> grpc.RpcMethodHandler:
         handler = await continuation(details)
-        method: str = details.method
-        if handler is None or method.startswith(UNVALIDATED_PREFIXES):
+        if handler is None:
             return handler
+        method: str = details.method
+        if method.startswith(UNVALIDATED_PREFIXES):
+            # Health and reflection answer before SERVING and unauthenticated;
+            # they only need bad bytes refused.
+            return _checked(method, handler)
+        deserializer = lenient(handler.request_deserializer)
         if handler.unary_unary:
             return grpc.unary_unary_rpc_method_handler(
                 _unary(method, handler.unary_unary, self._admit),
-                request_deserializer=handler.request_deserializer,
+                request_deserializer=deserializer,
                 response_serializer=handler.response_serializer,
             )
         if handler.unary_stream:
             return grpc.unary_stream_rpc_method_handler(
                 _server_stream(method, handler.unary_stream, self._admit),
-                request_deserializer=handler.request_deserializer,
+                request_deserializer=deserializer,
                 response_serializer=handler.response_serializer,
             )
-        return handler
+        return _checked(method, handler)  # no service of ours streams requests
 
     def _admit(self, context: grpc.aio.ServicerContext) -> None:
         """Refuse a call the host cannot serve yet, then authenticate it."""
@@ -104,62 +148,91 @@ class ServiceInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
             self.authenticate(context)
 
 
-async def _reject_invalid(request: Message, context: grpc.aio.ServicerContext) -> None:
+def _invalid(request: object) -> grpc.Status | None:
     if not isinstance(request, Message):
-        return  # a raw-bytes method carries no rules
+        return None  # a raw-bytes method carries no rules
     violations = violations_of(request)
-    if violations:
-        status = bad_request_status(
-            violations,
-            f"invalid {request.DESCRIPTOR.name}: " + "; ".join(f"{f}: {d}" for f, d in violations),
-        )
-        await context.abort(status.code, status.details, status.trailing_metadata)
+    if not violations:
+        return None
+    return bad_request_status(
+        violations,
+        f"invalid {request.DESCRIPTOR.name}: " + "; ".join(f"{f}: {d}" for f, d in violations),
+    )
 
 
-async def _abort_domain(error: DomainError, context: grpc.aio.ServicerContext) -> None:
-    status = domain_error_status(error)
+async def _refuse_undecodable(
+    method: str, request: Undecodable, context: grpc.aio.ServicerContext
+) -> None:
+    """Answer INVALID_ARGUMENT (raises AbortError), logged as one warning
+    without a traceback."""
+    refused_log.warning(
+        "undecodable request",
+        extra={"method": method, "code": "INVALID_ARGUMENT", "error": request.error},
+    )
+    status = bad_request_status(
+        [("", f"the request does not decode: {request.error}")],
+        "invalid request: its bytes do not decode as the method's request message",
+    )
     await context.abort(status.code, status.details, status.trailing_metadata)
 
 
-def _log_call(method: str, started: float, outcome: str) -> None:
+def _log_call(method: str, started: float, code: str) -> None:
     log.info(
         "rpc",
         extra={
             "method": method,
-            "code": outcome,
+            "code": code,
             "ms": round((time.monotonic() - started) * 1000, 2),
         },
     )
 
 
+def _code_name(code: grpc.StatusCode | None) -> str:
+    return code.name if isinstance(code, grpc.StatusCode) else "UNKNOWN"
+
+
 @asynccontextmanager
 async def _guarded_call(
     method: str,
-    request: Message,
+    request: Message | Undecodable,
     context: grpc.aio.ServicerContext,
     admit: Authenticate,
 ) -> AsyncIterator[None]:
-    """Around every call: admit (ready, authenticated), validate, carry the deadline, turn a
-    domain error into its status, and log the outcome."""
-    started, outcome = time.monotonic(), "OK"
+    """Around every call: admit (ready, authenticated), refuse bad bytes and
+    invalid requests, carry the deadline, turn a domain error into its status,
+    and log the status code the call ended with."""
+    started, code = time.monotonic(), "OK"
     try:
         admit(context)
-        await _reject_invalid(request, context)
+        if isinstance(request, Undecodable):
+            code = "INVALID_ARGUMENT"
+            await _refuse_undecodable(method, request, context)
+        refusal = _invalid(request)
+        if refusal is not None:
+            code = _code_name(refusal.code)
+            await context.abort(refusal.code, refusal.details, refusal.trailing_metadata)
         # Each call runs in its own task: set, never reset (a cancelled
         # stream is closed from another context, where a reset would fail).
         set_deadline(context.time_remaining())
         yield
     except DomainError as error:
-        outcome = error.status
-        await _abort_domain(error, context)
+        status = domain_error_status(error)
+        code = _code_name(status.code)
+        await context.abort(status.code, status.details, status.trailing_metadata)
     except grpc.aio.AbortError:
-        outcome = "ABORTED_BY_HANDLER" if outcome == "OK" else outcome
+        if code == "OK":  # aborted by the behavior itself
+            code = _code_name(context.code())
         raise
-    except BaseException as error:
-        outcome = type(error).__name__
+    except (asyncio.CancelledError, GeneratorExit):
+        remaining = context.time_remaining()
+        code = "DEADLINE_EXCEEDED" if remaining is not None and remaining <= 0 else "CANCELLED"
+        raise
+    except BaseException:
+        code = "UNKNOWN"  # what grpc answers for an exception it did not expect
         raise
     finally:
-        _log_call(method, started, outcome)
+        if not isinstance(request, Undecodable) or code != "INVALID_ARGUMENT":
+            _log_call(method, started, code)
 
 
 def _unary(method: str, behavior: UnaryBehavior, admit: Authenticate) -> UnaryBehavior:
@@ -177,3 +250,53 @@ def _server_stream(method: str, behavior: StreamBehavior, admit: Authenticate) -
                 yield response
 
     return wrapped
+
+
+def _checked(method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
+    """`handler` with its bad bytes refused (no admission, no validation)."""
+
+    async def one(request: Any, context: grpc.aio.ServicerContext) -> Any:
+        if isinstance(request, Undecodable):
+            await _refuse_undecodable(method, request, context)
+        return request
+
+    async def each(requests: AsyncIterator[Any], context: grpc.aio.ServicerContext) -> Any:
+        async for request in requests:
+            yield await one(request, context)
+
+    async def streamed(requests: AsyncIterator[Any], context: grpc.aio.ServicerContext) -> Any:
+        return each(requests, context)
+
+    kinds = (
+        (handler.unary_unary, one, grpc.unary_unary_rpc_method_handler),
+        (handler.unary_stream, one, grpc.unary_stream_rpc_method_handler),
+        (handler.stream_unary, streamed, grpc.stream_unary_rpc_method_handler),
+        (handler.stream_stream, streamed, grpc.stream_stream_rpc_method_handler),
+    )
+    behavior, prepare, make = next(kind for kind in kinds if kind[0] is not None)
+    return make(
+        _prepared(behavior, prepare),
+        request_deserializer=lenient(handler.request_deserializer),
+        response_serializer=handler.response_serializer,
+    )
+
+
+Prepare = Callable[[Any, grpc.aio.ServicerContext], Awaitable[Any]]
+
+
+def _prepared(behavior: Callable[..., Any], prepare: Prepare) -> Callable[..., Any]:
+    """`behavior` called with `prepare`d requests, in its own style: an async
+    generator, or a coroutine (that may answer by context.write, as health's
+    Watch does)."""
+    if inspect.isasyncgenfunction(behavior):
+
+        async def generating(request: Any, context: grpc.aio.ServicerContext) -> Any:
+            async for response in behavior(await prepare(request, context), context):
+                yield response
+
+        return generating
+
+    async def returning(request: Any, context: grpc.aio.ServicerContext) -> Any:
+        return await behavior(await prepare(request, context), context)
+
+    return returning

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -13,8 +14,10 @@ import grpc
 from .client import open_channel
 from .config import ServiceConfig
 from .logs import configure_logging
-from .server import ServiceDefinition, ServiceHost
+from .server import PortInUse, ServiceDefinition, ServiceHost
 from .topology import ABSENT, ADDRESS_ENV, default_address
+
+log = logging.getLogger("agenthost.server")
 
 # Channels to the peers by name; None for an optional peer set to "none".
 Peers = dict[str, grpc.aio.Channel | None]
@@ -39,7 +42,15 @@ def run_service(name: str, build: Build, peers: Sequence[str] = ()) -> None:
     config = ServiceConfig.from_env(name, listen=args.listen, data_dir=args.data_dir)
     configure_logging(config.name, config.log_level)
     addresses = {peer: getattr(args, peer) for peer in peers}
-    asyncio.run(_serve(config, addresses, build))
+    try:
+        asyncio.run(_serve(config, addresses, build))
+    except PortInUse as error:
+        log.error("cannot listen: %s", error.strerror, extra={"address": error.address})
+        raise SystemExit(1) from None
+    except Exception:
+        # One JSON line (the traceback inside it), not a bare traceback.
+        log.exception("the service failed")
+        raise SystemExit(1) from None
 
 
 async def _serve(config: ServiceConfig, addresses: dict[str, str], build: Build) -> None:

@@ -3,24 +3,30 @@
 Health starts NOT_SERVING, turns SERVING once the service's storage is open
 (until then every other call is refused with UNAVAILABLE NOT_READY),
 and goes back to NOT_SERVING as soon as SIGTERM arrives, so load balancers stop
-sending before the grace period ends. Reflection lists every hosted service.
+sending before the grace period ends; SIGTERM during start-up (a gateway
+waiting for its peers) stops it at once. Reflection lists every hosted service.
+
+Ports are bound without SO_REUSEPORT: with it (gRPC's default on Linux) a
+second stack started on the same ports shares them silently with the first.
 """
 
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import signal
+import socket
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection
 
 from .config import ServiceConfig
 from .interceptors import Authenticate, ServiceInterceptor
-from .tasks import spawn
+from .reflection import enable_reflection
+from .tasks import run_unless
 
 log = logging.getLogger("agenthost.server")
 
@@ -31,9 +37,45 @@ SERVER_OPTIONS = [
     ("grpc.keepalive_time_ms", 30_000),
     ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
     ("grpc.keepalive_permit_without_calls", 1),
+    ("grpc.so_reuseport", 0),
 ]
 
 Hook = Callable[[], Awaitable[None]]
+
+
+class PortInUse(OSError):
+    """Another process (another agenthost?) listens on the address."""
+
+    def __init__(self, address: str) -> None:
+        self.address = address
+        self.port = int(address.rsplit(":", 1)[1])
+        super().__init__(errno.EADDRINUSE, f"port {self.port} is in use", address)
+
+
+def port_in_use(address: str) -> bool:
+    """Whether something listens on host:port already (port 0 never is).
+
+    Asked before gRPC binds, whose failure says only "Failed to bind" and
+    writes a line of its own to stderr."""
+    host, _, port = address.rpartition(":")
+    if not port.isdigit() or int(port) == 0:
+        return False
+    try:
+        resolved = socket.getaddrinfo(
+            host.strip("[]") or None, int(port), type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )
+    except socket.gaierror:
+        return False  # gRPC reports it
+    for family, kind, proto, _, sockaddr in resolved:
+        with socket.socket(family, kind, proto) as probe:
+            # As gRPC binds: a port with connections in TIME_WAIT is free.
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind(sockaddr)
+            except OSError as error:
+                if error.errno == errno.EADDRINUSE:
+                    return True
+    return False
 
 
 @dataclass
@@ -64,6 +106,7 @@ class ServiceHost:
         self._stopped = asyncio.Event()
         self._stopping = False
         self._serving = False
+        self._started = False  # the server runs (and `open` may have begun)
 
     @property
     def address(self) -> str:
@@ -71,6 +114,10 @@ class ServiceHost:
         return f"{host}:{self.port}"
 
     async def start(self) -> None:
+        """Bind, serve health, open storage, then report SERVING. Raises
+        PortInUse, before binding anything, when the port is taken."""
+        if port_in_use(self.config.listen):
+            raise PortInUse(self.config.listen)
         self.health = health.aio.HealthServicer()
         self.server = server = grpc.aio.server(
             interceptors=[
@@ -80,11 +127,16 @@ class ServiceHost:
         )
         self.definition.register(server)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
-        names = [*self.definition.service_names, health.SERVICE_NAME, reflection.SERVICE_NAME]
-        reflection.enable_server_reflection(names, server)
+        enable_reflection([*self.definition.service_names, health.SERVICE_NAME], server)
         await self._set_health(health_pb2.HealthCheckResponse.NOT_SERVING)
-        self.port = server.add_insecure_port(self.config.listen)
+        try:
+            self.port = server.add_insecure_port(self.config.listen)
+        except RuntimeError as error:
+            if port_in_use(self.config.listen):  # taken since we asked
+                raise PortInUse(self.config.listen) from error
+            raise
         await server.start()
+        self._started = True
         log.info("listening", extra={"address": self.address})
         if self.definition.open is not None:
             await self.definition.open()
@@ -93,15 +145,22 @@ class ServiceHost:
         log.info("serving", extra={"address": self.address})
 
     async def stop(self) -> None:
+        """Shut down gracefully; also part-way through start() (cancel that
+        first): a service that never served skips the drain."""
         if self._stopping:
             await self._stopped.wait()
             return
         self._stopping = True
-        if self.health is None or self.server is None:
+        try:
+            await self._shut_down()
+        finally:
             self._stopped.set()
+
+    async def _shut_down(self) -> None:
+        if self.health is None or self.server is None or not self._started:
             return
         await self.health.enter_graceful_shutdown()
-        if self.config.drain_s > 0:
+        if self._serving and self.config.drain_s > 0:
             await asyncio.sleep(self.config.drain_s)
         for hook in self.definition.before_stop:
             await hook()
@@ -109,15 +168,20 @@ class ServiceHost:
         if self.definition.close is not None:
             await self.definition.close()
         log.info("stopped")
-        self._stopped.set()
 
     async def run_until_signalled(self) -> None:
-        """Serve until SIGTERM or SIGINT, then shut down gracefully."""
+        """Serve until SIGTERM or SIGINT, then shut down gracefully. A signal
+        during start-up cuts it short; a failed start-up is raised, after
+        releasing what it had started."""
+        signalled = asyncio.Event()
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(signum, lambda: spawn(self.stop(), name="stop"))
-        await self.start()
-        await self._stopped.wait()
+            loop.add_signal_handler(signum, signalled.set)
+        try:
+            if await run_unless(signalled, self.start()):
+                await signalled.wait()
+        finally:
+            await self.stop()
 
     async def _set_health(self, status: health_pb2.HealthCheckResponse.ServingStatus) -> None:
         assert self.health is not None

@@ -39,3 +39,26 @@ def _report(task: asyncio.Task[Any]) -> None:
     # A domain error is an answer its awaiters handle; anything else is a fault.
     level = logging.DEBUG if isinstance(error, DomainError) else logging.WARNING
     log.log(level, "task %s failed: %r", task.get_name(), error)
+
+
+async def run_unless(stop: asyncio.Event, work: Coroutine[Any, Any, None]) -> bool:
+    """Run `work` until it ends or `stop` is set, whichever comes first.
+
+    True when `work` ended (its exception is raised); False when `stop` cut
+    it short: it is then cancelled and awaited, so its cleanup has run. A
+    start-up that waits on peers must still answer SIGTERM at once."""
+    task = asyncio.ensure_future(work)
+    stopping = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait({task, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopping.cancel()
+        if not task.done():
+            task.cancel()
+            await asyncio.wait({task})
+        if not task.cancelled():
+            task.exception()  # read here too, should our own caller be cancelled
+    if task.cancelled():
+        return False
+    task.result()
+    return True

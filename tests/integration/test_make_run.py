@@ -6,12 +6,14 @@ import asyncio
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pexpect
 
+from services.common.server import port_in_use
 from tests.support.hosts import REPO
 
 TIMEOUT_S = 30
@@ -126,3 +128,66 @@ def test_the_demo_script_plays_through_make_run_and_chat(tmp_path: Path) -> None
         except subprocess.TimeoutExpired:
             os.killpg(up.pid, signal.SIGKILL)
             up.wait()
+
+
+def _free_base_port() -> int:
+    """A port with the five after it free too (for `up --base-port`)."""
+    for _ in range(50):
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            base = int(probe.getsockname()[1])
+        if base <= 65530 and not any(
+            port_in_use(f"127.0.0.1:{base + offset}") for offset in range(6)
+        ):
+            return base
+    raise RuntimeError("no six free ports in a row")
+
+
+def test_make_run_twice_the_second_says_in_one_line_that_the_port_is_taken(
+    tmp_path: Path,
+) -> None:
+    """Two stacks must not share ports (SO_REUSEPORT would let them) nor one
+    data folder: the second `agenthost up` exits 1 with one line."""
+    base = _free_base_port()
+    command = [sys.executable, "-m", "clients.cli", "up", "--base-port", str(base)]
+    env = {**os.environ, "AGENTHOST_DATA_DIR": str(tmp_path / "data")}
+    first = subprocess.Popen(
+        command, cwd=REPO, env=env, stdout=subprocess.PIPE, text=True, start_new_session=True
+    )
+    try:
+        addresses = _read_up_line(first)
+        assert addresses["gateway"] == f"127.0.0.1:{base}"
+        second = subprocess.run(
+            command, cwd=REPO, env=env, capture_output=True, text=True, timeout=TIMEOUT_S
+        )
+        assert second.returncode == 1
+        assert second.stderr.splitlines() == [
+            f"port {base} is in use; is agenthost already running? use --free-ports"
+        ]
+        assert "agenthost is up" not in second.stdout
+        # The first stack still serves and stops cleanly.
+        first.send_signal(signal.SIGINT)
+        assert first.wait(TIMEOUT_S) == 0
+    finally:
+        if first.poll() is None:
+            first.kill()
+            first.wait()
+
+
+def test_up_on_a_port_another_program_holds_says_so_in_one_line(tmp_path: Path) -> None:
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", _free_base_port()))
+        holder.listen()
+        port = int(holder.getsockname()[1])
+        taken = subprocess.run(
+            [sys.executable, "-m", "clients.cli", "up", "--base-port", str(port)],
+            cwd=REPO,
+            env={**os.environ, "AGENTHOST_DATA_DIR": str(tmp_path / "data")},
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT_S,
+        )
+    assert taken.returncode == 1
+    assert taken.stderr.splitlines() == [
+        f"port {port} is in use; is agenthost already running? use --free-ports"
+    ]

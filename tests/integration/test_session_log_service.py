@@ -11,12 +11,14 @@ from agenthost.planmode.v1 import plan_mode_pb2
 from agenthost.sessionlog.v1 import events_pb2 as ev
 from agenthost.sessionlog.v1 import session_log_pb2 as pb
 from agenthost.sessionlog.v1 import session_log_pb2_grpc as pb_grpc
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from grpc_health.v1 import health_pb2
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from services.common.errors import SessionConflict, WrongExpectedSeq
 from services.common.interceptors import violations_of
 from services.common.server import ServiceDefinition
+from services.common.status import MAX_VIOLATIONS, error_info, field_violations
 from services.sessionlog.client import SessionLogClient
 from services.sessionlog.port import CaughtUp
 from services.sessionlog.service import session_log_service
@@ -123,6 +125,33 @@ async def test_oversize_or_bodiless_events_are_refused_and_nothing_is_written(st
     assert got.session.last_seq == 0
 
 
+async def test_a_thousand_bad_events_answer_invalid_argument_that_fits_a_default_client(
+    stub: Stub,
+) -> None:
+    """Listing every violation would overflow the client's 16 KiB metadata
+    limit (RESOURCE_EXHAUSTED); the answer lists the first few and the count."""
+    await stub.CreateSession(pb.CreateSessionRequest(session_id="s", cwd="/a"))
+    empty = [ev.Event() for _ in range(1000)]
+    error = await expect_rpc_error(
+        stub.Append(pb.AppendRequest(session_id="s", events=empty)), INVALID
+    )
+    assert reason_of(error) == "INVALID_REQUEST"
+    assert len(violated_fields(error)) == MAX_VIOLATIONS
+    assert violated_fields(error)[0].startswith("events[0].")
+    info = error_info(error)
+    assert info is not None and int(info.metadata["violations"]) >= 1000
+    assert f"{MAX_VIOLATIONS} of " in (error.details() or "")
+
+
+async def test_a_domain_invalid_argument_carries_a_bad_request_too(stub: Stub) -> None:
+    await stub.CreateSession(pb.CreateSessionRequest(session_id="s", cwd="/a"))
+    twice = pb.AppendRequest(session_id="s", events=[user("a", "e1"), user("b", "e1")])
+    error = await expect_rpc_error(stub.Append(twice), INVALID)
+    assert reason_of(error) == "DUPLICATE_EVENT_ID"
+    # Not about one field: the request as a whole, with the error's message.
+    assert field_violations(error) == [("", error.details())]
+
+
 def test_plan_state_with_pending_equal_to_active_is_invalid() -> None:
     bad = plan_mode_pb2.PlanModeState(active=True, pending=True)
     assert violations_of(bad) == [
@@ -195,3 +224,44 @@ async def test_in_process_host_fixture_cleans_up(tmp_path: Path) -> None:
     ):
         assert await health_status(channel) == health_pb2.HealthCheckResponse.SERVING
     assert host.port > 0
+
+
+async def test_reflection_is_also_served_as_v1(session_log_channel: grpc.aio.Channel) -> None:
+    """grpcurl asks grpc.reflection.v1 first: it lists and describes the
+    services there too (reflection itself included, under v1's names)."""
+    pool = descriptor_pool.Default()
+    request_type = message_factory.GetMessageClass(
+        pool.FindMessageTypeByName("grpc.reflection.v1.ServerReflectionRequest")
+    )
+    response_type = message_factory.GetMessageClass(
+        pool.FindMessageTypeByName("grpc.reflection.v1.ServerReflectionResponse")
+    )
+    info = session_log_channel.stream_stream(
+        "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo",
+        request_serializer=request_type.SerializeToString,
+        response_deserializer=response_type.FromString,
+    )
+    asked = [
+        request_type(list_services=""),
+        request_type(file_containing_symbol="agenthost.sessionlog.v1.SessionLogService"),
+        request_type(file_containing_symbol="grpc.reflection.v1.ServerReflection"),
+    ]
+    replies = [reply async for reply in info(iter(asked), timeout=10)]
+    names = {s.name for s in replies[0].list_services_response.service}
+    assert {
+        "agenthost.sessionlog.v1.SessionLogService",
+        "grpc.health.v1.Health",
+        "grpc.reflection.v1.ServerReflection",
+        "grpc.reflection.v1alpha.ServerReflection",
+    } <= names
+    described = [
+        descriptor_pb2.FileDescriptorProto.FromString(
+            reply.file_descriptor_response.file_descriptor_proto[0]
+        )
+        for reply in replies[1:]
+    ]
+    assert [file.package for file in described] == ["agenthost.sessionlog.v1", "grpc.reflection.v1"]
+    assert (
+        described[1].service[0].method[0].input_type
+        == ".grpc.reflection.v1.ServerReflectionRequest"
+    )
