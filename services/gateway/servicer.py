@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 import grpc
 from agenthost.gateway.v1 import gateway_pb2 as gw
@@ -51,10 +52,11 @@ READ_BATCH = 1000
 LIST_CHUNK = 1000
 
 
-def _fence(message: gw.RequestFence, present: bool) -> Fence | None:
+def _fence(message: gw.RequestFence, present: bool = True) -> Fence | None:
+    """The request's fence, scoped by the caller's account."""
     if not present:
         return None
-    return Fence(message.generation, message.request_id, message.client_id)
+    return Fence(current_account.get(), message.client_id, message.generation, message.request_id)
 
 
 def _plan_value(value: struct_pb2.Value | None) -> gw.PlanModeValue:
@@ -141,7 +143,7 @@ class GatewayServicer(gw_grpc.GatewayServiceServicer):
         self, request: gw.ConnectRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[gw.ConnectResponse]:
         account = current_account.get()
-        self.fences.connect(request.client_id, request.generation)
+        self.fences.connect(account, request.client_id, request.generation)
         connection = Connection(account, request.client_id, request.generation)
         self.hub.attach(connection)
         try:
@@ -310,51 +312,53 @@ class GatewayServicer(gw_grpc.GatewayServiceServicer):
     async def RenameSession(
         self, request: gw.RenameSessionRequest, context: grpc.aio.ServicerContext
     ) -> gw.RenameSessionResponse:
-        account = current_account.get()
-        await self._admit(request.fence, request.session_id)
-        title = ev.Event(session_title=ev.SessionTitle(title=request.title))
-        await self.log.append(request.session_id, [title])
-        return gw.RenameSessionResponse(session=await self._summary(account, request.session_id))
+        async with self._mutating(request.fence, request.session_id) as account:
+            title = ev.Event(session_title=ev.SessionTitle(title=request.title))
+            await self.log.append(request.session_id, [title])
+            return gw.RenameSessionResponse(
+                session=await self._summary(account, request.session_id)
+            )
 
     async def ArchiveSession(
         self, request: gw.ArchiveSessionRequest, context: grpc.aio.ServicerContext
     ) -> gw.ArchiveSessionResponse:
-        account = current_account.get()
-        await self._admit(request.fence, request.session_id)
-        workspace = await self._workspace_of(account, request.session_id)
-        await self.workspaces.archive(account, workspace.id, request.session_id, request.archived)
-        return gw.ArchiveSessionResponse(session=await self._summary(account, request.session_id))
+        async with self._mutating(request.fence, request.session_id) as account:
+            workspace = await self._workspace_of(account, request.session_id)
+            await self.workspaces.archive(
+                account, workspace.id, request.session_id, request.archived
+            )
+            return gw.ArchiveSessionResponse(
+                session=await self._summary(account, request.session_id)
+            )
 
     async def ForkSession(
         self, request: gw.ForkSessionRequest, context: grpc.aio.ServicerContext
     ) -> gw.ForkSessionResponse:
         """The fork joins the source's workspace and inherits its log: plan
         state, settings and title come with it."""
-        account = current_account.get()
-        await self._admit(request.fence, request.session_id)
-        workspace = await self._workspace_of(account, request.session_id)
-        up_to = request.up_to_seq if request.HasField("up_to_seq") else None
-        fork = await self.log.fork(request.session_id, up_to)
-        await self.workspaces.add_session(account, workspace.id, fork.id)
-        self._announce_new(account, fork)
-        return gw.ForkSessionResponse(session=fork)
+        async with self._mutating(request.fence, request.session_id) as account:
+            workspace = await self._workspace_of(account, request.session_id)
+            up_to = request.up_to_seq if request.HasField("up_to_seq") else None
+            fork = await self.log.fork(request.session_id, up_to)
+            await self.workspaces.add_session(account, workspace.id, fork.id)
+            self._announce_new(account, fork)
+            return gw.ForkSessionResponse(session=fork)
 
     async def DeleteSession(
         self, request: gw.DeleteSessionRequest, context: grpc.aio.ServicerContext
     ) -> gw.DeleteSessionResponse:
         """A running turn is cancelled; the session leaves its workspace first
         (so it is never recreated), then its log goes."""
-        account = current_account.get()
-        await self._admit(request.fence, request.session_id)
-        await domain_errors(
-            self.runtime.Cancel(
-                rt.CancelRequest(session_id=request.session_id), timeout=call_timeout()
+        async with self._mutating(request.fence, request.session_id) as account:
+            await domain_errors(
+                self.runtime.Cancel(
+                    rt.CancelRequest(session_id=request.session_id), timeout=call_timeout()
+                )
             )
-        )
-        await self.workspaces.remove_session(account, request.session_id)
-        await self.log.delete_session(request.session_id)
-        self._access.discard((account, request.session_id))
-        return gw.DeleteSessionResponse()
+            await self.workspaces.remove_session(account, request.session_id)
+            await self.log.delete_session(request.session_id)
+            self._access.discard((account, request.session_id))
+            return gw.DeleteSessionResponse()
 
     async def ExportSession(
         self, request: gw.ExportSessionRequest, context: grpc.aio.ServicerContext
@@ -429,50 +433,55 @@ class GatewayServicer(gw_grpc.GatewayServiceServicer):
 
     # -- turns and commands ------------------------------------------------------------------
 
-    async def _admit(self, fence_message: gw.RequestFence, session_id: str) -> None:
-        """Account scope first (no existence leak), then the fences."""
-        await self._own(session_id)
-        fence = _fence(fence_message, True)
+    @asynccontextmanager
+    async def _mutating(
+        self, fence_message: gw.RequestFence, session_id: str
+    ) -> AsyncIterator[str]:
+        """Account scope first (no existence leak), then the fences; the block
+        applies the request (its id stays free when it raises a domain error)."""
+        account = await self._own(session_id)
+        fence = _fence(fence_message)
         assert fence is not None
-        self.fences.admit_mutation(fence, session_id)
+        with self.fences.mutation(fence, session_id):
+            yield account
 
     async def Prompt(
         self, request: gw.PromptRequest, context: grpc.aio.ServicerContext
     ) -> gw.PromptResponse:
-        await self._admit(request.fence, request.session_id)
-        await self._resume(request.session_id)
-        rollback: bool | None = None
-        if request.HasField("plan_target") and self.plan is not None:
-            before = (await self.plan.get(request.session_id)).state
-            rollback = before.pending if before.HasField("pending") else before.active
-            await self.plan.set(request.session_id, request.plan_target)
-        try:
-            reply: rt.PromptResponse = await domain_errors(
-                self.runtime.Prompt(
-                    rt.PromptRequest(
-                        session_id=request.session_id, text=request.text, mode=request.mode
-                    ),
-                    timeout=call_timeout(),
+        async with self._mutating(request.fence, request.session_id):
+            await self._resume(request.session_id)
+            rollback: bool | None = None
+            if request.HasField("plan_target") and self.plan is not None:
+                before = (await self.plan.get(request.session_id)).state
+                rollback = before.pending if before.HasField("pending") else before.active
+                await self.plan.set(request.session_id, request.plan_target)
+            try:
+                reply: rt.PromptResponse = await domain_errors(
+                    self.runtime.Prompt(
+                        rt.PromptRequest(
+                            session_id=request.session_id, text=request.text, mode=request.mode
+                        ),
+                        timeout=call_timeout(),
+                    )
                 )
+            except DomainError:
+                if rollback is not None and self.plan is not None:
+                    await self.plan.set(request.session_id, rollback)
+                raise
+            return gw.PromptResponse(
+                mode=reply.mode, running=reply.status.running, seq=reply.status.last_seq
             )
-        except DomainError:
-            if rollback is not None and self.plan is not None:
-                await self.plan.set(request.session_id, rollback)
-            raise
-        return gw.PromptResponse(
-            mode=reply.mode, running=reply.status.running, seq=reply.status.last_seq
-        )
 
     async def Cancel(
         self, request: gw.CancelRequest, context: grpc.aio.ServicerContext
     ) -> gw.CancelResponse:
-        await self._admit(request.fence, request.session_id)
-        reply: rt.CancelResponse = await domain_errors(
-            self.runtime.Cancel(
-                rt.CancelRequest(session_id=request.session_id), timeout=call_timeout()
+        async with self._mutating(request.fence, request.session_id):
+            reply: rt.CancelResponse = await domain_errors(
+                self.runtime.Cancel(
+                    rt.CancelRequest(session_id=request.session_id), timeout=call_timeout()
+                )
             )
-        )
-        return gw.CancelResponse(cancelled=reply.cancelled, seq=reply.status.last_seq)
+            return gw.CancelResponse(cancelled=reply.cancelled, seq=reply.status.last_seq)
 
     async def ListCommands(
         self, request: gw.ListCommandsRequest, context: grpc.aio.ServicerContext
@@ -488,45 +497,45 @@ class GatewayServicer(gw_grpc.GatewayServiceServicer):
     async def ExecuteCommand(
         self, request: gw.ExecuteCommandRequest, context: grpc.aio.ServicerContext
     ) -> gw.ExecuteCommandResponse:
-        await self._admit(request.fence, request.session_id)
-        await self._resume(request.session_id)
-        command = rt.ExecuteCommandRequest(session_id=request.session_id, name=request.name)
-        if request.HasField("args"):
-            command.args = request.args
-        reply: rt.ExecuteCommandResponse = await domain_errors(
-            self.runtime.ExecuteCommand(command, timeout=call_timeout())
-        )
-        return gw.ExecuteCommandResponse(ok=reply.ok, message=reply.message, seq=reply.last_seq)
+        async with self._mutating(request.fence, request.session_id):
+            await self._resume(request.session_id)
+            command = rt.ExecuteCommandRequest(session_id=request.session_id, name=request.name)
+            if request.HasField("args"):
+                command.args = request.args
+            reply: rt.ExecuteCommandResponse = await domain_errors(
+                self.runtime.ExecuteCommand(command, timeout=call_timeout())
+            )
+            return gw.ExecuteCommandResponse(ok=reply.ok, message=reply.message, seq=reply.last_seq)
 
     async def AnswerQuestion(
         self, request: gw.AnswerQuestionRequest, context: grpc.aio.ServicerContext
     ) -> gw.AnswerQuestionResponse:
-        await self._admit(request.fence, request.session_id)
-        reply: rt.AnswerQuestionResponse = await domain_errors(
-            self.runtime.AnswerQuestion(
-                rt.AnswerQuestionRequest(
-                    session_id=request.session_id,
-                    question_id=request.question_id,
-                    answer=request.answer,
-                ),
-                timeout=call_timeout(),
+        async with self._mutating(request.fence, request.session_id):
+            reply: rt.AnswerQuestionResponse = await domain_errors(
+                self.runtime.AnswerQuestion(
+                    rt.AnswerQuestionRequest(
+                        session_id=request.session_id,
+                        question_id=request.question_id,
+                        answer=request.answer,
+                    ),
+                    timeout=call_timeout(),
+                )
             )
-        )
-        return gw.AnswerQuestionResponse(seq=reply.seq)
+            return gw.AnswerQuestionResponse(seq=reply.seq)
 
     async def UpdateSessionSettings(
         self, request: gw.UpdateSessionSettingsRequest, context: grpc.aio.ServicerContext
     ) -> gw.UpdateSessionSettingsResponse:
-        await self._admit(request.fence, request.session_id)
-        update = rt.UpdateSettingsRequest(session_id=request.session_id)
-        if request.HasField("sandbox"):
-            update.sandbox = request.sandbox
-        if request.HasField("approvals"):
-            update.approvals = request.approvals
-        reply: rt.UpdateSettingsResponse = await domain_errors(
-            self.runtime.UpdateSettings(update, timeout=call_timeout())
-        )
-        return gw.UpdateSessionSettingsResponse(settings=reply.settings, seq=reply.seq)
+        async with self._mutating(request.fence, request.session_id):
+            update = rt.UpdateSettingsRequest(session_id=request.session_id)
+            if request.HasField("sandbox"):
+                update.sandbox = request.sandbox
+            if request.HasField("approvals"):
+                update.approvals = request.approvals
+            reply: rt.UpdateSettingsResponse = await domain_errors(
+                self.runtime.UpdateSettings(update, timeout=call_timeout())
+            )
+            return gw.UpdateSessionSettingsResponse(settings=reply.settings, seq=reply.seq)
 
     # -- plan mode ----------------------------------------------------------------------------
 
@@ -545,14 +554,14 @@ class GatewayServicer(gw_grpc.GatewayServiceServicer):
     async def SetPlanMode(
         self, request: gw.SetPlanModeRequest, context: grpc.aio.ServicerContext
     ) -> gw.SetPlanModeResponse:
-        await self._admit(request.fence, request.session_id)
-        if self.plan is None:
-            return gw.SetPlanModeResponse(plan=gw.PlanModeValue(), seq=-1)
-        await self._resume(request.session_id)
-        reply = await self.plan.set(request.session_id, request.active)
-        return gw.SetPlanModeResponse(
-            plan=gw.PlanModeValue(state=reply.state), outcome=reply.outcome, seq=reply.as_of_seq
-        )
+        async with self._mutating(request.fence, request.session_id):
+            if self.plan is None:
+                return gw.SetPlanModeResponse(plan=gw.PlanModeValue(), seq=-1)
+            await self._resume(request.session_id)
+            reply = await self.plan.set(request.session_id, request.active)
+            return gw.SetPlanModeResponse(
+                plan=gw.PlanModeValue(state=reply.state), outcome=reply.outcome, seq=reply.as_of_seq
+            )
 
     # -- workspaces -----------------------------------------------------------------------------
 

@@ -315,6 +315,31 @@ async def test_an_older_selection_arriving_after_a_newer_one_is_stale(
     assert await plan_of(client, session_id) == plan(True)
 
 
+async def test_a_request_refused_as_busy_keeps_its_id_for_the_retry(
+    gateway: GatewayHarness,
+) -> None:
+    client = gateway.client()
+    await client.connect()
+    session_id = await new_session(client)
+    held = await generating(gateway, client, session_id)
+    send = gw.PromptRequest(
+        session_id=session_id, text="again", mode=rt.PROMPT_MODE_SEND, fence=client.fence()
+    )
+    error = await expect_rpc_error(client.stub.Prompt(send), grpc.StatusCode.FAILED_PRECONDITION)
+    assert reason_of(error) == "AGENT_BUSY"
+    held.release()
+    await client.next_frame(is_idle(session_id))
+    # Nothing was applied, so the same request id is not "already applied".
+    assert (await client.stub.Prompt(send)).running
+    await client.next_frame(is_idle(session_id))
+    opened = await client.stub.OpenSession(gw.OpenSessionRequest(session_id=session_id))
+    texts = [e.user_message.text for e in opened.events if e.HasField("user_message")]
+    assert texts == ["go", "again"]
+    # Once applied, it is used up.
+    error = await expect_rpc_error(client.stub.Prompt(send), grpc.StatusCode.FAILED_PRECONDITION)
+    assert reason_of(error) == "STALE"
+
+
 # -- the stream ------------------------------------------------------------------------
 
 

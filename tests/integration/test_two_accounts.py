@@ -1,0 +1,79 @@
+"""Two accounts on one gateway, bob probing alice: every RPC and the stream
+answer him exactly as for something that does not exist, and nothing he
+does (a client id of hers, a session id of hers) changes what she gets."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import grpc
+import pytest
+from agenthost.gateway.v1 import gateway_pb2 as gw
+
+from tests.support.gateway import ALICE, BOB, Client, GatewayHarness, running_gateway
+from tests.support.rpc import expect_rpc_error, reason_of
+
+Frame = gw.ConnectResponse
+
+
+@pytest.fixture
+async def gateway(tmp_path: Path) -> AsyncIterator[GatewayHarness]:
+    async with running_gateway(tmp_path / "data") as harness:
+        yield harness
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> str:
+    path = tmp_path / "project"
+    path.mkdir()
+    return str(path)
+
+
+async def new_session(client: Client, cwd: str, session_id: str = "") -> gw.CreateSessionResponse:
+    reply: gw.CreateSessionResponse = await client.stub.CreateSession(
+        gw.CreateSessionRequest(cwd=cwd, session_id=session_id, fence=client.fence())
+    )
+    return reply
+
+
+async def set_plan(client: Client, session_id: str, active: bool) -> gw.SetPlanModeResponse:
+    reply: gw.SetPlanModeResponse = await client.stub.SetPlanMode(
+        gw.SetPlanModeRequest(session_id=session_id, active=active, fence=client.fence())
+    )
+    return reply
+
+
+def is_plan_event(session_id: str, active: bool):  # type: ignore[no-untyped-def]
+    return lambda f: (
+        f.HasField("session_event")
+        and f.session_event.session_id == session_id
+        and f.session_event.event.HasField("plan_mode")
+        and f.session_event.event.plan_mode.active == active
+    )
+
+
+# -- fences ------------------------------------------------------------------------------
+
+
+async def test_bob_using_alices_client_id_cannot_lock_her_out(
+    gateway: GatewayHarness, folder: str
+) -> None:
+    alice = gateway.client(ALICE, client_id="laptop")
+    bob = gateway.client(BOB, client_id="laptop")
+    mine = (await new_session(alice, folder)).session.id
+    his = (await new_session(bob, folder)).session.id
+    await alice.connect()
+    # Bob connects with her client id at a higher generation and sends
+    # fenced requests far ahead of hers, on his session and on hers.
+    bob.generation, bob.request_id = 7, 1000
+    await bob.connect()
+    await set_plan(bob, his, True)
+    error = await expect_rpc_error(set_plan(bob, mine, True), grpc.StatusCode.NOT_FOUND)
+    assert reason_of(error) == "SESSION_NOT_FOUND"
+
+    reply = await set_plan(alice, mine, True)
+    assert reply.plan.state.active
+    # Her stream was not ended by his connection: it carries her change.
+    await alice.next_frame(is_plan_event(mine, True))
+    await alice.stub.OpenSession(gw.OpenSessionRequest(session_id=mine, fence=alice.fence()))
