@@ -36,6 +36,7 @@ from . import listing
 from .accounts import current_account
 from .fencing import Fence, Fences
 from .hub import Connection, Frame, Hub, projection_frame
+from .session_ids import scoped_session_id
 
 log = logging.getLogger("agenthost.gateway")
 
@@ -248,17 +249,17 @@ class GatewayServicer(gw_grpc.GatewayServiceServicer):
     async def CreateSession(
         self, request: gw.CreateSessionRequest, context: grpc.aio.ServicerContext
     ) -> gw.CreateSessionResponse:
+        """A chosen session id is scoped to the account (see session_ids); a
+        refused create in a new folder leaves no workspace behind."""
         account = current_account.get()
-        fence = _fence(request.fence, request.HasField("fence"))
-        if fence is not None:
-            self.fences.check_read(fence)
+        self.fences.check_read(_fence(request.fence, request.HasField("fence")))
+        session_id = scoped_session_id(account, request.session_id) if request.session_id else None
         if request.HasField("workspace_id"):
-            workspace_id = request.workspace_id
+            summary = await self.workspaces.create_session(
+                account, request.workspace_id, session_id
+            )
         else:
-            workspace_id = (await self.workspaces.create(account, request.cwd))[0].id
-        summary = await self.workspaces.create_session(
-            account, workspace_id, request.session_id or None
-        )
+            _, summary = await self.workspaces.create_session_at(account, request.cwd, session_id)
         self._announce_new(account, summary)
         return gw.CreateSessionResponse(session=summary, seq=summary.last_seq)
 

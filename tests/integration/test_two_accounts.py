@@ -77,3 +77,51 @@ async def test_bob_using_alices_client_id_cannot_lock_her_out(
     # Her stream was not ended by his connection: it carries her change.
     await alice.next_frame(is_plan_event(mine, True))
     await alice.stub.OpenSession(gw.OpenSessionRequest(session_id=mine, fence=alice.fence()))
+
+
+# -- session ids -------------------------------------------------------------------------
+
+
+async def test_creating_with_alices_session_ids_is_as_with_free_ones(
+    gateway: GatewayHarness, folder: str
+) -> None:
+    alice, bob = gateway.client(ALICE), gateway.client(BOB, client_id="bob")
+    mine = (await new_session(alice, folder, session_id="my-id")).session
+    assert (await new_session(alice, folder, session_id="my-id")).session.id == mine.id
+
+    free = await new_session(bob, folder, session_id="nobody-uses-this")
+    for squatted in ("my-id", mine.id):
+        reply = await new_session(bob, folder, session_id=squatted)
+        assert reply.session.id not in {mine.id, free.session.id}
+        # Exactly what a free id gets: a new blank session of his, at seq -1.
+        assert (reply.seq, reply.session.blank, reply.session.cwd) == (
+            free.seq,
+            free.session.blank,
+            free.session.cwd,
+        )
+        again = await new_session(bob, folder, session_id=squatted)
+        assert again.session.id == reply.session.id
+
+    # Nothing of hers changed, and hers is still hidden from him.
+    (workspace,) = (await alice.stub.ListWorkspaces(gw.ListWorkspacesRequest())).workspaces
+    assert list(workspace.session_ids) == [mine.id]
+    error = await expect_rpc_error(
+        bob.stub.OpenSession(gw.OpenSessionRequest(session_id=mine.id)),
+        grpc.StatusCode.NOT_FOUND,
+    )
+    assert reason_of(error) == "SESSION_NOT_FOUND"
+
+
+async def test_a_refused_create_in_a_new_folder_leaves_no_workspace(
+    gateway: GatewayHarness, folder: str, tmp_path: Path
+) -> None:
+    alice = gateway.client(ALICE)
+    first = (await new_session(alice, folder, session_id="taken")).session
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    error = await expect_rpc_error(
+        new_session(alice, str(elsewhere), session_id="taken"), grpc.StatusCode.ALREADY_EXISTS
+    )
+    assert reason_of(error) == "SESSION_CONFLICT"
+    workspaces = (await alice.stub.ListWorkspaces(gw.ListWorkspacesRequest())).workspaces
+    assert [(w.path, list(w.session_ids)) for w in workspaces] == [(folder, [first.id])]

@@ -44,7 +44,7 @@ def received(connection: Connection) -> list[str]:
     while not connection.frames.empty():
         frame = connection.frames.get_nowait()
         assert isinstance(frame, Frame)
-        kind = frame.WhichOneof("frame")
+        kind: str | None = frame.WhichOneof("frame")
         if kind == "session_event":
             kind = frame.session_event.event.WhichOneof("body")
         elif kind == "session_projection":
