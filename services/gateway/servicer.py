@@ -26,7 +26,7 @@ from google.protobuf import json_format, struct_pb2
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from services.common.client import call_timeout, domain_errors
-from services.common.errors import DomainError, SessionNotFound
+from services.common.errors import DomainError, InvalidArgument, SessionNotFound
 from services.common.tasks import spawn
 from services.planmode.client import PlanModeClient
 from services.sessionlog.port import Direction, SessionLogPort, SessionSummary
@@ -36,6 +36,7 @@ from . import listing
 from .accounts import current_account
 from .fencing import Fence, Fences
 from .hub import Connection, Frame, Hub, projection_frame
+from .internal_errors import restating_internal_errors
 from .session_ids import scoped_session_id
 
 log = logging.getLogger("agenthost.gateway")
@@ -71,6 +72,7 @@ def _plan_value(value: struct_pb2.Value | None) -> gw.PlanModeValue:
     return gw.PlanModeValue(state=state)
 
 
+@restating_internal_errors
 class GatewayServicer(gw_grpc.GatewayServiceServicer):
     def __init__(
         self,
@@ -166,7 +168,9 @@ class GatewayServicer(gw_grpc.GatewayServiceServicer):
         try:
             await self._own(session_id)
             last_seq = (await self.log.get_session(session_id)).last_seq
-        except SessionNotFound:
+        except (SessionNotFound, InvalidArgument):
+            # Unknown and another account's read the same; a key the services
+            # refuse never ends the stream of the other sessions.
             yield Frame(resync=gw.Resync(session_id=session_id, reason="unknown session"))
             return
         if cursor > last_seq or last_seq - cursor > MAX_CATCH_UP:

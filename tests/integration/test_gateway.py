@@ -15,7 +15,7 @@ from agenthost.runtime.v1 import runtime_pb2 as rt
 
 from services.agentruntime.models.builtin import ScriptedReply, ScriptedToolCall
 from tests.support.gateway import BOB, Client, GatewayHarness, running_gateway
-from tests.support.rpc import expect_rpc_error, reason_of
+from tests.support.rpc import expect_rpc_error, reason_of, violated_fields
 
 WAIT_S = 10.0
 Frame = gw.ConnectResponse
@@ -496,3 +496,21 @@ async def test_the_callers_deadline_bounds_the_calls_made_on_its_behalf(
             ),
             grpc.StatusCode.DEADLINE_EXCEEDED,
         )
+
+
+async def test_a_malformed_cursor_is_refused_before_any_frame(gateway: GatewayHarness) -> None:
+    client = gateway.client()
+    session_id = await new_session(client)
+    for cursors, field in (({"not a session id": 0}, "cursors"), ({session_id: -2}, "cursors")):
+        call = client.stub.Connect(
+            gw.ConnectRequest(client_id=client.client_id, generation=0, cursors=cursors)
+        )
+        error = await expect_rpc_error(call.read(), grpc.StatusCode.INVALID_ARGUMENT)
+        assert "ConnectRequest" in (error.details() or "")
+        assert [f.split("[")[0] for f in violated_fields(error)] == [field]
+    # -1 is "nothing seen yet": the session's events from the start.
+    await client.connect(cursors={session_id: -1})
+    await client.stub.ExecuteCommand(
+        gw.ExecuteCommandRequest(session_id=session_id, name="plan", fence=client.fence())
+    )
+    await client.next_frame(is_plan_event(session_id, active=True))

@@ -125,3 +125,51 @@ async def test_a_refused_create_in_a_new_folder_leaves_no_workspace(
     assert reason_of(error) == "SESSION_CONFLICT"
     workspaces = (await alice.stub.ListWorkspaces(gw.ListWorkspacesRequest())).workspaces
     assert [(w.path, list(w.session_ids)) for w in workspaces] == [(folder, [first.id])]
+
+
+# -- the stream --------------------------------------------------------------------------
+
+
+def sessions_shown(frames: list[Frame]) -> set[str]:
+    """The sessions whose content (events, status, views, text) frames carry."""
+    ids = set()
+    for frame in frames:
+        kind = frame.WhichOneof("frame")
+        if kind in {
+            "session_event",
+            "session_status",
+            "session_projection",
+            "assistant_delta",
+            "tool_output",
+        }:
+            ids.add(getattr(frame, str(kind)).session_id)
+        elif kind == "session_added":
+            ids.add(frame.session_added.summary.id)
+    return ids
+
+
+async def test_the_stream_treats_alices_sessions_as_unknown_and_carries_none_of_hers(
+    gateway: GatewayHarness, folder: str
+) -> None:
+    alice, bob = gateway.client(ALICE), gateway.client(BOB, client_id="bob")
+    await alice.connect()
+    mine = (await new_session(alice, folder)).session.id
+    await set_plan(alice, mine, True)
+    his = (await new_session(bob, folder)).session.id
+    await set_plan(bob, his, True)
+    unknown = "s-" + "0" * 32
+
+    await bob.connect(cursors={mine: -1, unknown: -1, his: -1})
+    resyncs = {}
+    for _ in range(2):
+        frame = await bob.next_frame(lambda f: f.HasField("resync"))
+        resyncs[frame.resync.session_id] = frame.resync.reason
+    assert resyncs == {mine: resyncs[unknown], unknown: resyncs[unknown]}
+    # His own session resumed on the same stream, and it stays live.
+    await bob.next_frame(is_plan_event(his, True), seen_or_next=True)
+    await set_plan(alice, mine, False)
+    await set_plan(bob, his, False)
+    await bob.next_frame(is_plan_event(his, False))
+    await alice.next_frame(is_plan_event(mine, False), seen_or_next=True)
+    assert mine not in sessions_shown(bob.received)
+    assert his not in sessions_shown(alice.received)
