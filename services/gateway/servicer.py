@@ -37,6 +37,7 @@ from .accounts import current_account
 from .fencing import Fence, Fences
 from .hub import Connection, Frame, Hub, projection_frame
 from .internal_errors import restating_internal_errors
+from .recent import Recent
 from .session_ids import scoped_session_id
 
 log = logging.getLogger("agenthost.gateway")
@@ -52,6 +53,9 @@ MAX_CATCH_UP = 10_000
 READ_BATCH = 1000
 # Session ids per list request to the session log (its limit).
 LIST_CHUNK = 1000
+# (account, session) pairs whose ownership was checked, kept for the recently
+# used ones (a forgotten pair is checked again).
+ACCESS_KEPT = 10_000
 
 
 def _fence(message: gw.RequestFence, present: bool = True) -> Fence | None:
@@ -91,7 +95,7 @@ class GatewayServicer(gw_grpc.GatewayServiceServicer):
         self.heartbeat_s = heartbeat_s
         self.fences = Fences()
         self.hub = Hub(log, runtime, projection, workspaces)
-        self._access: set[tuple[str, str]] = set()
+        self._access: Recent[tuple[str, str], bool] = Recent(ACCESS_KEPT)
         self._resuming: dict[str, asyncio.Task[rt.AgentStatus]] = {}
 
     # -- account scope and the shared resume path ------------------------------------
@@ -99,10 +103,10 @@ class GatewayServicer(gw_grpc.GatewayServiceServicer):
     async def _own(self, session_id: str) -> str:
         """The caller's account, after checking it owns the session."""
         account = current_account.get()
-        if (account, session_id) not in self._access:
+        if not self._access.recall((account, session_id)):
             if await self.workspaces.find_session_workspace(account, session_id) is None:
                 raise SessionNotFound(session_id)
-            self._access.add((account, session_id))
+            self._access.remember((account, session_id), True)
             self.hub.set_owner(session_id, account)
         return account
 
@@ -268,7 +272,7 @@ class GatewayServicer(gw_grpc.GatewayServiceServicer):
         return gw.CreateSessionResponse(session=summary, seq=summary.last_seq)
 
     def _announce_new(self, account: str, summary: SessionSummary) -> None:
-        self._access.add((account, summary.id))
+        self._access.remember((account, summary.id), True)
         self.hub.set_owner(summary.id, account)
         self.hub.broadcast(
             account, Frame(session_added=gw.SessionAdded(summary=summary, blank=summary.blank))
@@ -295,8 +299,14 @@ class GatewayServicer(gw_grpc.GatewayServiceServicer):
         durable: list[SessionSummary] = []
         for start in range(0, len(session_ids), LIST_CHUNK):
             chunk = session_ids[start : start + LIST_CHUNK]
-            found, _ = await self.log.list_sessions(page_size=LIST_CHUNK, session_ids=chunk)
-            durable += found
+            token = ""
+            while True:
+                found, token = await self.log.list_sessions(
+                    page_size=LIST_CHUNK, page_token=token, session_ids=chunk
+                )
+                durable += found
+                if not token:
+                    break
         listed = {s.id for s in durable}
         lazy = []
         for session_id in session_ids:
@@ -362,7 +372,7 @@ class GatewayServicer(gw_grpc.GatewayServiceServicer):
             )
             await self.workspaces.remove_session(account, request.session_id)
             await self.log.delete_session(request.session_id)
-            self._access.discard((account, request.session_id))
+            self._access.pop((account, request.session_id), None)
             return gw.DeleteSessionResponse()
 
     async def ExportSession(
@@ -591,7 +601,7 @@ class GatewayServicer(gw_grpc.GatewayServiceServicer):
         summary, reused = await self.workspaces.connect(account, request.workspace_id)
         if not reused:
             self._announce_new(account, summary)
-        self._access.add((account, summary.id))
+        self._access.remember((account, summary.id), True)
         return gw.ConnectWorkspaceResponse(session=summary, reused=reused)
 
     async def RecentWorkspace(
