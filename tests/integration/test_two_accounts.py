@@ -4,13 +4,15 @@ does (a client id of hers, a session id of hers) changes what she gets."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from pathlib import Path
 
 import grpc
 import pytest
 from agenthost.gateway.v1 import gateway_pb2 as gw
+from agenthost.sessionlog.v1 import events_pb2 as ev
 
+from services.common.status import error_info
 from tests.support.gateway import ALICE, BOB, Client, GatewayHarness, running_gateway
 from tests.support.rpc import expect_rpc_error, reason_of
 
@@ -51,6 +53,122 @@ def is_plan_event(session_id: str, active: bool):  # type: ignore[no-untyped-def
         and f.session_event.event.HasField("plan_mode")
         and f.session_event.event.plan_mode.active == active
     )
+
+
+# -- every RPC ---------------------------------------------------------------------------
+
+UNKNOWN_SESSION, UNKNOWN_WORKSPACE = "s-" + "0" * 32, "w-" + "0" * 32
+SERVICE = gw.DESCRIPTOR.services_by_name["GatewayService"]
+
+
+def probes(bob: Client, session_id: str, workspace_id: str) -> dict[str, Awaitable[object]]:
+    """Bob's call of each RPC that names a session or workspace, aimed at these."""
+
+    async def export() -> list[gw.ExportSessionResponse]:
+        call = bob.stub.ExportSession(gw.ExportSessionRequest(session_id=session_id))
+        return [line async for line in call]
+
+    sid, stub = session_id, bob.stub
+    return {
+        "CreateSession": stub.CreateSession(
+            gw.CreateSessionRequest(workspace_id=workspace_id, fence=bob.fence())
+        ),
+        "ListSessions": stub.ListSessions(gw.ListSessionsRequest(workspace_id=workspace_id)),
+        "RenameSession": stub.RenameSession(
+            gw.RenameSessionRequest(session_id=sid, title="his", fence=bob.fence())
+        ),
+        "ArchiveSession": stub.ArchiveSession(
+            gw.ArchiveSessionRequest(session_id=sid, archived=True, fence=bob.fence())
+        ),
+        "ForkSession": stub.ForkSession(gw.ForkSessionRequest(session_id=sid, fence=bob.fence())),
+        "DeleteSession": stub.DeleteSession(
+            gw.DeleteSessionRequest(session_id=sid, fence=bob.fence())
+        ),
+        "ExportSession": export(),
+        "OpenSession": stub.OpenSession(gw.OpenSessionRequest(session_id=sid)),
+        "HistoryPage": stub.HistoryPage(gw.HistoryPageRequest(session_id=sid, before_seq=5)),
+        "Prompt": stub.Prompt(gw.PromptRequest(session_id=sid, text="hi", fence=bob.fence())),
+        "Cancel": stub.Cancel(gw.CancelRequest(session_id=sid, fence=bob.fence())),
+        "ListCommands": stub.ListCommands(gw.ListCommandsRequest(session_id=sid)),
+        "ExecuteCommand": stub.ExecuteCommand(
+            gw.ExecuteCommandRequest(session_id=sid, name="plan", fence=bob.fence())
+        ),
+        "PlanMode": stub.PlanMode(gw.PlanModeRequest(session_id=sid)),
+        "SetPlanMode": stub.SetPlanMode(
+            gw.SetPlanModeRequest(session_id=sid, active=True, fence=bob.fence())
+        ),
+        "AnswerQuestion": stub.AnswerQuestion(
+            gw.AnswerQuestionRequest(
+                session_id=sid,
+                question_id="q-1",
+                answer=ev.QuestionAnswer(approve=True),
+                fence=bob.fence(),
+            )
+        ),
+        "UpdateSessionSettings": stub.UpdateSessionSettings(
+            gw.UpdateSessionSettingsRequest(
+                session_id=sid, sandbox=ev.SANDBOX_FULL, fence=bob.fence()
+            )
+        ),
+        "ConnectWorkspace": stub.ConnectWorkspace(
+            gw.ConnectWorkspaceRequest(workspace_id=workspace_id)
+        ),
+    }
+
+
+def as_seen(error: grpc.aio.AioRpcError, *ids: str) -> tuple[object, ...]:
+    """What a client sees of an error, with the ids it named blanked."""
+
+    def blank(text: str) -> str:
+        for named in ids:
+            text = text.replace(named, "<id>")
+        return text
+
+    info = error_info(error)
+    assert info is not None
+    metadata = {key: blank(value) for key, value in info.metadata.items()}
+    return (error.code(), info.reason, blank(error.details() or ""), metadata)
+
+
+async def test_every_rpc_answers_bob_about_alices_things_as_about_unknown_ones(
+    gateway: GatewayHarness, folder: str
+) -> None:
+    alice, bob = gateway.client(ALICE), gateway.client(BOB, client_id="bob")
+    await alice.connect()
+    mine = (await new_session(alice, folder)).session.id
+    await alice.stub.Prompt(gw.PromptRequest(session_id=mine, text="mine", fence=alice.fence()))
+    await alice.next_frame(lambda f: f.HasField("session_status") and not f.session_status.running)
+    (workspace,) = (await alice.stub.ListWorkspaces(gw.ListWorkspacesRequest())).workspaces
+    before = await alice.stub.OpenSession(gw.OpenSessionRequest(session_id=mine))
+
+    hers = probes(bob, mine, workspace.id)
+    unknown = probes(bob, UNKNOWN_SESSION, UNKNOWN_WORKSPACE)
+    for method in hers:
+        foreign = await expect_rpc_error(hers[method], grpc.StatusCode.NOT_FOUND)
+        missing = await expect_rpc_error(unknown[method], grpc.StatusCode.NOT_FOUND)
+        assert as_seen(foreign, mine, workspace.id) == as_seen(
+            missing, UNKNOWN_SESSION, UNKNOWN_WORKSPACE
+        ), method
+
+    # The calls that name nothing of hers show him nothing of hers.
+    assert list((await bob.stub.ListSessions(gw.ListSessionsRequest())).sessions) == []
+    assert list((await bob.stub.ListWorkspaces(gw.ListWorkspacesRequest())).workspaces) == []
+    assert not (await bob.stub.RecentWorkspace(gw.RecentWorkspaceRequest())).HasField("workspace")
+    his = (await bob.stub.CreateWorkspace(gw.CreateWorkspaceRequest(path=folder))).workspace
+    assert his.id != workspace.id and list(his.session_ids) == []
+    streamed = {"Connect"}  # test_the_stream_treats_alices_sessions_as_unknown_...
+    unnamed = {"ListWorkspaces", "RecentWorkspace", "CreateWorkspace"}
+    assert set(hers) | streamed | unnamed == {m.name for m in SERVICE.methods}
+
+    # And nothing of hers changed.
+    after = await alice.stub.OpenSession(gw.OpenSessionRequest(session_id=mine))
+    assert (after.seq, after.session.title, dict(after.projections)) == (
+        before.seq,
+        before.session.title,
+        dict(before.projections),
+    )
+    (still,) = (await alice.stub.ListWorkspaces(gw.ListWorkspacesRequest())).workspaces
+    assert list(still.session_ids) == [mine] and list(still.archived_session_ids) == []
 
 
 # -- fences ------------------------------------------------------------------------------
