@@ -1,7 +1,9 @@
 """The public API: every client call goes through here.
 
 Each call is scoped to the account its bearer token names: another account's
-session or workspace answers NOT_FOUND, as if it did not exist. History,
+session or workspace answers NOT_FOUND, as if it did not exist; fences are
+per (account, client id) and chosen session ids per account (session_ids),
+so nothing one account sends changes or reveals what another gets. History,
 prompt and plan calls resume a cold session through one shared path.
 """
 
