@@ -462,7 +462,9 @@ class AgentHostClient:
         workspace_id: str | None = None,
         session_id: str | None = None,
     ) -> sl.SessionSummary:
-        """A new session in a workspace, or in the workspace of `cwd`."""
+        """A new session in a workspace, or in the workspace of `cwd`.
+        `session_id` is the account's key for it (the same key returns the
+        same session); the session's id is the returned summary's `id`."""
         if (cwd is None) == (workspace_id is None):
             raise ValueError("give exactly one of cwd and workspace_id")
         request = gw.CreateSessionRequest(fence=self.fence(), session_id=session_id or "")

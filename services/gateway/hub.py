@@ -42,6 +42,7 @@ from services.sessionlog.port import CaughtUp, Heartbeat, SessionLogPort
 from services.workspace.client import WorkspaceClient
 
 from .live import LiveTexts
+from .recent import Recent
 
 log = logging.getLogger("agenthost.gateway")
 
@@ -51,6 +52,9 @@ CONNECTION_BUFFER = 10_000
 RECONNECT_DELAYS_S = (0.1, 0.5, 2.0)
 # Sessions whose last relayed seq the gateway remembers (the recently active).
 RELAYED_KEPT = 10_000
+# Sessions whose owner (or lack of one) the gateway remembers, the recently
+# used first; a forgotten one is looked up again.
+OWNERS_KEPT = 10_000
 
 Frame = gw.ConnectResponse
 
@@ -100,9 +104,10 @@ class Hub:
         self._workspaces = workspaces
         self.texts = LiveTexts()
         self._connections: dict[str, set[Connection]] = {}
-        self._owners: dict[str, str | None] = {}
-        # The step each session runs now (from its step/start), for LiveTexts.
-        self._steps: dict[str, tuple[str, int]] = {}
+        self._owners: Recent[str, str | None] = Recent(OWNERS_KEPT)
+        # The step each session runs now (from its step/start), for LiveTexts;
+        # bounded too: a runtime that died mid-turn never sends its turn/end.
+        self._steps: Recent[str, tuple[str, int]] = Recent(RELAYED_KEPT)
         self._tasks: list[asyncio.Task[None]] = []
         self.live = asyncio.Event()
         # Where the log follower resumes after losing its stream (None: the end).
@@ -163,7 +168,8 @@ class Hub:
             connections.discard(superseded)
         connections.add(connection)
         # Sessions nobody owned may belong to this account.
-        self._owners = {s: a for s, a in self._owners.items() if a is not None}
+        for unowned in [s for s, a in self._owners.items() if a is None]:
+            del self._owners[unowned]
 
     def detach(self, connection: Connection) -> None:
         self._connections.get(connection.account, set()).discard(connection)
@@ -172,7 +178,7 @@ class Hub:
         return self._owners.get(session_id)
 
     def set_owner(self, session_id: str, account: str) -> None:
-        self._owners[session_id] = account
+        self._owners.remember(session_id, account)
 
     def broadcast(self, account: str, frame: Frame) -> None:
         for connection in list(self._connections.get(account, ())):
@@ -180,6 +186,7 @@ class Hub:
 
     async def owner(self, session_id: str) -> str | None:
         if session_id in self._owners:
+            self._owners.move_to_end(session_id)
             return self._owners[session_id]
         found: str | None = None
         try:
@@ -190,7 +197,7 @@ class Hub:
         except Exception as error:  # workspace service down: ask again next time
             log.warning("could not find the owner of %s: %s", session_id, error)
             return None
-        self._owners[session_id] = found
+        self._owners.remember(session_id, found)
         return found
 
     async def _send(self, session_id: str, *frames: Frame) -> None:
@@ -262,7 +269,7 @@ class Hub:
         session_id, kind = event.session_id, event.WhichOneof("body")
         step = self._steps.get(session_id)
         if kind == "step_start":
-            self._steps[session_id] = (event.step_start.turn_id, event.step_start.step)
+            self._steps.remember(session_id, (event.step_start.turn_id, event.step_start.step))
         elif kind == "assistant_message" and step is not None:
             message = event.assistant_message
             owed = self.texts.finish_step(session_id, *step, message.text, message.reasoning)

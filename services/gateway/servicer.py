@@ -1,7 +1,9 @@
 """The public API: every client call goes through here.
 
 Each call is scoped to the account its bearer token names: another account's
-session or workspace answers NOT_FOUND, as if it did not exist. History,
+session or workspace answers NOT_FOUND, as if it did not exist; fences are
+per (account, client id) and chosen session ids per account (session_ids),
+so nothing one account sends changes or reveals what another gets. History,
 prompt and plan calls resume a cold session through one shared path.
 """
 
@@ -10,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 import grpc
 from agenthost.gateway.v1 import gateway_pb2 as gw
@@ -25,7 +28,7 @@ from google.protobuf import json_format, struct_pb2
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from services.common.client import call_timeout, domain_errors
-from services.common.errors import DomainError, SessionNotFound
+from services.common.errors import DomainError, InvalidArgument, SessionNotFound
 from services.common.tasks import spawn
 from services.planmode.client import PlanModeClient
 from services.sessionlog.port import Direction, SessionLogPort, SessionSummary
@@ -35,6 +38,9 @@ from . import listing
 from .accounts import current_account
 from .fencing import Fence, Fences
 from .hub import Connection, Frame, Hub, projection_frame
+from .internal_errors import restating_internal_errors
+from .recent import Recent
+from .session_ids import scoped_session_id
 
 log = logging.getLogger("agenthost.gateway")
 
@@ -49,12 +55,16 @@ MAX_CATCH_UP = 10_000
 READ_BATCH = 1000
 # Session ids per list request to the session log (its limit).
 LIST_CHUNK = 1000
+# (account, session) pairs whose ownership was checked, kept for the recently
+# used ones (a forgotten pair is checked again).
+ACCESS_KEPT = 10_000
 
 
-def _fence(message: gw.RequestFence, present: bool) -> Fence | None:
+def _fence(message: gw.RequestFence, present: bool = True) -> Fence | None:
+    """The request's fence, scoped by the caller's account."""
     if not present:
         return None
-    return Fence(message.generation, message.request_id, message.client_id)
+    return Fence(current_account.get(), message.client_id, message.generation, message.request_id)
 
 
 def _plan_value(value: struct_pb2.Value | None) -> gw.PlanModeValue:
@@ -68,6 +78,7 @@ def _plan_value(value: struct_pb2.Value | None) -> gw.PlanModeValue:
     return gw.PlanModeValue(state=state)
 
 
+@restating_internal_errors
 class GatewayServicer(gw_grpc.GatewayServiceServicer):
     def __init__(
         self,
@@ -86,7 +97,7 @@ class GatewayServicer(gw_grpc.GatewayServiceServicer):
         self.heartbeat_s = heartbeat_s
         self.fences = Fences()
         self.hub = Hub(log, runtime, projection, workspaces)
-        self._access: set[tuple[str, str]] = set()
+        self._access: Recent[tuple[str, str], bool] = Recent(ACCESS_KEPT)
         self._resuming: dict[str, asyncio.Task[rt.AgentStatus]] = {}
 
     # -- account scope and the shared resume path ------------------------------------
@@ -94,10 +105,10 @@ class GatewayServicer(gw_grpc.GatewayServiceServicer):
     async def _own(self, session_id: str) -> str:
         """The caller's account, after checking it owns the session."""
         account = current_account.get()
-        if (account, session_id) not in self._access:
+        if not self._access.recall((account, session_id)):
             if await self.workspaces.find_session_workspace(account, session_id) is None:
                 raise SessionNotFound(session_id)
-            self._access.add((account, session_id))
+            self._access.remember((account, session_id), True)
             self.hub.set_owner(session_id, account)
         return account
 
@@ -141,7 +152,7 @@ class GatewayServicer(gw_grpc.GatewayServiceServicer):
         self, request: gw.ConnectRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[gw.ConnectResponse]:
         account = current_account.get()
-        self.fences.connect(request.client_id, request.generation)
+        self.fences.connect(account, request.client_id, request.generation)
         connection = Connection(account, request.client_id, request.generation)
         self.hub.attach(connection)
         try:
@@ -163,7 +174,9 @@ class GatewayServicer(gw_grpc.GatewayServiceServicer):
         try:
             await self._own(session_id)
             last_seq = (await self.log.get_session(session_id)).last_seq
-        except SessionNotFound:
+        except (SessionNotFound, InvalidArgument):
+            # Unknown and another account's read the same; a key the services
+            # refuse never ends the stream of the other sessions.
             yield Frame(resync=gw.Resync(session_id=session_id, reason="unknown session"))
             return
         if cursor > last_seq or last_seq - cursor > MAX_CATCH_UP:
@@ -246,22 +259,22 @@ class GatewayServicer(gw_grpc.GatewayServiceServicer):
     async def CreateSession(
         self, request: gw.CreateSessionRequest, context: grpc.aio.ServicerContext
     ) -> gw.CreateSessionResponse:
+        """A chosen session id is scoped to the account (see session_ids); a
+        refused create in a new folder leaves no workspace behind."""
         account = current_account.get()
-        fence = _fence(request.fence, request.HasField("fence"))
-        if fence is not None:
-            self.fences.check_read(fence)
+        self.fences.check_read(_fence(request.fence, request.HasField("fence")))
+        session_id = scoped_session_id(account, request.session_id) if request.session_id else None
         if request.HasField("workspace_id"):
-            workspace_id = request.workspace_id
+            summary = await self.workspaces.create_session(
+                account, request.workspace_id, session_id
+            )
         else:
-            workspace_id = (await self.workspaces.create(account, request.cwd))[0].id
-        summary = await self.workspaces.create_session(
-            account, workspace_id, request.session_id or None
-        )
+            _, summary = await self.workspaces.create_session_at(account, request.cwd, session_id)
         self._announce_new(account, summary)
         return gw.CreateSessionResponse(session=summary, seq=summary.last_seq)
 
     def _announce_new(self, account: str, summary: SessionSummary) -> None:
-        self._access.add((account, summary.id))
+        self._access.remember((account, summary.id), True)
         self.hub.set_owner(summary.id, account)
         self.hub.broadcast(
             account, Frame(session_added=gw.SessionAdded(summary=summary, blank=summary.blank))
@@ -288,8 +301,14 @@ class GatewayServicer(gw_grpc.GatewayServiceServicer):
         durable: list[SessionSummary] = []
         for start in range(0, len(session_ids), LIST_CHUNK):
             chunk = session_ids[start : start + LIST_CHUNK]
-            found, _ = await self.log.list_sessions(page_size=LIST_CHUNK, session_ids=chunk)
-            durable += found
+            token = ""
+            while True:
+                found, token = await self.log.list_sessions(
+                    page_size=LIST_CHUNK, page_token=token, session_ids=chunk
+                )
+                durable += found
+                if not token:
+                    break
         listed = {s.id for s in durable}
         lazy = []
         for session_id in session_ids:
@@ -310,51 +329,53 @@ class GatewayServicer(gw_grpc.GatewayServiceServicer):
     async def RenameSession(
         self, request: gw.RenameSessionRequest, context: grpc.aio.ServicerContext
     ) -> gw.RenameSessionResponse:
-        account = current_account.get()
-        await self._admit(request.fence, request.session_id)
-        title = ev.Event(session_title=ev.SessionTitle(title=request.title))
-        await self.log.append(request.session_id, [title])
-        return gw.RenameSessionResponse(session=await self._summary(account, request.session_id))
+        async with self._mutating(request.fence, request.session_id) as account:
+            title = ev.Event(session_title=ev.SessionTitle(title=request.title))
+            await self.log.append(request.session_id, [title])
+            return gw.RenameSessionResponse(
+                session=await self._summary(account, request.session_id)
+            )
 
     async def ArchiveSession(
         self, request: gw.ArchiveSessionRequest, context: grpc.aio.ServicerContext
     ) -> gw.ArchiveSessionResponse:
-        account = current_account.get()
-        await self._admit(request.fence, request.session_id)
-        workspace = await self._workspace_of(account, request.session_id)
-        await self.workspaces.archive(account, workspace.id, request.session_id, request.archived)
-        return gw.ArchiveSessionResponse(session=await self._summary(account, request.session_id))
+        async with self._mutating(request.fence, request.session_id) as account:
+            workspace = await self._workspace_of(account, request.session_id)
+            await self.workspaces.archive(
+                account, workspace.id, request.session_id, request.archived
+            )
+            return gw.ArchiveSessionResponse(
+                session=await self._summary(account, request.session_id)
+            )
 
     async def ForkSession(
         self, request: gw.ForkSessionRequest, context: grpc.aio.ServicerContext
     ) -> gw.ForkSessionResponse:
         """The fork joins the source's workspace and inherits its log: plan
         state, settings and title come with it."""
-        account = current_account.get()
-        await self._admit(request.fence, request.session_id)
-        workspace = await self._workspace_of(account, request.session_id)
-        up_to = request.up_to_seq if request.HasField("up_to_seq") else None
-        fork = await self.log.fork(request.session_id, up_to)
-        await self.workspaces.add_session(account, workspace.id, fork.id)
-        self._announce_new(account, fork)
-        return gw.ForkSessionResponse(session=fork)
+        async with self._mutating(request.fence, request.session_id) as account:
+            workspace = await self._workspace_of(account, request.session_id)
+            up_to = request.up_to_seq if request.HasField("up_to_seq") else None
+            fork = await self.log.fork(request.session_id, up_to)
+            await self.workspaces.add_session(account, workspace.id, fork.id)
+            self._announce_new(account, fork)
+            return gw.ForkSessionResponse(session=fork)
 
     async def DeleteSession(
         self, request: gw.DeleteSessionRequest, context: grpc.aio.ServicerContext
     ) -> gw.DeleteSessionResponse:
         """A running turn is cancelled; the session leaves its workspace first
         (so it is never recreated), then its log goes."""
-        account = current_account.get()
-        await self._admit(request.fence, request.session_id)
-        await domain_errors(
-            self.runtime.Cancel(
-                rt.CancelRequest(session_id=request.session_id), timeout=call_timeout()
+        async with self._mutating(request.fence, request.session_id) as account:
+            await domain_errors(
+                self.runtime.Cancel(
+                    rt.CancelRequest(session_id=request.session_id), timeout=call_timeout()
+                )
             )
-        )
-        await self.workspaces.remove_session(account, request.session_id)
-        await self.log.delete_session(request.session_id)
-        self._access.discard((account, request.session_id))
-        return gw.DeleteSessionResponse()
+            await self.workspaces.remove_session(account, request.session_id)
+            await self.log.delete_session(request.session_id)
+            self._access.pop((account, request.session_id), None)
+            return gw.DeleteSessionResponse()
 
     async def ExportSession(
         self, request: gw.ExportSessionRequest, context: grpc.aio.ServicerContext
@@ -429,50 +450,55 @@ class GatewayServicer(gw_grpc.GatewayServiceServicer):
 
     # -- turns and commands ------------------------------------------------------------------
 
-    async def _admit(self, fence_message: gw.RequestFence, session_id: str) -> None:
-        """Account scope first (no existence leak), then the fences."""
-        await self._own(session_id)
-        fence = _fence(fence_message, True)
+    @asynccontextmanager
+    async def _mutating(
+        self, fence_message: gw.RequestFence, session_id: str
+    ) -> AsyncIterator[str]:
+        """Account scope first (no existence leak), then the fences; the block
+        applies the request (its id stays free when it raises a domain error)."""
+        account = await self._own(session_id)
+        fence = _fence(fence_message)
         assert fence is not None
-        self.fences.admit_mutation(fence, session_id)
+        with self.fences.mutation(fence, session_id):
+            yield account
 
     async def Prompt(
         self, request: gw.PromptRequest, context: grpc.aio.ServicerContext
     ) -> gw.PromptResponse:
-        await self._admit(request.fence, request.session_id)
-        await self._resume(request.session_id)
-        rollback: bool | None = None
-        if request.HasField("plan_target") and self.plan is not None:
-            before = (await self.plan.get(request.session_id)).state
-            rollback = before.pending if before.HasField("pending") else before.active
-            await self.plan.set(request.session_id, request.plan_target)
-        try:
-            reply: rt.PromptResponse = await domain_errors(
-                self.runtime.Prompt(
-                    rt.PromptRequest(
-                        session_id=request.session_id, text=request.text, mode=request.mode
-                    ),
-                    timeout=call_timeout(),
+        async with self._mutating(request.fence, request.session_id):
+            await self._resume(request.session_id)
+            rollback: bool | None = None
+            if request.HasField("plan_target") and self.plan is not None:
+                before = (await self.plan.get(request.session_id)).state
+                rollback = before.pending if before.HasField("pending") else before.active
+                await self.plan.set(request.session_id, request.plan_target)
+            try:
+                reply: rt.PromptResponse = await domain_errors(
+                    self.runtime.Prompt(
+                        rt.PromptRequest(
+                            session_id=request.session_id, text=request.text, mode=request.mode
+                        ),
+                        timeout=call_timeout(),
+                    )
                 )
+            except DomainError:
+                if rollback is not None and self.plan is not None:
+                    await self.plan.set(request.session_id, rollback)
+                raise
+            return gw.PromptResponse(
+                mode=reply.mode, running=reply.status.running, seq=reply.status.last_seq
             )
-        except DomainError:
-            if rollback is not None and self.plan is not None:
-                await self.plan.set(request.session_id, rollback)
-            raise
-        return gw.PromptResponse(
-            mode=reply.mode, running=reply.status.running, seq=reply.status.last_seq
-        )
 
     async def Cancel(
         self, request: gw.CancelRequest, context: grpc.aio.ServicerContext
     ) -> gw.CancelResponse:
-        await self._admit(request.fence, request.session_id)
-        reply: rt.CancelResponse = await domain_errors(
-            self.runtime.Cancel(
-                rt.CancelRequest(session_id=request.session_id), timeout=call_timeout()
+        async with self._mutating(request.fence, request.session_id):
+            reply: rt.CancelResponse = await domain_errors(
+                self.runtime.Cancel(
+                    rt.CancelRequest(session_id=request.session_id), timeout=call_timeout()
+                )
             )
-        )
-        return gw.CancelResponse(cancelled=reply.cancelled, seq=reply.status.last_seq)
+            return gw.CancelResponse(cancelled=reply.cancelled, seq=reply.status.last_seq)
 
     async def ListCommands(
         self, request: gw.ListCommandsRequest, context: grpc.aio.ServicerContext
@@ -488,45 +514,45 @@ class GatewayServicer(gw_grpc.GatewayServiceServicer):
     async def ExecuteCommand(
         self, request: gw.ExecuteCommandRequest, context: grpc.aio.ServicerContext
     ) -> gw.ExecuteCommandResponse:
-        await self._admit(request.fence, request.session_id)
-        await self._resume(request.session_id)
-        command = rt.ExecuteCommandRequest(session_id=request.session_id, name=request.name)
-        if request.HasField("args"):
-            command.args = request.args
-        reply: rt.ExecuteCommandResponse = await domain_errors(
-            self.runtime.ExecuteCommand(command, timeout=call_timeout())
-        )
-        return gw.ExecuteCommandResponse(ok=reply.ok, message=reply.message, seq=reply.last_seq)
+        async with self._mutating(request.fence, request.session_id):
+            await self._resume(request.session_id)
+            command = rt.ExecuteCommandRequest(session_id=request.session_id, name=request.name)
+            if request.HasField("args"):
+                command.args = request.args
+            reply: rt.ExecuteCommandResponse = await domain_errors(
+                self.runtime.ExecuteCommand(command, timeout=call_timeout())
+            )
+            return gw.ExecuteCommandResponse(ok=reply.ok, message=reply.message, seq=reply.last_seq)
 
     async def AnswerQuestion(
         self, request: gw.AnswerQuestionRequest, context: grpc.aio.ServicerContext
     ) -> gw.AnswerQuestionResponse:
-        await self._admit(request.fence, request.session_id)
-        reply: rt.AnswerQuestionResponse = await domain_errors(
-            self.runtime.AnswerQuestion(
-                rt.AnswerQuestionRequest(
-                    session_id=request.session_id,
-                    question_id=request.question_id,
-                    answer=request.answer,
-                ),
-                timeout=call_timeout(),
+        async with self._mutating(request.fence, request.session_id):
+            reply: rt.AnswerQuestionResponse = await domain_errors(
+                self.runtime.AnswerQuestion(
+                    rt.AnswerQuestionRequest(
+                        session_id=request.session_id,
+                        question_id=request.question_id,
+                        answer=request.answer,
+                    ),
+                    timeout=call_timeout(),
+                )
             )
-        )
-        return gw.AnswerQuestionResponse(seq=reply.seq)
+            return gw.AnswerQuestionResponse(seq=reply.seq)
 
     async def UpdateSessionSettings(
         self, request: gw.UpdateSessionSettingsRequest, context: grpc.aio.ServicerContext
     ) -> gw.UpdateSessionSettingsResponse:
-        await self._admit(request.fence, request.session_id)
-        update = rt.UpdateSettingsRequest(session_id=request.session_id)
-        if request.HasField("sandbox"):
-            update.sandbox = request.sandbox
-        if request.HasField("approvals"):
-            update.approvals = request.approvals
-        reply: rt.UpdateSettingsResponse = await domain_errors(
-            self.runtime.UpdateSettings(update, timeout=call_timeout())
-        )
-        return gw.UpdateSessionSettingsResponse(settings=reply.settings, seq=reply.seq)
+        async with self._mutating(request.fence, request.session_id):
+            update = rt.UpdateSettingsRequest(session_id=request.session_id)
+            if request.HasField("sandbox"):
+                update.sandbox = request.sandbox
+            if request.HasField("approvals"):
+                update.approvals = request.approvals
+            reply: rt.UpdateSettingsResponse = await domain_errors(
+                self.runtime.UpdateSettings(update, timeout=call_timeout())
+            )
+            return gw.UpdateSessionSettingsResponse(settings=reply.settings, seq=reply.seq)
 
     # -- plan mode ----------------------------------------------------------------------------
 
@@ -545,14 +571,14 @@ class GatewayServicer(gw_grpc.GatewayServiceServicer):
     async def SetPlanMode(
         self, request: gw.SetPlanModeRequest, context: grpc.aio.ServicerContext
     ) -> gw.SetPlanModeResponse:
-        await self._admit(request.fence, request.session_id)
-        if self.plan is None:
-            return gw.SetPlanModeResponse(plan=gw.PlanModeValue(), seq=-1)
-        await self._resume(request.session_id)
-        reply = await self.plan.set(request.session_id, request.active)
-        return gw.SetPlanModeResponse(
-            plan=gw.PlanModeValue(state=reply.state), outcome=reply.outcome, seq=reply.as_of_seq
-        )
+        async with self._mutating(request.fence, request.session_id):
+            if self.plan is None:
+                return gw.SetPlanModeResponse(plan=gw.PlanModeValue(), seq=-1)
+            await self._resume(request.session_id)
+            reply = await self.plan.set(request.session_id, request.active)
+            return gw.SetPlanModeResponse(
+                plan=gw.PlanModeValue(state=reply.state), outcome=reply.outcome, seq=reply.as_of_seq
+            )
 
     # -- workspaces -----------------------------------------------------------------------------
 
@@ -577,7 +603,7 @@ class GatewayServicer(gw_grpc.GatewayServiceServicer):
         summary, reused = await self.workspaces.connect(account, request.workspace_id)
         if not reused:
             self._announce_new(account, summary)
-        self._access.add((account, summary.id))
+        self._access.remember((account, summary.id), True)
         return gw.ConnectWorkspaceResponse(session=summary, reused=reused)
 
     async def RecentWorkspace(

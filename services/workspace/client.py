@@ -77,6 +77,22 @@ class WorkspaceClient:
         return reply.session
 
     @raising_domain_errors
+    async def create_session_at(
+        self, account_id: str, path: str, session_id: str | None = None
+    ) -> tuple[str, SessionSummary]:
+        """A new session in the account's workspace at `path` (created when
+        absent) and that workspace's id; a refused create leaves no workspace
+        behind."""
+        reply: pb.CreateSessionAtPathResponse = await self._stub.CreateSessionAtPath(
+            pb.CreateSessionAtPathRequest(
+                account_id=account_id, path=path, session_id=session_id or ""
+            ),
+            timeout=call_timeout(),
+            wait_for_ready=True,
+        )
+        return reply.workspace_id, reply.session
+
+    @raising_domain_errors
     async def archive(
         self, account_id: str, workspace_id: str, session_id: str, archived: bool = True
     ) -> Workspace:

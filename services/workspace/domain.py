@@ -202,6 +202,48 @@ class Workspaces:
             raise SessionTaken(session_id)
         return await self._new_member(record, session_id)
 
+    async def create_session_at(
+        self, account_id: str, path: str, session_id: str | None = None
+    ) -> tuple[str, SessionSummary]:
+        """A new session in the account's workspace at `path`, the workspace
+        created when absent; returns the workspace id and the session.
+
+        A refused create leaves no workspace behind: a caller-chosen id is
+        checked before anything is written, and a workspace this call made
+        is taken back if the id is lost to a racing create after the check
+        (only while it has no member: a concurrent CreateWorkspace of the
+        same path in that instant is the one residual case)."""
+        canonical = canonical_path(path)
+        if session_id is not None:
+            retried = await self._retried_at(account_id, canonical, session_id)
+            if retried is not None:
+                return retried
+            if await self._log_knows(session_id):
+                raise SessionTaken(session_id)
+        record = WorkspaceRecord(generate_workspace_id(), account_id, canonical, self._clock())
+        stored, created = await self._store.add_workspace(record)
+        try:
+            summary = await self.create_session(account_id, stored.id, session_id)
+        except SessionConflict:
+            if created:
+                await self._store.remove_workspace_if_empty(stored.id)
+            raise
+        return stored.id, summary
+
+    async def _retried_at(
+        self, account_id: str, path: str, session_id: str
+    ) -> tuple[str, SessionSummary] | None:
+        """The session again when `session_id` is already the account's
+        member at `path` (a retry); None when the id is free; SessionTaken
+        when it is a member anywhere else."""
+        membership = await self._store.get_membership(session_id)
+        if membership is None:
+            return None
+        record = await self._store.get_workspace(membership.workspace_id)
+        if record is None or record.account_id != account_id or record.path != path:
+            raise SessionTaken(session_id)
+        return record.id, await self._retried_member(record, membership)
+
     async def set_archived(
         self, account_id: str, workspace_id: str, session_id: str, archived: bool = True
     ) -> Workspace:

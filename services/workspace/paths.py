@@ -11,6 +11,9 @@ import os
 
 from .errors import InvalidWorkspacePath
 
+# What a session's cwd may hold (the absolute_path rule of the protos).
+MAX_PATH_BYTES = 4096
+
 
 def canonical_path(path: str) -> str:
     """Absolute, symlinks resolved, `.`/`..` and repeated or trailing slashes
@@ -24,4 +27,13 @@ def canonical_path(path: str) -> str:
         # Relative to what? The service's own working directory means nothing
         # to a client, so we refuse rather than guess.
         raise InvalidWorkspacePath(path, "is relative; an absolute path is required")
-    return os.path.realpath(path)
+    canonical = os.path.realpath(path)
+    # A symlink may resolve to more than a session's cwd can hold (the session
+    # log's limit): refused here, before any workspace or member is written.
+    try:
+        size = len(canonical.encode())
+    except UnicodeEncodeError:
+        raise InvalidWorkspacePath(path, "resolves to a name that is not UTF-8") from None
+    if size > MAX_PATH_BYTES:
+        raise InvalidWorkspacePath(path, f"resolves to more than {MAX_PATH_BYTES} bytes")
+    return canonical

@@ -53,6 +53,14 @@ class WorkspaceServicer(pb_grpc.WorkspaceServiceServicer):
         )
         return pb.CreateWorkspaceSessionResponse(session=session)
 
+    async def CreateSessionAtPath(
+        self, request: pb.CreateSessionAtPathRequest, context: grpc.aio.ServicerContext
+    ) -> pb.CreateSessionAtPathResponse:
+        workspace_id, session = await self.workspaces.create_session_at(
+            request.account_id, request.path, request.session_id or None
+        )
+        return pb.CreateSessionAtPathResponse(session=session, workspace_id=workspace_id)
+
     async def ArchiveSession(
         self, request: pb.ArchiveSessionRequest, context: grpc.aio.ServicerContext
     ) -> pb.ArchiveSessionResponse:

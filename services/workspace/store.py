@@ -73,6 +73,11 @@ class WorkspaceStore(Protocol):
 
     async def set_archived(self, session_id: str, archived: bool) -> None: ...
 
+    async def remove_workspace_if_empty(self, workspace_id: str) -> bool:
+        """Remove the workspace if it has no members (archived included);
+        whether it was removed."""
+        ...
+
     async def remove_membership(self, session_id: str) -> None: ...
 
 
@@ -240,6 +245,18 @@ class SqliteWorkspaceStore:
                 (int(archived), session_id),
             )
         )
+
+    async def remove_workspace_if_empty(self, workspace_id: str) -> bool:
+        def work(db: sqlite3.Connection) -> bool:
+            # One statement: a member joining concurrently keeps the workspace.
+            removed = db.execute(
+                "DELETE FROM workspaces WHERE id = ? AND NOT EXISTS "
+                "(SELECT 1 FROM memberships WHERE workspace_id = ?)",
+                (workspace_id, workspace_id),
+            ).rowcount
+            return bool(removed)
+
+        return await self._transaction(work)
 
     async def remove_membership(self, session_id: str) -> None:
         await self._transaction(

@@ -14,8 +14,11 @@ from agenthost.planmode.v1 import plan_mode_pb2 as pm
 from agenthost.runtime.v1 import runtime_pb2 as rt
 
 from services.agentruntime.models.builtin import ScriptedReply, ScriptedToolCall
+from services.gateway import hub as hub_module
+from services.gateway import servicer as servicer_module
+from services.gateway.service import GatewayDefinition
 from tests.support.gateway import BOB, Client, GatewayHarness, running_gateway
-from tests.support.rpc import expect_rpc_error, reason_of
+from tests.support.rpc import expect_rpc_error, reason_of, violated_fields
 
 WAIT_S = 10.0
 Frame = gw.ConnectResponse
@@ -315,6 +318,31 @@ async def test_an_older_selection_arriving_after_a_newer_one_is_stale(
     assert await plan_of(client, session_id) == plan(True)
 
 
+async def test_a_request_refused_as_busy_keeps_its_id_for_the_retry(
+    gateway: GatewayHarness,
+) -> None:
+    client = gateway.client()
+    await client.connect()
+    session_id = await new_session(client)
+    held = await generating(gateway, client, session_id)
+    send = gw.PromptRequest(
+        session_id=session_id, text="again", mode=rt.PROMPT_MODE_SEND, fence=client.fence()
+    )
+    error = await expect_rpc_error(client.stub.Prompt(send), grpc.StatusCode.FAILED_PRECONDITION)
+    assert reason_of(error) == "AGENT_BUSY"
+    held.release()
+    await client.next_frame(is_idle(session_id))
+    # Nothing was applied, so the same request id is not "already applied".
+    assert (await client.stub.Prompt(send)).running
+    await client.next_frame(is_idle(session_id))
+    opened = await client.stub.OpenSession(gw.OpenSessionRequest(session_id=session_id))
+    texts = [e.user_message.text for e in opened.events if e.HasField("user_message")]
+    assert texts == ["go", "again"]
+    # Once applied, it is used up.
+    error = await expect_rpc_error(client.stub.Prompt(send), grpc.StatusCode.FAILED_PRECONDITION)
+    assert reason_of(error) == "STALE"
+
+
 # -- the stream ------------------------------------------------------------------------
 
 
@@ -471,3 +499,62 @@ async def test_the_callers_deadline_bounds_the_calls_made_on_its_behalf(
             ),
             grpc.StatusCode.DEADLINE_EXCEEDED,
         )
+
+
+async def test_a_malformed_cursor_is_refused_before_any_frame(gateway: GatewayHarness) -> None:
+    client = gateway.client()
+    session_id = await new_session(client)
+    for cursors, field in (({"not a session id": 0}, "cursors"), ({session_id: -2}, "cursors")):
+        call = client.stub.Connect(
+            gw.ConnectRequest(client_id=client.client_id, generation=0, cursors=cursors)
+        )
+        error = await expect_rpc_error(call.read(), grpc.StatusCode.INVALID_ARGUMENT)
+        assert "ConnectRequest" in (error.details() or "")
+        assert [f.split("[")[0] for f in violated_fields(error)] == [field]
+    # -1 is "nothing seen yet": the session's events from the start.
+    await client.connect(cursors={session_id: -1})
+    await client.stub.ExecuteCommand(
+        gw.ExecuteCommandRequest(session_id=session_id, name="plan", fence=client.fence())
+    )
+    await client.next_frame(is_plan_event(session_id, active=True))
+
+
+# -- memory ------------------------------------------------------------------------------
+
+
+async def test_ownership_caches_stay_bounded_and_frames_still_reach_only_the_owner(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(servicer_module, "ACCESS_KEPT", 3)
+    monkeypatch.setattr(hub_module, "OWNERS_KEPT", 3)
+    async with running_gateway(tmp_path) as gateway:
+        alice, bob = gateway.client(), gateway.client(token=BOB, client_id="bob")
+        await alice.connect()
+        await bob.connect()
+        sessions = [await new_session(alice) for _ in range(6)]
+        for session_id in sessions:
+            await set_plan(alice, session_id, True)
+            await alice.next_frame(is_plan_event(session_id, active=True))
+        servicer = gateway.stack.definitions["gateway"]
+        assert isinstance(servicer, GatewayDefinition) and servicer.servicer is not None
+        assert len(servicer.servicer._access) == 3 and len(servicer.servicer.hub._owners) <= 3
+
+        # The first session was forgotten by both: it still works for her
+        # alone, and her frames of it still reach her, never him.
+        first = sessions[0]
+        await set_plan(alice, first, False)
+        await alice.next_frame(is_plan_event(first, active=False))
+        await expect_rpc_error(plan_of(bob, first), grpc.StatusCode.NOT_FOUND)
+        his = await new_session(bob)
+        await set_plan(bob, his, True)
+        await bob.next_frame(is_plan_event(his, active=True))
+        assert first not in session_seqs_by_session(bob.received)
+        assert len(servicer.servicer._access) == 3 and len(servicer.servicer.hub._owners) <= 3
+
+
+def session_seqs_by_session(frames: list[Frame]) -> dict[str, list[int]]:
+    seqs: dict[str, list[int]] = {}
+    for frame in frames:
+        if frame.HasField("session_event"):
+            seqs.setdefault(frame.session_event.session_id, []).append(frame.session_event.seq)
+    return seqs

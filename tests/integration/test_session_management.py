@@ -12,6 +12,9 @@ import pytest
 
 from clients.sdk import AgentHostClient, Backoff, InvalidArgumentError, NotFoundError
 from services.agentruntime.models.builtin import ScriptedReply, ScriptedToolCall
+from services.common.client import open_channel
+from services.sessionlog.client import SessionLogClient
+from tests.support.events import turn_start, user
 from tests.support.gateway import ALICE, BOB, GatewayHarness, running_gateway
 
 WAIT_S = 10.0
@@ -165,6 +168,24 @@ async def test_lists_page_by_an_opaque_token(alice: AgentHostClient, folder: str
     with pytest.raises(InvalidArgumentError) as bad:
         await alice.list_sessions_page(page_token="not-a-token")
     assert bad.value.reason == "BAD_PAGE_TOKEN"
+
+
+async def test_an_account_with_more_sessions_than_one_internal_request_lists_them_all(
+    gateway: GatewayHarness, alice: AgentHostClient, folder: str
+) -> None:
+    workspace = await alice.create_workspace(folder)
+    made = [(await alice.create_session(workspace_id=workspace.id)).id for _ in range(1001)]
+    # Each with a turn, as the runtime writes it when it accepts a prompt
+    # (straight to the log: 1001 model turns would only slow the test).
+    channel = open_channel(gateway.stack.addresses["sessionlog"])
+    try:
+        log = SessionLogClient(channel)
+        for session_id in made:
+            await log.append(session_id, [turn_start("t-1"), user("hi")])
+    finally:
+        await channel.close()
+    listed = [s.id for s in await alice.list_sessions()]
+    assert sorted(listed) == sorted(made)
 
 
 async def test_another_account_can_do_none_of_it(

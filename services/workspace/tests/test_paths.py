@@ -68,6 +68,18 @@ def test_a_nul_character_is_refused() -> None:
         canonical_path("/tmp/a\0b")
 
 
+def test_a_symlink_resolving_past_the_cwd_limit_is_refused(tmp_path: Path) -> None:
+    deep = tmp_path.joinpath(*(f"{n:02d}" + "d" * 198 for n in range(19)))
+    deep.mkdir(parents=True)
+    (tmp_path / "link").symlink_to(deep)
+    short = tmp_path / "link" / ("y" * 250)
+    short.mkdir()  # a real folder, whose own spelling is short
+    assert len(str(short)) < 4096 < len(str(deep)) + 251
+
+    with pytest.raises(InvalidWorkspacePath):
+        canonical_path(str(short))
+
+
 async def test_spellings_of_one_directory_share_one_workspace(
     tmp_path: Path, workspaces: Workspaces
 ) -> None:

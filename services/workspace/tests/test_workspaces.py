@@ -3,6 +3,7 @@ account scoping (another account's workspace is simply not there)."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -127,6 +128,47 @@ async def test_a_chosen_id_used_in_another_workspace_is_refused(workspaces: Work
 
     assert (await workspaces.get_workspace("acct", two.id)).session_ids == ()
     assert (await workspaces.get_workspace("acct", one.id)).session_ids == ("s-taken",)
+
+
+async def test_create_at_a_path_makes_the_workspace_once_and_retries_return_the_session(
+    workspaces: Workspaces,
+) -> None:
+    workspace_id, first = await workspaces.create_session_at("acct", "/src/app", "s-chosen")
+    again_id, again = await workspaces.create_session_at("acct", "/src/app/", "s-chosen")
+    _, other = await workspaces.create_session_at("acct", "/src/app")
+
+    assert again_id == workspace_id and again.id == first.id == "s-chosen"
+    listed = await workspaces.list_workspaces("acct")
+    assert [(w.id, w.session_ids) for w in listed] == [(workspace_id, ("s-chosen", other.id))]
+
+
+async def test_a_refused_create_at_a_new_path_leaves_no_workspace(
+    workspaces: Workspaces, log: SessionLog
+) -> None:
+    await workspaces.create_session_at("acct", "/one", "s-taken")
+    await workspaces.create_session_at("stranger", "/theirs", "s-theirs")
+    await log.create_session("s-cli", "/src/cli")  # outside any workspace
+
+    for taken in ("s-taken", "s-theirs", "s-cli"):
+        with pytest.raises(SessionConflict):
+            await workspaces.create_session_at("acct", "/new", taken)
+
+    assert [w.path for w in await workspaces.list_workspaces("acct")] == ["/one"]
+
+
+async def test_racing_creates_of_one_id_in_two_new_paths_leave_one_workspace(
+    workspaces: Workspaces,
+) -> None:
+    results = await asyncio.gather(
+        workspaces.create_session_at("acct", "/one", "s-raced"),
+        workspaces.create_session_at("acct", "/two", "s-raced"),
+        return_exceptions=True,
+    )
+
+    (won,) = [r for r in results if not isinstance(r, BaseException)]
+    assert [type(r) for r in results if isinstance(r, BaseException)] == [SessionTaken]
+    listed = await workspaces.list_workspaces("acct")
+    assert [(w.id, w.session_ids) for w in listed] == [(won[0], ("s-raced",))]
 
 
 async def test_archiving_moves_a_session_to_the_archived_list(workspaces: Workspaces) -> None:
