@@ -42,11 +42,21 @@ def _packed(message: error_details_pb2.ErrorInfo | error_details_pb2.BadRequest)
 
 
 def domain_error_status(error: DomainError) -> grpc.Status:
+    """The error's status with its ErrorInfo; an INVALID_ARGUMENT also carries
+    a BadRequest (the field from the error's `field` metadata, empty when the
+    error names none), so a client reads every refused request one way."""
     info = error_details_pb2.ErrorInfo(
         reason=error.reason, domain=ERROR_DOMAIN, metadata=error.metadata
     )
+    details = [_packed(info)]
+    if error.status == "INVALID_ARGUMENT":
+        violation = error_details_pb2.BadRequest.FieldViolation(
+            field=error.metadata.get("field", ""), description=error.message
+        )
+        bad_request = error_details_pb2.BadRequest(field_violations=[violation])
+        details.insert(0, _packed(bad_request))
     status = status_pb2.Status(
-        code=getattr(code_pb2, error.status), message=error.message, details=[_packed(info)]
+        code=getattr(code_pb2, error.status), message=error.message, details=details
     )
     return rpc_status.to_status(status)
 

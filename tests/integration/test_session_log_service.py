@@ -123,6 +123,39 @@ async def test_oversize_or_bodiless_events_are_refused_and_nothing_is_written(st
     assert got.session.last_seq == 0
 
 
+async def test_subscribing_after_the_largest_seq_answers_caught_up_not_unknown(
+    stub: Stub,
+) -> None:
+    """after_seq = 2^63-1 used to fail with UNKNOWN (OverflowError: seq + 1
+    does not fit SQLite's INTEGER); nothing comes after it, so: caught up."""
+    await stub.CreateSession(pb.CreateSessionRequest(session_id="s", cwd="/a"))
+    await stub.Append(pb.AppendRequest(session_id="s", events=[user("a")]))
+    largest = 2**63 - 1
+    call = stub.Subscribe(pb.SubscribeRequest(session_id="s", after_seq=largest), timeout=10)
+    first = await call.read()
+    call.cancel()
+    assert first == pb.SubscribeResponse(caught_up=pb.CaughtUp(last_seq=largest))
+
+
+@pytest.mark.parametrize("token", ["\u00b2", "9" * 30, "next"])
+async def test_a_bad_page_token_names_the_field_in_a_bad_request(stub: Stub, token: str) -> None:
+    error = await expect_rpc_error(
+        stub.ListSessions(pb.ListSessionsRequest(page_token=token)), INVALID
+    )
+    assert reason_of(error) == "BAD_PAGE_TOKEN"
+    assert violated_fields(error) == ["page_token"]
+
+
+async def test_a_repeated_event_id_names_the_second_one_in_a_bad_request(stub: Stub) -> None:
+    await stub.CreateSession(pb.CreateSessionRequest(session_id="s", cwd="/a"))
+    batch = [user("a", event_id="e"), user("b", event_id="f"), user("c", event_id="e")]
+    error = await expect_rpc_error(
+        stub.Append(pb.AppendRequest(session_id="s", events=batch)), INVALID
+    )
+    assert reason_of(error) == "DUPLICATE_EVENT_ID"
+    assert violated_fields(error) == ["events[2].id"]
+
+
 def test_plan_state_with_pending_equal_to_active_is_invalid() -> None:
     bad = plan_mode_pb2.PlanModeState(active=True, pending=True)
     assert violations_of(bad) == [
