@@ -12,26 +12,29 @@ from services.sessionlog.domain import SessionLog
 from services.workspace.domain import Workspaces
 from services.workspace.errors import SessionTaken, WorkspaceNotFound
 from services.workspace.store import open_workspace_store
+from tests.support.folders import Folders
 
 from .conftest import ManualClock, prompt_events
 
 
 async def test_create_returns_the_existing_workspace_for_the_same_path(
-    workspaces: Workspaces, clock: ManualClock
+    workspaces: Workspaces, clock: ManualClock, folders: Folders
 ) -> None:
-    created, was_created = await workspaces.create_workspace("acct", "/src/app")
+    created, was_created = await workspaces.create_workspace("acct", folders("/src/app"))
     clock.advance()
-    again, was_created_again = await workspaces.create_workspace("acct", "/src/app")
+    again, was_created_again = await workspaces.create_workspace("acct", folders("/src/app"))
 
     assert was_created and not was_created_again
     assert again == created
-    assert created.path == "/src/app"
+    assert created.path == folders("/src/app")
     assert created.created_at_us == clock.now_us - 1_000_000
     assert created.session_ids == () and created.archived_session_ids == ()
 
 
-async def test_list_is_in_creation_order_and_get_matches(workspaces: Workspaces) -> None:
-    paths = ["/z", "/a", "/m"]
+async def test_list_is_in_creation_order_and_get_matches(
+    workspaces: Workspaces, folders: Folders
+) -> None:
+    paths = [folders("/z"), folders("/a"), folders("/m")]
     created = [(await workspaces.create_workspace("acct", p))[0] for p in paths]
 
     listed = await workspaces.list_workspaces("acct")
@@ -40,8 +43,8 @@ async def test_list_is_in_creation_order_and_get_matches(workspaces: Workspaces)
     assert [await workspaces.get_workspace("acct", w.id) for w in created] == listed
 
 
-async def test_workspace_converts_to_its_proto(workspaces: Workspaces) -> None:
-    workspace, _ = await workspaces.create_workspace("acct", "/src/app")
+async def test_workspace_converts_to_its_proto(workspaces: Workspaces, folders: Folders) -> None:
+    workspace, _ = await workspaces.create_workspace("acct", folders("/src/app"))
     session = await workspaces.create_session("acct", workspace.id)
     workspace = await workspaces.set_archived("acct", workspace.id, session.id)
     kept = await workspaces.create_session("acct", workspace.id)
@@ -50,19 +53,19 @@ async def test_workspace_converts_to_its_proto(workspaces: Workspaces) -> None:
     message = workspace.to_proto()
 
     assert message.id == workspace.id and message.account_id == "acct"
-    assert message.path == "/src/app"
+    assert message.path == folders("/src/app")
     assert message.created_at.ToMicroseconds() == workspace.created_at_us
     assert list(message.session_ids) == [kept.id]
     assert list(message.archived_session_ids) == [session.id]
 
 
 async def test_workspaces_survive_a_restart_of_the_workspace_service(
-    log: SessionLog, store_path: Path, clock: ManualClock
+    log: SessionLog, store_path: Path, clock: ManualClock, folders: Folders
 ) -> None:
     async with open_workspace_store(store_path) as store:
         before = Workspaces(log, store, clock)
-        first, _ = await before.create_workspace("acct", "/one")
-        await before.create_workspace("acct", "/two")
+        first, _ = await before.create_workspace("acct", folders("/one"))
+        await before.create_workspace("acct", folders("/two"))
         session = await before.create_session("acct", first.id)
         await log.append(session.id, prompt_events())
         listed_before = await before.list_workspaces("acct")
@@ -78,23 +81,25 @@ async def test_workspaces_survive_a_restart_of_the_workspace_service(
 
 
 async def test_create_session_always_makes_a_new_session(
-    workspaces: Workspaces, log: SessionLog
+    workspaces: Workspaces, log: SessionLog, folders: Folders
 ) -> None:
-    workspace, _ = await workspaces.create_workspace("acct", "/src/app")
+    workspace, _ = await workspaces.create_workspace("acct", folders("/src/app"))
 
     first = await workspaces.create_session("acct", workspace.id)
     second = await workspaces.create_session("acct", workspace.id)
 
     assert first.id != second.id
     assert first.blank and second.blank  # the first was reusable, yet not reused
-    assert first.cwd == second.cwd == "/src/app"
-    assert (await log.get_session(second.id)).cwd == "/src/app"
+    assert first.cwd == second.cwd == folders("/src/app")
+    assert (await log.get_session(second.id)).cwd == folders("/src/app")
     workspace = await workspaces.get_workspace("acct", workspace.id)
     assert workspace.session_ids == (first.id, second.id)
 
 
-async def test_create_session_with_a_chosen_id_is_idempotent(workspaces: Workspaces) -> None:
-    workspace, _ = await workspaces.create_workspace("acct", "/src/app")
+async def test_create_session_with_a_chosen_id_is_idempotent(
+    workspaces: Workspaces, folders: Folders
+) -> None:
+    workspace, _ = await workspaces.create_workspace("acct", folders("/src/app"))
 
     first = await workspaces.create_session("acct", workspace.id, "s-chosen")
     retried = await workspaces.create_session("acct", workspace.id, "s-chosen")
@@ -104,10 +109,10 @@ async def test_create_session_with_a_chosen_id_is_idempotent(workspaces: Workspa
 
 
 async def test_a_chosen_id_of_a_session_outside_the_workspace_is_refused(
-    workspaces: Workspaces, log: SessionLog
+    workspaces: Workspaces, log: SessionLog, folders: Folders
 ) -> None:
-    workspace, _ = await workspaces.create_workspace("acct", "/src/app")
-    await log.create_session("s-cli", "/src/app")  # e.g. a CLI session in that directory
+    workspace, _ = await workspaces.create_workspace("acct", folders("/src/app"))
+    await log.create_session("s-cli", folders("/src/app"))  # e.g. a CLI session in that directory
 
     with pytest.raises(SessionConflict) as refused:
         await workspaces.create_session("acct", workspace.id, "s-cli")
@@ -117,9 +122,11 @@ async def test_a_chosen_id_of_a_session_outside_the_workspace_is_refused(
     assert await workspaces.find_session_workspace("acct", "s-cli") is None
 
 
-async def test_a_chosen_id_used_in_another_workspace_is_refused(workspaces: Workspaces) -> None:
-    one, _ = await workspaces.create_workspace("acct", "/one")
-    two, _ = await workspaces.create_workspace("acct", "/two")
+async def test_a_chosen_id_used_in_another_workspace_is_refused(
+    workspaces: Workspaces, folders: Folders
+) -> None:
+    one, _ = await workspaces.create_workspace("acct", folders("/one"))
+    two, _ = await workspaces.create_workspace("acct", folders("/two"))
     await workspaces.create_session("acct", one.id, "s-taken")
 
     with pytest.raises(SessionConflict):
@@ -129,8 +136,10 @@ async def test_a_chosen_id_used_in_another_workspace_is_refused(workspaces: Work
     assert (await workspaces.get_workspace("acct", one.id)).session_ids == ("s-taken",)
 
 
-async def test_archiving_moves_a_session_to_the_archived_list(workspaces: Workspaces) -> None:
-    workspace, _ = await workspaces.create_workspace("acct", "/src/app")
+async def test_archiving_moves_a_session_to_the_archived_list(
+    workspaces: Workspaces, folders: Folders
+) -> None:
+    workspace, _ = await workspaces.create_workspace("acct", folders("/src/app"))
     kept = await workspaces.create_session("acct", workspace.id)
     archived = await workspaces.create_session("acct", workspace.id)
 
@@ -142,9 +151,11 @@ async def test_archiving_moves_a_session_to_the_archived_list(workspaces: Worksp
     assert twice == result == await workspaces.get_workspace("acct", workspace.id)
 
 
-async def test_archiving_a_session_that_is_not_a_member_fails(workspaces: Workspaces) -> None:
-    one, _ = await workspaces.create_workspace("acct", "/one")
-    two, _ = await workspaces.create_workspace("acct", "/two")
+async def test_archiving_a_session_that_is_not_a_member_fails(
+    workspaces: Workspaces, folders: Folders
+) -> None:
+    one, _ = await workspaces.create_workspace("acct", folders("/one"))
+    two, _ = await workspaces.create_workspace("acct", folders("/two"))
     elsewhere = await workspaces.create_session("acct", two.id)
 
     for session_id in ("s-unknown", elsewhere.id):
@@ -155,14 +166,14 @@ async def test_archiving_a_session_that_is_not_a_member_fails(workspaces: Worksp
 
 
 async def test_find_session_workspace_names_the_owning_workspace(
-    workspaces: Workspaces, log: SessionLog
+    workspaces: Workspaces, log: SessionLog, folders: Folders
 ) -> None:
-    await workspaces.create_workspace("acct", "/one")
-    two, _ = await workspaces.create_workspace("acct", "/two")
+    await workspaces.create_workspace("acct", folders("/one"))
+    two, _ = await workspaces.create_workspace("acct", folders("/two"))
     session = await workspaces.create_session("acct", two.id)
     archived = await workspaces.create_session("acct", two.id)
     await workspaces.set_archived("acct", two.id, archived.id)
-    outside, _ = await log.create_session(None, "/two")
+    outside, _ = await log.create_session(None, folders("/two"))
 
     found = await workspaces.find_session_workspace("acct", session.id)
     found_archived = await workspaces.find_session_workspace("acct", archived.id)
@@ -176,9 +187,11 @@ async def test_find_session_workspace_names_the_owning_workspace(
 # -- account scoping ----------------------------------------------------------------
 
 
-async def test_accounts_do_not_see_each_others_workspaces(workspaces: Workspaces) -> None:
-    mine, _ = await workspaces.create_workspace("alice", "/src/app")
-    theirs, created = await workspaces.create_workspace("bob", "/src/app")
+async def test_accounts_do_not_see_each_others_workspaces(
+    workspaces: Workspaces, folders: Folders
+) -> None:
+    mine, _ = await workspaces.create_workspace("alice", folders("/src/app"))
+    theirs, created = await workspaces.create_workspace("bob", folders("/src/app"))
     session = await workspaces.create_session("alice", mine.id)
 
     assert created and theirs.id != mine.id
@@ -191,8 +204,9 @@ async def test_accounts_do_not_see_each_others_workspaces(workspaces: Workspaces
 
 async def test_another_accounts_workspace_is_not_found_for_every_operation(
     workspaces: Workspaces,
+    folders: Folders,
 ) -> None:
-    mine, _ = await workspaces.create_workspace("alice", "/src/app")
+    mine, _ = await workspaces.create_workspace("alice", folders("/src/app"))
     session = await workspaces.create_session("alice", mine.id)
     attempts = [
         workspaces.get_workspace("bob", mine.id),
@@ -214,9 +228,10 @@ async def test_another_accounts_workspace_is_not_found_for_every_operation(
 
 async def test_another_account_cannot_claim_a_session_in_the_same_directory(
     workspaces: Workspaces,
+    folders: Folders,
 ) -> None:
-    mine, _ = await workspaces.create_workspace("alice", "/src/app")
-    theirs, _ = await workspaces.create_workspace("bob", "/src/app")
+    mine, _ = await workspaces.create_workspace("alice", folders("/src/app"))
+    theirs, _ = await workspaces.create_workspace("bob", folders("/src/app"))
     session = await workspaces.create_session("alice", mine.id)
 
     with pytest.raises(SessionConflict):
@@ -226,15 +241,19 @@ async def test_another_account_cannot_claim_a_session_in_the_same_directory(
     assert await workspaces.find_session_workspace("bob", session.id) is None
 
 
-async def test_an_account_without_workspaces_lists_nothing(workspaces: Workspaces) -> None:
-    await workspaces.create_workspace("alice", "/src/app")
+async def test_an_account_without_workspaces_lists_nothing(
+    workspaces: Workspaces, folders: Folders
+) -> None:
+    await workspaces.create_workspace("alice", folders("/src/app"))
 
     assert await workspaces.list_workspaces("bob") == []
     assert await workspaces.recent("bob") is None
 
 
-async def test_an_archived_member_comes_back_when_unarchived(workspaces: Workspaces) -> None:
-    workspace, _ = await workspaces.create_workspace("acct", "/src/app")
+async def test_an_archived_member_comes_back_when_unarchived(
+    workspaces: Workspaces, folders: Folders
+) -> None:
+    workspace, _ = await workspaces.create_workspace("acct", folders("/src/app"))
     session = await workspaces.create_session("acct", workspace.id)
     await workspaces.set_archived("acct", workspace.id, session.id)
     back = await workspaces.set_archived("acct", workspace.id, session.id, False)
@@ -242,10 +261,10 @@ async def test_an_archived_member_comes_back_when_unarchived(workspaces: Workspa
 
 
 async def test_an_existing_session_joins_and_leaves_a_workspace(
-    workspaces: Workspaces, log: SessionLog
+    workspaces: Workspaces, log: SessionLog, folders: Folders
 ) -> None:
-    workspace, _ = await workspaces.create_workspace("acct", "/src/app")
-    other, _ = await workspaces.create_workspace("acct", "/src/other")
+    workspace, _ = await workspaces.create_workspace("acct", folders("/src/app"))
+    other, _ = await workspaces.create_workspace("acct", folders("/src/other"))
     source = await workspaces.create_session("acct", workspace.id)
     await log.append(source.id, prompt_events("hello"))
     fork = await log.fork(source.id)
