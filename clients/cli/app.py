@@ -108,7 +108,7 @@ async def _run_stack(data_dir: Path, host: str, free_ports: bool, base_port: int
 
 @workspace_app.command("add")
 def workspace_add(
-    path: Annotated[Path, typer.Argument(help="The folder (made absolute).")],
+    path: Annotated[Path, typer.Argument(help="An existing folder (made absolute).")],
     gateway: Gateway = DEFAULT_GATEWAY,
     token: Token = None,
     data_dir: DataDir = DEFAULT_DATA_DIR,
@@ -117,6 +117,12 @@ def workspace_add(
     """Add a workspace for a folder (the existing one when known)."""
 
     folder = str(path.expanduser().resolve())
+    # The service refuses these too; saying so here spares a round trip and
+    # names the folder as the user typed it.
+    problem = _not_a_project_folder(folder)
+    if problem is not None:
+        errors.print(f"[red]error:[/] {path} {problem}", highlight=False, soft_wrap=True)
+        raise typer.Exit(2)
 
     async def work(client: AgentHostClient) -> None:
         workspace = await client.create_workspace(folder)
@@ -126,6 +132,17 @@ def workspace_add(
             line(f"workspace {workspace.id}  {workspace.path}")
 
     run_client(gateway, token, data_dir, work)
+
+
+def _not_a_project_folder(folder: str) -> str | None:
+    """Why `folder` (absolute, resolved) cannot be a workspace, or None."""
+    if folder == "/":
+        return "is the root of the file system; choose a project folder"
+    if not os.path.exists(folder):
+        return "does not exist"
+    if not os.path.isdir(folder):
+        return "is not a folder"
+    return None
 
 
 @workspace_app.command("list")

@@ -99,6 +99,26 @@ class NotReady(Unavailable):
         super().__init__(self.REASON, f"{what} is not serving yet; try again")
 
 
+class InvalidRequest(InvalidArgument):
+    """A value the rules of the contract let through but the service cannot
+    take (e.g. beyond what a store holds); answered like a protovalidate
+    violation, with a BadRequest naming `field`."""
+
+    REASON = "INVALID_REQUEST"
+
+    def __init__(self, field: str, description: str) -> None:
+        super().__init__(self.REASON, f"invalid {field}: {description}", field=field)
+
+
+class BadPageSize(InvalidArgument):
+    """A page size or limit out of its range (below 1, say)."""
+
+    REASON = "BAD_PAGE_SIZE"
+
+    def __init__(self, field: str, description: str) -> None:
+        super().__init__(self.REASON, f"{field} {description}", field=field)
+
+
 class BadPageToken(InvalidArgument):
     """A page token the service did not hand out."""
 

@@ -1,6 +1,8 @@
 """The session log: lazy sessions, optimistic appends, reads and subscriptions.
 
 Plain Python over a SessionStore; the servicer is a thin gRPC adapter.
+Every integer a caller chooses is checked here (services/common/ranges.py)
+before a store sees it, so every backend answers the same.
 """
 
 from __future__ import annotations
@@ -12,12 +14,14 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 
+from services.common import ranges
 from services.common.errors import (
     BadPageToken,
     InvalidArgument,
     SessionConflict,
     SessionNotFound,
 )
+from services.common.ranges import INT64_MAX
 
 from .port import (
     DEFAULT_HEARTBEAT_S,
@@ -101,13 +105,17 @@ class SessionLog:
     async def list_sessions(
         self, page_size: int = 100, page_token: str = "", session_ids: Sequence[str] = ()
     ) -> tuple[list[SessionSummary], str]:
+        # The store asks for one row more than the page to learn whether more follow.
+        size = ranges.page_size(page_size, "page_size", INT64_MAX - 1)
         offset = _decode_page_token(page_token)
-        sessions, more = await self._store.list_sessions(page_size, offset, session_ids)
-        return sessions, str(offset + page_size) if more else ""
+        sessions, more = await self._store.list_sessions(size, offset, session_ids)
+        return sessions, str(min(offset + size, INT64_MAX)) if more else ""
 
     async def fork(
         self, session_id: str, up_to_seq: int | None = None, new_session_id: str | None = None
     ) -> SessionSummary:
+        if up_to_seq is not None:
+            ranges.int64(up_to_seq, "up_to_seq")
         source = await self._require_header(session_id)
         fork_id = new_session_id or generate_session_id()
         if await self._header(fork_id) is not None:
@@ -136,6 +144,8 @@ class SessionLog:
         events: Sequence[Event],
         expected_last_seq: int | None = None,
     ) -> AppendResult:
+        if expected_last_seq is not None:
+            ranges.int64(expected_last_seq, "expected_last_seq", low=-1)
         header = await self._require_header(session_id)
         if not events:
             last_seq = (await self.get_session(session_id)).last_seq
@@ -168,6 +178,9 @@ class SessionLog:
         direction: Direction = Direction.FORWARD,
         limit: int = 1000,
     ) -> ReadResult:
+        if from_seq is not None:
+            ranges.int64(from_seq, "from_seq")
+        ranges.page_size(limit, "limit")
         if await self._is_lazy(session_id):
             return ReadResult([], -1)
         return await self._store.read(session_id, from_seq, direction, limit)
@@ -179,8 +192,9 @@ class SessionLog:
         before_seq: int | None = None,
         message_limit: int = DEFAULT_MESSAGE_LIMIT,
     ) -> TailPage:
-        if message_limit < 1:
-            raise InvalidArgument("BAD_PAGE_SIZE", "message_limit must be at least 1")
+        if before_seq is not None:
+            ranges.int64(before_seq, "before_seq")
+        ranges.page_size(message_limit, "message_limit")
         if await self._is_lazy(session_id):
             return TailPage([], False, 0, -1)
         return await self._store.tail_page(session_id, before_seq, message_limit)
@@ -190,11 +204,13 @@ class SessionLog:
     async def subscribe(
         self, session_id: str, after_seq: int = -1, heartbeat_s: float = DEFAULT_HEARTBEAT_S
     ) -> AsyncIterator[SubscriptionItem]:
+        ranges.int64(after_seq, "after_seq")
         await self._require_header(session_id)
         cursor = after_seq
 
         async def read_next() -> list[Event]:
-            if await self._is_lazy(session_id):
+            # No seq follows the largest one a store holds (and cursor + 1 would not fit).
+            if cursor == INT64_MAX or await self._is_lazy(session_id):
                 return []
             result = await self._store.read(
                 session_id, cursor + 1, Direction.FORWARD, CATCH_UP_BATCH
@@ -215,6 +231,7 @@ class SessionLog:
         heartbeat_s: float = DEFAULT_HEARTBEAT_S,
         from_end: bool = False,
     ) -> AsyncIterator[SubscriptionItem]:
+        ranges.int64(after_position, "after_position")
         cursor = await self._store.last_position() if from_end else after_position
 
         async def read_next() -> list[Event]:
@@ -284,12 +301,13 @@ async def _follow(
 
 def _refuse_repeated_ids(batch: Sequence[Event]) -> None:
     seen: set[str] = set()
-    for event in batch:
+    for index, event in enumerate(batch):
         if event.id in seen:
             raise InvalidArgument(
                 "DUPLICATE_EVENT_ID",
                 f"event id {event.id!r} appears twice in one batch",
                 event_id=event.id,
+                field=f"events[{index}].id",
             )
         seen.add(event.id)
 
@@ -304,9 +322,11 @@ def _lazy_summary(header: SessionHeader) -> SessionSummary:
 
 
 def _decode_page_token(token: str) -> int:
+    """An offset we handed out: ASCII digits only (str.isdigit also takes
+    '²', which int() refuses) that fit a store's integer."""
     if not token:
         return 0
-    if not token.isdigit():
+    if not (token.isascii() and token.isdigit()) or int(token) > INT64_MAX:
         raise BadPageToken(token)
     return int(token)
 

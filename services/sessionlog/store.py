@@ -2,7 +2,10 @@
 
 A store only ever sees durable sessions: the domain keeps lazily created
 sessions in memory and hands their header to the store with the first append,
-which writes header and events in one transaction.
+which writes header and events in one transaction. Nor does a store check
+integers: the domain (SessionLog) has every caller-chosen seq, position and
+limit inside what both backends hold (services/common/ranges.py) before it
+calls one, so a new backend adds SQL, never range checks.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ from services.common.tasks import spawn
 from services.sessionlog.port import SessionLogPort, SessionSummary
 
 from .errors import SessionTaken, WorkspaceNotFound
-from .paths import canonical_path
+from .paths import workspace_path
 from .store import Membership, WorkspaceRecord, WorkspaceStore
 
 Clock = Callable[[], int]
@@ -120,9 +120,10 @@ class Workspaces:
 
     async def create_workspace(self, account_id: str, path: str) -> tuple[Workspace, bool]:
         """The account's workspace at `path` (canonicalised), created when
-        absent; the bool says whether it was created."""
+        absent; the bool says whether it was created. `path` must name an
+        existing directory other than `/` (INVALID_WORKSPACE_PATH)."""
         record = WorkspaceRecord(
-            generate_workspace_id(), account_id, canonical_path(path), self._clock()
+            generate_workspace_id(), account_id, workspace_path(path), self._clock()
         )
         stored, created = await self._store.add_workspace(record)
         return (await self._load([stored]))[0].workspace, created
@@ -213,7 +214,7 @@ class Workspaces:
         is taken back if the id is lost to a racing create after the check
         (only while it has no member: a concurrent CreateWorkspace of the
         same path in that instant is the one residual case)."""
-        canonical = canonical_path(path)
+        canonical = workspace_path(path)
         if session_id is not None:
             retried = await self._retried_at(account_id, canonical, session_id)
             if retried is not None:

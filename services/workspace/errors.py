@@ -17,11 +17,19 @@ class WorkspaceNotFound(NotFound):
         )
 
 
+# How much of a refused path an answer echoes: a 4 KiB path of control
+# characters, quoted, would not fit the 16 KiB a client takes in trailers.
+SHOWN_PATH_CHARS = 200
+
+
 class InvalidWorkspacePath(InvalidArgument):
+    """`field` is the request field the path came in (the BadRequest names it)."""
+
     REASON = "INVALID_WORKSPACE_PATH"
 
-    def __init__(self, path: str, why: str) -> None:
-        super().__init__(self.REASON, f"workspace path {path!r} {why}", path=path)
+    def __init__(self, path: str, why: str, field: str = "path") -> None:
+        shown = path if len(path) <= SHOWN_PATH_CHARS else path[:SHOWN_PATH_CHARS] + "..."
+        super().__init__(self.REASON, f"workspace path {shown!r} {why}", path=shown, field=field)
 
 
 class SessionTaken(SessionConflict):

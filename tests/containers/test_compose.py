@@ -95,8 +95,9 @@ async def first_call(address: str, token: str) -> gw.OpenSessionResponse:
     auth = (("authorization", f"Bearer {token}"),)
     async with open_channel(address) as channel:
         gateway = gateway_pb2_grpc.GatewayServiceStub(channel)
+        # The cwd must be a folder the workspace container has (/tmp: every one).
         created = await gateway.CreateSession(
-            gw.CreateSessionRequest(cwd="/work"), metadata=auth, timeout=10
+            gw.CreateSessionRequest(cwd="/tmp"), metadata=auth, timeout=10
         )
         session_id = created.session.id
         stream = gateway.Connect(gw.ConnectRequest(client_id="compose-test"), metadata=auth)

@@ -56,8 +56,9 @@ async def gateway_scenarios(address: str, token: str, sessionlog: ServiceContain
     channel = authorized_channel(address, token)
     client = Client(gw_grpc.GatewayServiceStub(channel), channel, "containers")
     try:
+        # The cwd must be a folder the workspace container has (/tmp: every one).
         created = await client.stub.CreateSession(
-            gw.CreateSessionRequest(cwd="/work", fence=client.fence()), wait_for_ready=True
+            gw.CreateSessionRequest(cwd="/tmp", fence=client.fence()), wait_for_ready=True
         )
         session_id = created.session.id
         await client.connect(cursors={session_id: -1})

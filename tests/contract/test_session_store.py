@@ -15,12 +15,14 @@ import pytest
 from agenthost.sessionlog.v1 import events_pb2 as ev
 
 from services.common.errors import (
+    BadPageToken,
     EventIdConflict,
     InvalidArgument,
     SessionConflict,
     SessionNotFound,
     WrongExpectedSeq,
 )
+from services.common.ranges import INT64_MAX, INT64_MIN
 from services.sessionlog.domain import SessionLog
 from services.sessionlog.port import CaughtUp, Direction, Heartbeat
 from services.sessionlog.postgres_store import PostgresSessionStore
@@ -381,3 +383,115 @@ async def test_acknowledged_events_survive_restart(reopen: OpenLog) -> None:
     events = (await log.read("s", limit=10)).events
     assert [e.assistant_message.text or e.user_message.text for e in events] == ["a", "b"]
     assert (await log.create_session("s", "/w"))[1] is False
+
+
+# -- integers at and past the edge of what a store holds (both backends alike) ----
+
+
+async def test_seqs_and_positions_at_the_int64_edges_answer_like_any_other(
+    log: SessionLog,
+) -> None:
+    await log.create_session("s", "/w")
+    await log.append("s", [user("a"), assistant("b")])
+    for edge in (INT64_MAX, INT64_MIN):
+        assert (await log.read("s", from_seq=edge, limit=5)).last_seq == 1
+        backward = await log.read("s", from_seq=edge, direction=Direction.BACKWARD, limit=5)
+        assert len(backward.events) == (2 if edge == INT64_MAX else 0)
+        assert len((await log.tail_page("s", before_seq=edge)).events) == (2 if edge > 0 else 0)
+    assert [e.seq for e in (await log.read("s", from_seq=INT64_MIN, limit=5)).events] == [0, 1]
+    fork = await log.fork("s", up_to_seq=INT64_MAX, new_session_id="whole")
+    assert fork.last_seq == 1
+    assert (await log.fork("s", up_to_seq=INT64_MIN, new_session_id="none")).last_seq == -1
+    page = await log.tail_page("s", message_limit=INT64_MAX)
+    assert len(page.events) == 2 and not page.has_more
+
+
+async def test_subscribing_after_the_largest_seq_catches_up_on_nothing(log: SessionLog) -> None:
+    """Nothing comes after the largest seq a store holds: the subscription
+    reports caught up at once and stays quiet (it used to fail: seq + 1 does
+    not fit SQLite's INTEGER)."""
+    await log.create_session("s", "/w")
+    await log.append("s", [user("a")])
+    items = []
+    async with asyncio.timeout(WAIT_S):
+        async for item in log.subscribe("s", after_seq=INT64_MAX, heartbeat_s=0.05):
+            items.append(item)
+            if isinstance(item, Heartbeat):
+                break
+    assert items == [CaughtUp(last_seq=INT64_MAX, position=0), Heartbeat()]
+    async with asyncio.timeout(WAIT_S):
+        async for item in log.subscribe_all(after_position=INT64_MAX, heartbeat_s=0.05):
+            assert isinstance(item, CaughtUp) and item.position == INT64_MAX
+            break
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda log: log.read("s", from_seq=INT64_MAX + 1, limit=1),
+        lambda log: log.read("s", from_seq=INT64_MIN - 1, limit=1),
+        lambda log: log.tail_page("s", before_seq=INT64_MAX + 1),
+        lambda log: log.fork("s", up_to_seq=-(2**70)),
+        lambda log: log.append("s", [user("x")], expected_last_seq=INT64_MAX + 1),
+        lambda log: log.append("s", [user("x")], expected_last_seq=-2),
+        lambda log: anext(log.subscribe("s", after_seq=INT64_MAX + 1)),
+        lambda log: anext(log.subscribe_all(after_position=2**64)),
+    ],
+    ids=[
+        "read-from-above",
+        "read-from-below",
+        "tail-before",
+        "fork-up-to",
+        "append-expected-above",
+        "append-expected-below",
+        "subscribe-after",
+        "subscribe-all-after",
+    ],
+)
+async def test_an_integer_no_store_can_hold_is_refused_before_the_store(
+    log: SessionLog, call: Callable[[SessionLog], Awaitable[object]]
+) -> None:
+    await log.create_session("s", "/w")
+    await log.append("s", [user("a")])
+    with pytest.raises(InvalidArgument) as refused:
+        await call(log)
+    assert refused.value.reason == "INVALID_REQUEST" and refused.value.metadata["field"]
+    assert (await log.get_session("s")).last_seq == 0
+
+
+@pytest.mark.parametrize(
+    ("call", "field"),
+    [
+        pytest.param(lambda log: log.read("s", limit=0), "limit", id="read-0"),
+        pytest.param(lambda log: log.read("s", limit=-1), "limit", id="read-minus-1"),
+        pytest.param(lambda log: log.read("s", limit=INT64_MAX + 1), "limit", id="read-huge"),
+        pytest.param(lambda log: log.tail_page("s", message_limit=0), "message_limit", id="tail"),
+        pytest.param(lambda log: log.list_sessions(page_size=0), "page_size", id="list-0"),
+        # The store asks for page_size + 1 rows.
+        pytest.param(lambda log: log.list_sessions(page_size=INT64_MAX), "page_size", id="list"),
+    ],
+)
+async def test_limits_below_one_or_past_the_range_are_a_bad_page_size(
+    log: SessionLog, call: Callable[[SessionLog], Awaitable[object]], field: str
+) -> None:
+    """SQLite reads LIMIT -1 as "everything", PostgreSQL refuses it: the
+    domain refuses it for both."""
+    await log.create_session("s", "/w")
+    await log.append("s", [user("a")])
+    with pytest.raises(InvalidArgument) as refused:
+        await call(log)
+    assert refused.value.reason == "BAD_PAGE_SIZE"
+    assert refused.value.metadata["field"] == field
+
+
+@pytest.mark.parametrize("token", [str(INT64_MAX + 1), "9" * 200, "\u00b2", "\u0663", "-1", "1 "])
+async def test_a_page_token_we_never_issued_is_refused(log: SessionLog, token: str) -> None:
+    with pytest.raises(BadPageToken) as refused:
+        await log.list_sessions(page_token=token)
+    assert refused.value.metadata["field"] == "page_token"
+
+
+async def test_the_last_page_token_a_store_can_hold_reads_an_empty_page(log: SessionLog) -> None:
+    await log.create_session("s", "/w")
+    await log.append("s", [user("a")])
+    assert await log.list_sessions(page_size=1000, page_token=str(INT64_MAX)) == ([], "")

@@ -339,8 +339,21 @@ def test_workspace_session_and_plan_commands(up: Up, tmp_path: Path) -> None:
     workspace = json.loads(again.stdout)
     assert workspace["path"] == str(project.resolve()) and workspace["id"] in added.stdout
 
+    # Only a folder makes a workspace: the CLI says why not in one line.
+    (project / "notes.txt").write_text("a file\n")
+    refused = {
+        str(project / "not yet"): "does not exist",
+        str(project / "notes.txt"): "is not a folder",
+        "/": "is the root of the file system; choose a project folder",
+    }
+    for path, why in refused.items():
+        answer = up.cli("workspace", "add", path, *data)
+        assert answer.returncode == 2 and answer.stdout == ""
+        assert answer.stderr.splitlines() == [f"error: {path} {why}"], answer.stderr
+
     listed = up.cli("workspace", "list", *data)
     assert f"{workspace['id']}  {project.resolve()}  (0 sessions)" in listed.stdout
+    assert len(listed.stdout.strip().splitlines()) == 1
     assert up.cli("sessions", "list", *data).stdout.startswith("no sessions yet")
 
     # A session (chat makes one; here a chat that leaves at once).

@@ -4,6 +4,7 @@ stream with resume, and fencing. The whole stack runs on loopback."""
 from __future__ import annotations
 
 import asyncio
+import tempfile
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -22,6 +23,8 @@ from tests.support.rpc import expect_rpc_error, reason_of, violated_fields
 
 WAIT_S = 10.0
 Frame = gw.ConnectResponse
+# A session's cwd becomes its workspace, which must be an existing folder.
+PROJECT = tempfile.gettempdir()
 
 
 @pytest.fixture
@@ -30,7 +33,7 @@ async def gateway(tmp_path: Path) -> AsyncIterator[GatewayHarness]:
         yield harness
 
 
-async def new_session(client: Client, cwd: str = "/work/project") -> str:
+async def new_session(client: Client, cwd: str = PROJECT) -> str:
     reply = await client.stub.CreateSession(gw.CreateSessionRequest(cwd=cwd, fence=client.fence()))
     return str(reply.session.id)
 

@@ -268,6 +268,17 @@ async def test_a_watch_resumed_with_the_last_seq_has_no_duplicate_and_no_gap(
     assert [c.value for c in changes] == [ENTERING, ACTIVE, LEAVING, IDLE]
 
 
+async def test_watching_after_the_largest_seq_is_caught_up_with_nothing_to_send(
+    log: SessionLogClient, client: ProjectionClient
+) -> None:
+    """No seq comes after 2^63-1: the watch says it is caught up (as of the
+    log's end) instead of failing on arithmetic past the range of a store."""
+    await log.create_session("s", "/w")
+    await log.append("s", [select(True)])
+    async with aclosing(client.watch("s", after_seq=2**63 - 1)) as frames:
+        assert await frames_until_caught_up(frames) == [CaughtUp(0)]
+
+
 async def test_events_that_change_no_view_send_no_frame(
     log: SessionLogClient, client: ProjectionClient
 ) -> None:

@@ -11,6 +11,7 @@ Nothing answers in the gateway's place.
 from __future__ import annotations
 
 import asyncio
+import tempfile
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -236,7 +237,8 @@ async def clients(gateway: GatewayHarness) -> AsyncIterator[Clients]:
 
 
 async def new_session(client: AgentHostClient) -> str:
-    return (await client.create_session(cwd="/work/project")).id
+    # Its cwd becomes its workspace, which must be an existing folder.
+    return (await client.create_session(cwd=tempfile.gettempdir())).id
 
 
 def plan_is(state: PlanState | None) -> Callable[[Session], bool]:

@@ -18,7 +18,7 @@ from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from services.common.errors import SessionConflict, WrongExpectedSeq
 from services.common.interceptors import violations_of
 from services.common.server import ServiceDefinition
-from services.common.status import MAX_VIOLATIONS, error_info, field_violations
+from services.common.status import MAX_VIOLATIONS, error_info
 from services.sessionlog.client import SessionLogClient
 from services.sessionlog.port import CaughtUp
 from services.sessionlog.service import session_log_service
@@ -143,13 +143,37 @@ async def test_a_thousand_bad_events_answer_invalid_argument_that_fits_a_default
     assert f"{MAX_VIOLATIONS} of " in (error.details() or "")
 
 
-async def test_a_domain_invalid_argument_carries_a_bad_request_too(stub: Stub) -> None:
+async def test_subscribing_after_the_largest_seq_answers_caught_up_not_unknown(
+    stub: Stub,
+) -> None:
+    """after_seq = 2^63-1 used to fail with UNKNOWN (OverflowError: seq + 1
+    does not fit SQLite's INTEGER); nothing comes after it, so: caught up."""
     await stub.CreateSession(pb.CreateSessionRequest(session_id="s", cwd="/a"))
-    twice = pb.AppendRequest(session_id="s", events=[user("a", "e1"), user("b", "e1")])
-    error = await expect_rpc_error(stub.Append(twice), INVALID)
+    await stub.Append(pb.AppendRequest(session_id="s", events=[user("a")]))
+    largest = 2**63 - 1
+    call = stub.Subscribe(pb.SubscribeRequest(session_id="s", after_seq=largest), timeout=10)
+    first = await call.read()
+    call.cancel()
+    assert first == pb.SubscribeResponse(caught_up=pb.CaughtUp(last_seq=largest))
+
+
+@pytest.mark.parametrize("token", ["\u00b2", "9" * 30, "next"])
+async def test_a_bad_page_token_names_the_field_in_a_bad_request(stub: Stub, token: str) -> None:
+    error = await expect_rpc_error(
+        stub.ListSessions(pb.ListSessionsRequest(page_token=token)), INVALID
+    )
+    assert reason_of(error) == "BAD_PAGE_TOKEN"
+    assert violated_fields(error) == ["page_token"]
+
+
+async def test_a_repeated_event_id_names_the_second_one_in_a_bad_request(stub: Stub) -> None:
+    await stub.CreateSession(pb.CreateSessionRequest(session_id="s", cwd="/a"))
+    batch = [user("a", event_id="e"), user("b", event_id="f"), user("c", event_id="e")]
+    error = await expect_rpc_error(
+        stub.Append(pb.AppendRequest(session_id="s", events=batch)), INVALID
+    )
     assert reason_of(error) == "DUPLICATE_EVENT_ID"
-    # Not about one field: the request as a whole, with the error's message.
-    assert field_violations(error) == [("", error.details())]
+    assert violated_fields(error) == ["events[2].id"]
 
 
 def test_plan_state_with_pending_equal_to_active_is_invalid() -> None:

@@ -209,3 +209,23 @@ async def test_another_account_can_do_none_of_it(
     assert mine.title == "mine" and not mine.archived
     # No fork of bob's joined alice's workspace.
     assert list((await alice.list_workspaces())[0].session_ids) == [session_id]
+
+
+async def test_a_session_is_created_in_an_existing_folder_and_refused_for_a_missing_one(
+    alice: AgentHostClient, folder: str
+) -> None:
+    """A session made with only a cwd gets (or joins) the folder's workspace;
+    a cwd that does not exist is refused like a workspace path, and leaves
+    neither a workspace nor a session behind."""
+    session = await alice.create_session(cwd=folder)
+    assert session.cwd == folder
+    [workspace] = await alice.list_workspaces()
+    assert workspace.path == session.cwd and list(workspace.session_ids) == [session.id]
+
+    for missing in (f"{folder}/not-yet", "/"):
+        with pytest.raises(InvalidArgumentError) as refused:
+            await alice.create_session(cwd=missing)
+        assert refused.value.reason == "INVALID_WORKSPACE_PATH"
+        assert refused.value.violations, "the answer names the field to fix"
+    assert [w.path for w in await alice.list_workspaces()] == [workspace.path]
+    assert [s.id for s in await alice.list_sessions()] == [session.id]

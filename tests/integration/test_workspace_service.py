@@ -28,6 +28,7 @@ from services.workspace.errors import InvalidWorkspacePath, WorkspaceNotFound
 from services.workspace.service import workspace_service
 from tests.support.clocks import ManualClock, timed_session_log_service
 from tests.support.events import turn_start, user
+from tests.support.folders import Folders
 from tests.support.hosts import running_host
 from tests.support.rpc import expect_rpc_error, reason_of, violated_fields
 
@@ -90,8 +91,8 @@ def stub(channel: grpc.aio.Channel) -> pb_grpc.WorkspaceServiceStub:
 
 
 @pytest.fixture
-async def app(workspaces: WorkspaceClient) -> Workspace:
-    workspace, created = await workspaces.create(ACCOUNT, "/src/app")
+async def app(workspaces: WorkspaceClient, folders: Folders) -> Workspace:
+    workspace, created = await workspaces.create(ACCOUNT, folders("/src/app"))
     assert created
     return workspace
 
@@ -104,12 +105,12 @@ async def members(workspaces: WorkspaceClient, workspace: Workspace) -> list[str
 
 
 async def test_a_blank_member_is_reused_and_nothing_new_is_created(
-    workspaces: WorkspaceClient, app: Workspace, log: SessionLogClient
+    workspaces: WorkspaceClient, app: Workspace, log: SessionLogClient, folders: Folders
 ) -> None:
     first, reused = await workspaces.connect(ACCOUNT, app.id)
     assert not reused
-    assert first.blank and first.cwd == "/src/app"
-    assert (await log.get_session(first.id)).cwd == "/src/app"
+    assert first.blank and first.cwd == folders("/src/app")
+    assert (await log.get_session(first.id)).cwd == folders("/src/app")
 
     again, reused = await workspaces.connect(ACCOUNT, app.id)
 
@@ -118,10 +119,10 @@ async def test_a_blank_member_is_reused_and_nothing_new_is_created(
 
 
 async def test_a_blank_session_in_the_same_directory_that_is_not_a_member_is_not_reused(
-    workspaces: WorkspaceClient, app: Workspace, log: SessionLogClient
+    workspaces: WorkspaceClient, app: Workspace, log: SessionLogClient, folders: Folders
 ) -> None:
     # A CLI session in the same directory, durable and still blank.
-    await log.create_session("cli-session", "/src/app")
+    await log.create_session("cli-session", folders("/src/app"))
     await log.append("cli-session", [plan_mode_event(True)])
     assert (await log.get_session("cli-session")).blank
 
@@ -212,7 +213,7 @@ async def test_an_unknown_workspace_is_not_found_and_nothing_is_created(
 
 
 async def test_sessions_created_in_a_workspace_are_found_there(
-    workspaces: WorkspaceClient, app: Workspace, log: SessionLogClient
+    workspaces: WorkspaceClient, app: Workspace, log: SessionLogClient, folders: Folders
 ) -> None:
     chosen = await workspaces.create_session(ACCOUNT, app.id, "my-session")
     generated = await workspaces.create_session(ACCOUNT, app.id)
@@ -225,7 +226,7 @@ async def test_sessions_created_in_a_workspace_are_found_there(
     assert found is not None and found.id == app.id
     assert await workspaces.find_session_workspace(ACCOUNT, "nowhere") is None
 
-    await log.create_session("outside", "/src/app")
+    await log.create_session("outside", folders("/src/app"))
     with pytest.raises(SessionConflict):
         await workspaces.create_session(ACCOUNT, app.id, "outside")
     with pytest.raises(SessionNotFound):
@@ -290,68 +291,68 @@ async def test_no_workspaces_means_no_recent_workspace(
 
 
 async def test_without_sessions_the_newest_workspace_wins_and_ties_keep_list_order(
-    workspaces: WorkspaceClient, clock: ManualClock
+    workspaces: WorkspaceClient, clock: ManualClock, folders: Folders
 ) -> None:
-    await workspaces.create(ACCOUNT, "/a")
-    await workspaces.create(ACCOUNT, "/b")  # the same instant as /a
-    assert await recent_path(workspaces) == "/a"
+    await workspaces.create(ACCOUNT, folders("/a"))
+    await workspaces.create(ACCOUNT, folders("/b"))  # the same instant as /a
+    assert await recent_path(workspaces) == folders("/a")
 
     clock.advance()
-    await workspaces.create(ACCOUNT, "/c")
-    assert await recent_path(workspaces) == "/c"
+    await workspaces.create(ACCOUNT, folders("/c"))
+    assert await recent_path(workspaces) == folders("/c")
 
 
 async def test_the_latest_session_activity_wins(
-    workspaces: WorkspaceClient, log: SessionLogClient, clock: ManualClock
+    workspaces: WorkspaceClient, log: SessionLogClient, clock: ManualClock, folders: Folders
 ) -> None:
-    old, _ = await workspaces.create(ACCOUNT, "/old")
+    old, _ = await workspaces.create(ACCOUNT, folders("/old"))
     session, _ = await workspaces.connect(ACCOUNT, old.id)
     clock.advance()
-    new, _ = await workspaces.create(ACCOUNT, "/new")
-    assert await recent_path(workspaces) == "/new"  # no session, but created later
+    new, _ = await workspaces.create(ACCOUNT, folders("/new"))
+    assert await recent_path(workspaces) == folders("/new")  # no session, but created later
 
     clock.advance()
     await log.append(session.id, accepted_prompt())
-    assert await recent_path(workspaces) == "/old"
+    assert await recent_path(workspaces) == folders("/old")
 
     clock.advance()
     await workspaces.connect(ACCOUNT, new.id)  # a blank session counts from its creation
-    assert await recent_path(workspaces) == "/new"
+    assert await recent_path(workspaces) == folders("/new")
 
 
 async def test_ties_between_session_activity_and_creation_keep_list_order(
-    workspaces: WorkspaceClient, log: SessionLogClient, clock: ManualClock
+    workspaces: WorkspaceClient, log: SessionLogClient, clock: ManualClock, folders: Folders
 ) -> None:
-    await workspaces.create(ACCOUNT, "/quiet")
-    busy, _ = await workspaces.create(ACCOUNT, "/busy")
+    await workspaces.create(ACCOUNT, folders("/quiet"))
+    busy, _ = await workspaces.create(ACCOUNT, folders("/busy"))
     session, _ = await workspaces.connect(ACCOUNT, busy.id)
     # /busy's blank session was created at the instant /quiet was: /quiet is listed first.
-    assert await recent_path(workspaces) == "/quiet"
+    assert await recent_path(workspaces) == folders("/quiet")
 
     clock.advance()
     await log.append(session.id, accepted_prompt())
-    assert await recent_path(workspaces) == "/busy"
+    assert await recent_path(workspaces) == folders("/busy")
 
     clock.advance()
-    await workspaces.create(ACCOUNT, "/fresh")
-    assert await recent_path(workspaces) == "/fresh"
+    await workspaces.create(ACCOUNT, folders("/fresh"))
+    assert await recent_path(workspaces) == folders("/fresh")
     await log.append(session.id, [user("again")])  # the same instant: /busy is listed first
-    assert await recent_path(workspaces) == "/busy"
+    assert await recent_path(workspaces) == folders("/busy")
 
 
 async def test_archived_sessions_do_not_make_a_workspace_recent(
-    workspaces: WorkspaceClient, log: SessionLogClient, clock: ManualClock
+    workspaces: WorkspaceClient, log: SessionLogClient, clock: ManualClock, folders: Folders
 ) -> None:
-    old, _ = await workspaces.create(ACCOUNT, "/old")
+    old, _ = await workspaces.create(ACCOUNT, folders("/old"))
     session, _ = await workspaces.connect(ACCOUNT, old.id)
     clock.advance()
-    await workspaces.create(ACCOUNT, "/new")
+    await workspaces.create(ACCOUNT, folders("/new"))
     clock.advance()
     await log.append(session.id, accepted_prompt())
-    assert await recent_path(workspaces) == "/old"
+    assert await recent_path(workspaces) == folders("/old")
 
     await workspaces.archive(ACCOUNT, old.id, session.id)
-    assert await recent_path(workspaces) == "/new"
+    assert await recent_path(workspaces) == folders("/new")
 
 
 # -- invalid requests ------------------------------------------------------------------------
@@ -419,6 +420,43 @@ async def test_a_path_the_domain_cannot_canonicalise_is_invalid(
         INVALID,
     )
     assert reason_of(error) == "INVALID_WORKSPACE_PATH"
+    assert violated_fields(error) == ["path"]
     with pytest.raises(InvalidWorkspacePath):
         await workspaces.create(ACCOUNT, "/src/\0app")
     assert await workspaces.list(ACCOUNT) == []
+
+
+async def test_only_an_existing_folder_other_than_the_root_becomes_a_workspace(
+    workspaces: WorkspaceClient, stub: pb_grpc.WorkspaceServiceStub, folders: Folders
+) -> None:
+    project = Path(folders("/src/app"))
+    (project / "README.md").write_text("a file, not a folder\n")
+    refused = {
+        "/": "is the root of the file system",
+        "/tmp/..": "is the root of the file system",
+        str(project / "missing"): "does not exist",
+        str(project / "README.md"): "is not a directory",
+        str(project / "README.md" / "below"): "does not exist",
+    }
+    for path, why in refused.items():
+        error = await expect_rpc_error(stub.CreateWorkspace(_create(ACCOUNT, path)), INVALID)
+        assert reason_of(error) == "INVALID_WORKSPACE_PATH", path
+        assert violated_fields(error) == ["path"]
+        assert why in (error.details() or ""), error.details()
+    assert await workspaces.list(ACCOUNT) == []
+
+    workspace, created = await workspaces.create(ACCOUNT, f"{project}/")
+    assert created and workspace.path == str(project)
+
+
+async def test_a_refused_path_of_4_kib_still_fits_the_answer(
+    stub: pb_grpc.WorkspaceServiceStub,
+) -> None:
+    """The answer echoes a shortened path: quoted in full, 4 KiB of control
+    characters would pass the 16 KiB a default client takes in trailers and
+    arrive as RESOURCE_EXHAUSTED instead."""
+    error = await expect_rpc_error(
+        stub.CreateWorkspace(_create(ACCOUNT, "/" + "\x01" * 4095)), INVALID
+    )
+    assert reason_of(error) == "INVALID_WORKSPACE_PATH"
+    assert violated_fields(error) == ["path"]

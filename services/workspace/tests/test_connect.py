@@ -11,13 +11,14 @@ from services.sessionlog.domain import SessionLog
 from services.workspace.domain import Workspace, Workspaces
 from services.workspace.errors import WorkspaceNotFound
 from services.workspace.store import SqliteWorkspaceStore
+from tests.support.folders import Folders
 
 from .conftest import plan_mode_event, prompt_events
 
 
 @pytest.fixture
-async def workspace(workspaces: Workspaces) -> Workspace:
-    created, _ = await workspaces.create_workspace("acct", "/src/app")
+async def workspace(workspaces: Workspaces, folders: Folders) -> Workspace:
+    created, _ = await workspaces.create_workspace("acct", folders("/src/app"))
     return created
 
 
@@ -26,13 +27,13 @@ async def members(workspaces: Workspaces, workspace: Workspace) -> tuple[str, ..
 
 
 async def test_the_first_connect_creates_a_blank_session_in_the_workspace(
-    workspaces: Workspaces, workspace: Workspace, log: SessionLog
+    workspaces: Workspaces, workspace: Workspace, log: SessionLog, folders: Folders
 ) -> None:
     session, reused = await workspaces.connect("acct", workspace.id)
 
     assert not reused
-    assert session.blank and session.cwd == "/src/app"
-    assert (await log.get_session(session.id)).cwd == "/src/app"
+    assert session.blank and session.cwd == folders("/src/app")
+    assert (await log.get_session(session.id)).cwd == folders("/src/app")
     assert await members(workspaces, workspace) == (session.id,)
 
 
@@ -58,11 +59,11 @@ async def test_a_blank_session_created_with_create_session_is_reused(
 
 
 async def test_a_blank_session_with_the_same_cwd_that_is_not_a_member_is_not_reused(
-    workspaces: Workspaces, workspace: Workspace, log: SessionLog
+    workspaces: Workspaces, workspace: Workspace, log: SessionLog, folders: Folders
 ) -> None:
     # A session made outside the workspace (say by the CLI) in the same
     # directory; durable, so it shows in lists, and still blank.
-    outsider, _ = await log.create_session(None, "/src/app")
+    outsider, _ = await log.create_session(None, folders("/src/app"))
     await log.append(outsider.id, [plan_mode_event()])
     assert (await log.get_session(outsider.id)).blank
 
@@ -131,16 +132,16 @@ async def test_ten_concurrent_connects_share_one_new_session(
 
 
 async def test_concurrent_connects_to_different_workspaces_do_not_share(
-    workspaces: Workspaces, workspace: Workspace
+    workspaces: Workspaces, workspace: Workspace, folders: Folders
 ) -> None:
-    other, _ = await workspaces.create_workspace("acct", "/src/other")
+    other, _ = await workspaces.create_workspace("acct", folders("/src/other"))
 
     (here, _), (there, _) = await asyncio.gather(
         workspaces.connect("acct", workspace.id), workspaces.connect("acct", other.id)
     )
 
     assert here.id != there.id
-    assert (here.cwd, there.cwd) == ("/src/app", "/src/other")
+    assert (here.cwd, there.cwd) == (folders("/src/app"), folders("/src/other"))
 
 
 async def test_an_unknown_workspace_fails_and_creates_nothing(

@@ -16,13 +16,14 @@ from services.common.errors import SessionNotFound
 from services.sessionlog.domain import SessionLog, open_session_log
 from services.workspace.domain import Workspace, Workspaces
 from services.workspace.store import Membership, SqliteWorkspaceStore, open_workspace_store
+from tests.support.folders import Folders
 
 from .conftest import ManualClock, plan_mode_event, prompt_events
 
 
 @pytest.fixture
-async def workspace(workspaces: Workspaces) -> Workspace:
-    created, _ = await workspaces.create_workspace("acct", "/src/app")
+async def workspace(workspaces: Workspaces, folders: Folders) -> Workspace:
+    created, _ = await workspaces.create_workspace("acct", folders("/src/app"))
     return created
 
 
@@ -46,6 +47,7 @@ async def test_a_member_whose_session_was_never_created_shows_and_resolves(
     store: SqliteWorkspaceStore,
     log: SessionLog,
     clock: ManualClock,
+    folders: Folders,
 ) -> None:
     await crash_after_membership(store, workspace, "s-orphan", clock)
 
@@ -53,7 +55,7 @@ async def test_a_member_whose_session_was_never_created_shows_and_resolves(
 
     assert shown.session_ids == ("s-orphan",)
     session = await log.get_session("s-orphan")  # the id a client sees works
-    assert session.cwd == "/src/app" and session.blank
+    assert session.cwd == folders("/src/app") and session.blank
     await log.append("s-orphan", prompt_events(), expected_last_seq=-1)
 
 
@@ -77,6 +79,7 @@ async def test_find_and_recent_resolve_a_member_whose_session_was_never_created(
     store: SqliteWorkspaceStore,
     log: SessionLog,
     clock: ManualClock,
+    folders: Folders,
 ) -> None:
     await crash_after_membership(store, workspace, "s-orphan", clock)
 
@@ -85,14 +88,16 @@ async def test_find_and_recent_resolve_a_member_whose_session_was_never_created(
 
     assert found is not None and found.id == workspace.id
     assert recent is not None and recent.session_ids == ("s-orphan",)
-    assert (await log.get_session("s-orphan")).cwd == "/src/app"
+    assert (await log.get_session("s-orphan")).cwd == folders("/src/app")
 
 
 async def test_a_session_log_that_fails_mid_creation_leaves_a_member_that_resolves(
-    store: SqliteWorkspaceStore, log_path: Path, clock: ManualClock
+    store: SqliteWorkspaceStore, log_path: Path, clock: ManualClock, folders: Folders
 ) -> None:
     async with open_session_log(log_path) as down:
-        workspace, _ = await Workspaces(down, store, clock).create_workspace("acct", "/src/app")
+        workspace, _ = await Workspaces(down, store, clock).create_workspace(
+            "acct", folders("/src/app")
+        )
     # `down` is closed now: every call fails, as a crashed log would.
     with pytest.raises(RuntimeError):
         await Workspaces(down, store, clock).create_session("acct", workspace.id)
@@ -103,7 +108,7 @@ async def test_a_session_log_that_fails_mid_creation_leaves_a_member_that_resolv
         session, reused = await workspaces.connect("acct", workspace.id)
 
         assert len(shown.session_ids) == 1
-        assert reused and session.id == shown.session_ids[0] and session.cwd == "/src/app"
+        assert reused and session.id == shown.session_ids[0] and session.cwd == folders("/src/app")
         assert (await log.get_session(session.id)).blank
 
 
@@ -137,10 +142,11 @@ async def test_a_member_whose_id_the_log_gives_another_cwd_is_dropped(
     store: SqliteWorkspaceStore,
     log: SessionLog,
     clock: ManualClock,
+    folders: Folders,
 ) -> None:
     # The log refused our create (the id is someone else's, elsewhere) and we
     # died before removing the membership.
-    await log.create_session("s-foreign", "/elsewhere")
+    await log.create_session("s-foreign", folders("/elsewhere"))
     await log.append("s-foreign", prompt_events())
     await crash_after_membership(store, workspace, "s-foreign", clock)
 
@@ -151,18 +157,18 @@ async def test_a_member_whose_id_the_log_gives_another_cwd_is_dropped(
     assert await workspaces.find_session_workspace("acct", "s-foreign") is None
     assert not reused and session.id != "s-foreign"
     assert await store.get_membership("s-foreign") is None
-    assert (await log.get_session("s-foreign")).cwd == "/elsewhere"  # untouched
+    assert (await log.get_session("s-foreign")).cwd == folders("/elsewhere")  # untouched
 
 
 # -- session-log restarts ----------------------------------------------------------
 
 
 async def test_after_a_session_log_restart_connect_still_returns_a_working_session(
-    store: SqliteWorkspaceStore, log_path: Path, clock: ManualClock
+    store: SqliteWorkspaceStore, log_path: Path, clock: ManualClock, folders: Folders
 ) -> None:
     async with open_session_log(log_path) as log:
         workspaces = Workspaces(log, store, clock)
-        workspace, _ = await workspaces.create_workspace("acct", "/src/app")
+        workspace, _ = await workspaces.create_workspace("acct", folders("/src/app"))
         lazy, _ = await workspaces.connect("acct", workspace.id)
 
     async with open_session_log(log_path) as log:
@@ -175,17 +181,17 @@ async def test_after_a_session_log_restart_connect_still_returns_a_working_sessi
         listed, _ = await log.list_sessions(session_ids=[session.id])
         after_prompt, reused_after_prompt = await workspaces.connect("acct", workspace.id)
 
-    assert reused and session.id == lazy.id and session.cwd == "/src/app"
+    assert reused and session.id == lazy.id and session.cwd == folders("/src/app")
     assert [s.id for s in listed] == [lazy.id] and not listed[0].blank
     assert not reused_after_prompt and after_prompt.id != lazy.id
 
 
 async def test_durable_members_keep_their_state_across_a_session_log_restart(
-    store: SqliteWorkspaceStore, log_path: Path, clock: ManualClock
+    store: SqliteWorkspaceStore, log_path: Path, clock: ManualClock, folders: Folders
 ) -> None:
     async with open_session_log(log_path) as log:
         workspaces = Workspaces(log, store, clock)
-        workspace, _ = await workspaces.create_workspace("acct", "/src/app")
+        workspace, _ = await workspaces.create_workspace("acct", folders("/src/app"))
         used = await workspaces.create_session("acct", workspace.id)
         await log.append(used.id, prompt_events())
         planned = await workspaces.create_session("acct", workspace.id)

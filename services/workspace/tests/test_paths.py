@@ -1,5 +1,5 @@
 """One directory, one spelling: symlinks, trailing slashes and `..` do not
-make a second workspace."""
+make a second workspace; and only an existing folder other than `/` makes one."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 
 from services.workspace.domain import Workspaces
 from services.workspace.errors import InvalidWorkspacePath
-from services.workspace.paths import canonical_path
+from services.workspace.paths import canonical_path, workspace_path
 
 
 def test_a_symlink_resolves_to_its_target(tmp_path: Path) -> None:
@@ -98,5 +98,51 @@ async def test_spellings_of_one_directory_share_one_workspace(
 async def test_a_relative_path_creates_no_workspace(workspaces: Workspaces) -> None:
     with pytest.raises(InvalidWorkspacePath):
         await workspaces.create_workspace("acct", "repo")
+
+    assert await workspaces.list_workspaces("acct") == []
+
+
+def test_a_folder_or_a_link_to_one_is_a_workspace_path(tmp_path: Path) -> None:
+    (tmp_path / "repo").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "repo")
+
+    assert workspace_path(f"{tmp_path}/link/") == str((tmp_path / "repo").resolve())
+
+
+@pytest.mark.parametrize(
+    ("name", "why"),
+    [
+        ("missing", "does not exist"),
+        ("file.txt", "is not a directory"),
+        ("file-link", "is not a directory"),
+        ("file.txt/below", "does not exist"),
+        ("dangling", "does not exist"),
+        ("x" * 300, "does not exist"),
+    ],
+)
+def test_what_is_not_an_existing_folder_is_refused(tmp_path: Path, name: str, why: str) -> None:
+    (tmp_path / "file.txt").write_text("text\n")
+    (tmp_path / "file-link").symlink_to(tmp_path / "file.txt")
+    (tmp_path / "dangling").symlink_to(tmp_path / "gone")
+
+    with pytest.raises(InvalidWorkspacePath) as refused:
+        workspace_path(f"{tmp_path}/{name}")
+
+    assert why in refused.value.message
+    assert refused.value.metadata["field"] == "path"
+
+
+@pytest.mark.parametrize("path", ["/", "//", "/tmp/..", "/./"])
+def test_the_root_is_refused_however_spelled(path: str) -> None:
+    with pytest.raises(InvalidWorkspacePath) as refused:
+        workspace_path(path)
+
+    assert "root of the file system" in refused.value.message
+
+
+async def test_a_refused_path_creates_no_workspace(tmp_path: Path, workspaces: Workspaces) -> None:
+    for path in ("/", f"{tmp_path}/missing"):
+        with pytest.raises(InvalidWorkspacePath):
+            await workspaces.create_workspace("acct", path)
 
     assert await workspaces.list_workspaces("acct") == []

@@ -13,26 +13,29 @@ from services.sessionlog.domain import SessionLog
 from services.workspace.domain import Workspaces
 from services.workspace.errors import SessionTaken, WorkspaceNotFound
 from services.workspace.store import open_workspace_store
+from tests.support.folders import Folders
 
 from .conftest import ManualClock, prompt_events
 
 
 async def test_create_returns_the_existing_workspace_for_the_same_path(
-    workspaces: Workspaces, clock: ManualClock
+    workspaces: Workspaces, clock: ManualClock, folders: Folders
 ) -> None:
-    created, was_created = await workspaces.create_workspace("acct", "/src/app")
+    created, was_created = await workspaces.create_workspace("acct", folders("/src/app"))
     clock.advance()
-    again, was_created_again = await workspaces.create_workspace("acct", "/src/app")
+    again, was_created_again = await workspaces.create_workspace("acct", folders("/src/app"))
 
     assert was_created and not was_created_again
     assert again == created
-    assert created.path == "/src/app"
+    assert created.path == folders("/src/app")
     assert created.created_at_us == clock.now_us - 1_000_000
     assert created.session_ids == () and created.archived_session_ids == ()
 
 
-async def test_list_is_in_creation_order_and_get_matches(workspaces: Workspaces) -> None:
-    paths = ["/z", "/a", "/m"]
+async def test_list_is_in_creation_order_and_get_matches(
+    workspaces: Workspaces, folders: Folders
+) -> None:
+    paths = [folders("/z"), folders("/a"), folders("/m")]
     created = [(await workspaces.create_workspace("acct", p))[0] for p in paths]
 
     listed = await workspaces.list_workspaces("acct")
@@ -41,8 +44,8 @@ async def test_list_is_in_creation_order_and_get_matches(workspaces: Workspaces)
     assert [await workspaces.get_workspace("acct", w.id) for w in created] == listed
 
 
-async def test_workspace_converts_to_its_proto(workspaces: Workspaces) -> None:
-    workspace, _ = await workspaces.create_workspace("acct", "/src/app")
+async def test_workspace_converts_to_its_proto(workspaces: Workspaces, folders: Folders) -> None:
+    workspace, _ = await workspaces.create_workspace("acct", folders("/src/app"))
     session = await workspaces.create_session("acct", workspace.id)
     workspace = await workspaces.set_archived("acct", workspace.id, session.id)
     kept = await workspaces.create_session("acct", workspace.id)
@@ -51,19 +54,19 @@ async def test_workspace_converts_to_its_proto(workspaces: Workspaces) -> None:
     message = workspace.to_proto()
 
     assert message.id == workspace.id and message.account_id == "acct"
-    assert message.path == "/src/app"
+    assert message.path == folders("/src/app")
     assert message.created_at.ToMicroseconds() == workspace.created_at_us
     assert list(message.session_ids) == [kept.id]
     assert list(message.archived_session_ids) == [session.id]
 
 
 async def test_workspaces_survive_a_restart_of_the_workspace_service(
-    log: SessionLog, store_path: Path, clock: ManualClock
+    log: SessionLog, store_path: Path, clock: ManualClock, folders: Folders
 ) -> None:
     async with open_workspace_store(store_path) as store:
         before = Workspaces(log, store, clock)
-        first, _ = await before.create_workspace("acct", "/one")
-        await before.create_workspace("acct", "/two")
+        first, _ = await before.create_workspace("acct", folders("/one"))
+        await before.create_workspace("acct", folders("/two"))
         session = await before.create_session("acct", first.id)
         await log.append(session.id, prompt_events())
         listed_before = await before.list_workspaces("acct")
@@ -79,23 +82,25 @@ async def test_workspaces_survive_a_restart_of_the_workspace_service(
 
 
 async def test_create_session_always_makes_a_new_session(
-    workspaces: Workspaces, log: SessionLog
+    workspaces: Workspaces, log: SessionLog, folders: Folders
 ) -> None:
-    workspace, _ = await workspaces.create_workspace("acct", "/src/app")
+    workspace, _ = await workspaces.create_workspace("acct", folders("/src/app"))
 
     first = await workspaces.create_session("acct", workspace.id)
     second = await workspaces.create_session("acct", workspace.id)
 
     assert first.id != second.id
     assert first.blank and second.blank  # the first was reusable, yet not reused
-    assert first.cwd == second.cwd == "/src/app"
-    assert (await log.get_session(second.id)).cwd == "/src/app"
+    assert first.cwd == second.cwd == folders("/src/app")
+    assert (await log.get_session(second.id)).cwd == folders("/src/app")
     workspace = await workspaces.get_workspace("acct", workspace.id)
     assert workspace.session_ids == (first.id, second.id)
 
 
-async def test_create_session_with_a_chosen_id_is_idempotent(workspaces: Workspaces) -> None:
-    workspace, _ = await workspaces.create_workspace("acct", "/src/app")
+async def test_create_session_with_a_chosen_id_is_idempotent(
+    workspaces: Workspaces, folders: Folders
+) -> None:
+    workspace, _ = await workspaces.create_workspace("acct", folders("/src/app"))
 
     first = await workspaces.create_session("acct", workspace.id, "s-chosen")
     retried = await workspaces.create_session("acct", workspace.id, "s-chosen")
@@ -105,10 +110,10 @@ async def test_create_session_with_a_chosen_id_is_idempotent(workspaces: Workspa
 
 
 async def test_a_chosen_id_of_a_session_outside_the_workspace_is_refused(
-    workspaces: Workspaces, log: SessionLog
+    workspaces: Workspaces, log: SessionLog, folders: Folders
 ) -> None:
-    workspace, _ = await workspaces.create_workspace("acct", "/src/app")
-    await log.create_session("s-cli", "/src/app")  # e.g. a CLI session in that directory
+    workspace, _ = await workspaces.create_workspace("acct", folders("/src/app"))
+    await log.create_session("s-cli", folders("/src/app"))  # e.g. a CLI session in that directory
 
     with pytest.raises(SessionConflict) as refused:
         await workspaces.create_session("acct", workspace.id, "s-cli")
@@ -118,9 +123,11 @@ async def test_a_chosen_id_of_a_session_outside_the_workspace_is_refused(
     assert await workspaces.find_session_workspace("acct", "s-cli") is None
 
 
-async def test_a_chosen_id_used_in_another_workspace_is_refused(workspaces: Workspaces) -> None:
-    one, _ = await workspaces.create_workspace("acct", "/one")
-    two, _ = await workspaces.create_workspace("acct", "/two")
+async def test_a_chosen_id_used_in_another_workspace_is_refused(
+    workspaces: Workspaces, folders: Folders
+) -> None:
+    one, _ = await workspaces.create_workspace("acct", folders("/one"))
+    two, _ = await workspaces.create_workspace("acct", folders("/two"))
     await workspaces.create_session("acct", one.id, "s-taken")
 
     with pytest.raises(SessionConflict):
@@ -131,11 +138,15 @@ async def test_a_chosen_id_used_in_another_workspace_is_refused(workspaces: Work
 
 
 async def test_create_at_a_path_makes_the_workspace_once_and_retries_return_the_session(
-    workspaces: Workspaces,
+    workspaces: Workspaces, folders: Folders
 ) -> None:
-    workspace_id, first = await workspaces.create_session_at("acct", "/src/app", "s-chosen")
-    again_id, again = await workspaces.create_session_at("acct", "/src/app/", "s-chosen")
-    _, other = await workspaces.create_session_at("acct", "/src/app")
+    workspace_id, first = await workspaces.create_session_at(
+        "acct", folders("/src/app"), "s-chosen"
+    )
+    again_id, again = await workspaces.create_session_at(
+        "acct", folders("/src/app") + "/", "s-chosen"
+    )
+    _, other = await workspaces.create_session_at("acct", folders("/src/app"))
 
     assert again_id == workspace_id and again.id == first.id == "s-chosen"
     listed = await workspaces.list_workspaces("acct")
@@ -143,25 +154,25 @@ async def test_create_at_a_path_makes_the_workspace_once_and_retries_return_the_
 
 
 async def test_a_refused_create_at_a_new_path_leaves_no_workspace(
-    workspaces: Workspaces, log: SessionLog
+    workspaces: Workspaces, log: SessionLog, folders: Folders
 ) -> None:
-    await workspaces.create_session_at("acct", "/one", "s-taken")
-    await workspaces.create_session_at("stranger", "/theirs", "s-theirs")
-    await log.create_session("s-cli", "/src/cli")  # outside any workspace
+    await workspaces.create_session_at("acct", folders("/one"), "s-taken")
+    await workspaces.create_session_at("stranger", folders("/theirs"), "s-theirs")
+    await log.create_session("s-cli", folders("/src/cli"))  # outside any workspace
 
     for taken in ("s-taken", "s-theirs", "s-cli"):
         with pytest.raises(SessionConflict):
-            await workspaces.create_session_at("acct", "/new", taken)
+            await workspaces.create_session_at("acct", folders("/new"), taken)
 
-    assert [w.path for w in await workspaces.list_workspaces("acct")] == ["/one"]
+    assert [w.path for w in await workspaces.list_workspaces("acct")] == [folders("/one")]
 
 
 async def test_racing_creates_of_one_id_in_two_new_paths_leave_one_workspace(
-    workspaces: Workspaces,
+    workspaces: Workspaces, folders: Folders
 ) -> None:
     results = await asyncio.gather(
-        workspaces.create_session_at("acct", "/one", "s-raced"),
-        workspaces.create_session_at("acct", "/two", "s-raced"),
+        workspaces.create_session_at("acct", folders("/one"), "s-raced"),
+        workspaces.create_session_at("acct", folders("/two"), "s-raced"),
         return_exceptions=True,
     )
 
@@ -171,8 +182,10 @@ async def test_racing_creates_of_one_id_in_two_new_paths_leave_one_workspace(
     assert [(w.id, w.session_ids) for w in listed] == [(won[0], ("s-raced",))]
 
 
-async def test_archiving_moves_a_session_to_the_archived_list(workspaces: Workspaces) -> None:
-    workspace, _ = await workspaces.create_workspace("acct", "/src/app")
+async def test_archiving_moves_a_session_to_the_archived_list(
+    workspaces: Workspaces, folders: Folders
+) -> None:
+    workspace, _ = await workspaces.create_workspace("acct", folders("/src/app"))
     kept = await workspaces.create_session("acct", workspace.id)
     archived = await workspaces.create_session("acct", workspace.id)
 
@@ -184,9 +197,11 @@ async def test_archiving_moves_a_session_to_the_archived_list(workspaces: Worksp
     assert twice == result == await workspaces.get_workspace("acct", workspace.id)
 
 
-async def test_archiving_a_session_that_is_not_a_member_fails(workspaces: Workspaces) -> None:
-    one, _ = await workspaces.create_workspace("acct", "/one")
-    two, _ = await workspaces.create_workspace("acct", "/two")
+async def test_archiving_a_session_that_is_not_a_member_fails(
+    workspaces: Workspaces, folders: Folders
+) -> None:
+    one, _ = await workspaces.create_workspace("acct", folders("/one"))
+    two, _ = await workspaces.create_workspace("acct", folders("/two"))
     elsewhere = await workspaces.create_session("acct", two.id)
 
     for session_id in ("s-unknown", elsewhere.id):
@@ -197,14 +212,14 @@ async def test_archiving_a_session_that_is_not_a_member_fails(workspaces: Worksp
 
 
 async def test_find_session_workspace_names_the_owning_workspace(
-    workspaces: Workspaces, log: SessionLog
+    workspaces: Workspaces, log: SessionLog, folders: Folders
 ) -> None:
-    await workspaces.create_workspace("acct", "/one")
-    two, _ = await workspaces.create_workspace("acct", "/two")
+    await workspaces.create_workspace("acct", folders("/one"))
+    two, _ = await workspaces.create_workspace("acct", folders("/two"))
     session = await workspaces.create_session("acct", two.id)
     archived = await workspaces.create_session("acct", two.id)
     await workspaces.set_archived("acct", two.id, archived.id)
-    outside, _ = await log.create_session(None, "/two")
+    outside, _ = await log.create_session(None, folders("/two"))
 
     found = await workspaces.find_session_workspace("acct", session.id)
     found_archived = await workspaces.find_session_workspace("acct", archived.id)
@@ -218,9 +233,11 @@ async def test_find_session_workspace_names_the_owning_workspace(
 # -- account scoping ----------------------------------------------------------------
 
 
-async def test_accounts_do_not_see_each_others_workspaces(workspaces: Workspaces) -> None:
-    mine, _ = await workspaces.create_workspace("alice", "/src/app")
-    theirs, created = await workspaces.create_workspace("bob", "/src/app")
+async def test_accounts_do_not_see_each_others_workspaces(
+    workspaces: Workspaces, folders: Folders
+) -> None:
+    mine, _ = await workspaces.create_workspace("alice", folders("/src/app"))
+    theirs, created = await workspaces.create_workspace("bob", folders("/src/app"))
     session = await workspaces.create_session("alice", mine.id)
 
     assert created and theirs.id != mine.id
@@ -233,8 +250,9 @@ async def test_accounts_do_not_see_each_others_workspaces(workspaces: Workspaces
 
 async def test_another_accounts_workspace_is_not_found_for_every_operation(
     workspaces: Workspaces,
+    folders: Folders,
 ) -> None:
-    mine, _ = await workspaces.create_workspace("alice", "/src/app")
+    mine, _ = await workspaces.create_workspace("alice", folders("/src/app"))
     session = await workspaces.create_session("alice", mine.id)
     attempts = [
         workspaces.get_workspace("bob", mine.id),
@@ -256,9 +274,10 @@ async def test_another_accounts_workspace_is_not_found_for_every_operation(
 
 async def test_another_account_cannot_claim_a_session_in_the_same_directory(
     workspaces: Workspaces,
+    folders: Folders,
 ) -> None:
-    mine, _ = await workspaces.create_workspace("alice", "/src/app")
-    theirs, _ = await workspaces.create_workspace("bob", "/src/app")
+    mine, _ = await workspaces.create_workspace("alice", folders("/src/app"))
+    theirs, _ = await workspaces.create_workspace("bob", folders("/src/app"))
     session = await workspaces.create_session("alice", mine.id)
 
     with pytest.raises(SessionConflict):
@@ -268,15 +287,19 @@ async def test_another_account_cannot_claim_a_session_in_the_same_directory(
     assert await workspaces.find_session_workspace("bob", session.id) is None
 
 
-async def test_an_account_without_workspaces_lists_nothing(workspaces: Workspaces) -> None:
-    await workspaces.create_workspace("alice", "/src/app")
+async def test_an_account_without_workspaces_lists_nothing(
+    workspaces: Workspaces, folders: Folders
+) -> None:
+    await workspaces.create_workspace("alice", folders("/src/app"))
 
     assert await workspaces.list_workspaces("bob") == []
     assert await workspaces.recent("bob") is None
 
 
-async def test_an_archived_member_comes_back_when_unarchived(workspaces: Workspaces) -> None:
-    workspace, _ = await workspaces.create_workspace("acct", "/src/app")
+async def test_an_archived_member_comes_back_when_unarchived(
+    workspaces: Workspaces, folders: Folders
+) -> None:
+    workspace, _ = await workspaces.create_workspace("acct", folders("/src/app"))
     session = await workspaces.create_session("acct", workspace.id)
     await workspaces.set_archived("acct", workspace.id, session.id)
     back = await workspaces.set_archived("acct", workspace.id, session.id, False)
@@ -284,10 +307,10 @@ async def test_an_archived_member_comes_back_when_unarchived(workspaces: Workspa
 
 
 async def test_an_existing_session_joins_and_leaves_a_workspace(
-    workspaces: Workspaces, log: SessionLog
+    workspaces: Workspaces, log: SessionLog, folders: Folders
 ) -> None:
-    workspace, _ = await workspaces.create_workspace("acct", "/src/app")
-    other, _ = await workspaces.create_workspace("acct", "/src/other")
+    workspace, _ = await workspaces.create_workspace("acct", folders("/src/app"))
+    other, _ = await workspaces.create_workspace("acct", folders("/src/other"))
     source = await workspaces.create_session("acct", workspace.id)
     await log.append(source.id, prompt_events("hello"))
     fork = await log.fork(source.id)
