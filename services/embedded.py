@@ -21,6 +21,7 @@ from services.agentruntime.plan_port import RemotePlanMode
 from services.agentruntime.service import agent_runtime_service
 from services.common.client import open_channel
 from services.common.config import ServiceConfig
+from services.common.internal_auth import new_token
 from services.common.server import PortInUse, ServiceDefinition, ServiceHost, port_in_use
 from services.common.tasks import run_unless
 from services.common.topology import DEFAULT_PORTS, SERVICES
@@ -51,6 +52,8 @@ class EmbeddedStack:
     gateway_heartbeat_s: float = 15.0
     # Lets a test put failure injection between plan mode and the log.
     wrap_plan_log: Callable[[SessionLogPort], SessionLogPort] | None = None
+    # What the services present to each other (fresh each start of the stack).
+    internal_token: str = field(default_factory=new_token)
     hosts: dict[str, ServiceHost] = field(default_factory=dict)
     addresses: dict[str, str] = field(default_factory=dict)
     definitions: dict[str, ServiceDefinition] = field(default_factory=dict)
@@ -88,7 +91,11 @@ class EmbeddedStack:
 
     async def start_service(self, name: str) -> None:
         config = ServiceConfig(
-            name=name, listen=self._listen(name), data_dir=self.data_dir, grace_s=2.0
+            name=name,
+            listen=self._listen(name),
+            data_dir=self.data_dir,
+            grace_s=2.0,
+            internal_token=self.internal_token,
         )
         definition = self._definition(name)
         service_host = ServiceHost(config, definition)
@@ -128,8 +135,13 @@ class EmbeddedStack:
 
     # -- wiring ----------------------------------------------------------------
 
+    def channel(self, target: str) -> grpc.aio.Channel:
+        """A channel to one of the stack's services, as its peers call it
+        (with the internal token); the caller closes it."""
+        return open_channel(self.addresses[target], self.internal_token)
+
     def _channel(self, owner: str, target: str) -> grpc.aio.Channel:
-        channel = open_channel(self.addresses[target])
+        channel = self.channel(target)
         self._channels.setdefault(owner, []).append(channel)
         return channel
 

@@ -8,6 +8,7 @@ from typing import Any, ParamSpec, TypeVar
 import grpc
 
 from .deadlines import downstream_timeout
+from .internal_auth import token_interceptors
 from .server import MAX_MESSAGE_BYTES
 from .status import domain_error_from
 
@@ -23,8 +24,11 @@ CHANNEL_OPTIONS = [
 ]
 
 
-def open_channel(address: str) -> grpc.aio.Channel:
-    return grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS)
+def open_channel(address: str, internal_token: str | None = None) -> grpc.aio.Channel:
+    """A channel to a service; to an internal one, carrying the stack's token."""
+    return grpc.aio.insecure_channel(
+        address, options=CHANNEL_OPTIONS, interceptors=token_interceptors(internal_token)
+    )
 
 
 def call_timeout(default: float | None = DEFAULT_TIMEOUT_S) -> float | None:

@@ -6,6 +6,8 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .internal_auth import token_from_env
+
 DEFAULT_DATA_DIR = Path(".agenthost")
 
 
@@ -16,7 +18,9 @@ class ServiceConfig:
     Environment: AGENTHOST_LISTEN (host:port), AGENTHOST_DATA_DIR,
     AGENTHOST_GRACE_S (shutdown grace period), AGENTHOST_DRAIN_S (how long
     health reports NOT_SERVING while still serving, before shutdown starts,
-    so a load balancer can stop routing), AGENTHOST_LOG_LEVEL.
+    so a load balancer can stop routing), AGENTHOST_LOG_LEVEL, and the
+    stack's internal token (AGENTHOST_INTERNAL_TOKEN or _FILE: see
+    internal_auth.py).
     """
 
     name: str
@@ -25,6 +29,7 @@ class ServiceConfig:
     grace_s: float = 5.0
     drain_s: float = 0.0
     log_level: str = "INFO"
+    internal_token: str | None = None
     extra: dict[str, str] = field(default_factory=dict)
 
     @classmethod
@@ -39,6 +44,7 @@ class ServiceConfig:
             "grace_s": float(env.get("AGENTHOST_GRACE_S", "5")),
             "drain_s": float(env.get("AGENTHOST_DRAIN_S", "0")),
             "log_level": env.get("AGENTHOST_LOG_LEVEL", "INFO"),
+            "internal_token": token_from_env(env),
         }
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)  # type: ignore[arg-type]

@@ -56,7 +56,7 @@ def run_service(name: str, build: Build, peers: Sequence[str] = ()) -> None:
 async def _serve(config: ServiceConfig, addresses: dict[str, str], build: Build) -> None:
     # Channels are made inside the loop: grpc.aio binds them to it.
     channels: Peers = {
-        peer: None if address == ABSENT else open_channel(address)
+        peer: None if address == ABSENT else open_channel(address, config.internal_token)
         for peer, address in addresses.items()
     }
     try:

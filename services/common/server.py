@@ -25,6 +25,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from .config import ServiceConfig
 from .interceptors import Authenticate, ServiceInterceptor
+from .internal_auth import require_token
 from .reflection import enable_reflection
 from .tasks import run_unless
 
@@ -92,6 +93,9 @@ class ServiceDefinition:
     close: Hook | None = None
     before_stop: Sequence[Hook] = field(default_factory=list)
     # Refuses unauthenticated calls before validation (see interceptors.py).
+    # A service with its own authentication is public (the gateway); the
+    # others are internal and, with an internal token configured, answer only
+    # calls that carry it (internal_auth.py).
     authenticate: Authenticate | None = None
 
 
@@ -120,9 +124,7 @@ class ServiceHost:
             raise PortInUse(self.config.listen)
         self.health = health.aio.HealthServicer()
         self.server = server = grpc.aio.server(
-            interceptors=[
-                ServiceInterceptor(self.definition.authenticate, ready=lambda: self._serving)
-            ],
+            interceptors=[ServiceInterceptor(self._admission(), ready=lambda: self._serving)],
             options=SERVER_OPTIONS,
         )
         self.definition.register(server)
@@ -143,6 +145,12 @@ class ServiceHost:
         self._serving = True
         await self._set_health(health_pb2.HealthCheckResponse.SERVING)
         log.info("serving", extra={"address": self.address})
+
+    def _admission(self) -> Authenticate | None:
+        if self.definition.authenticate is not None:
+            return self.definition.authenticate
+        token = self.config.internal_token
+        return require_token(token) if token is not None else None
 
     async def stop(self) -> None:
         """Shut down gracefully; also part-way through start() (cancel that

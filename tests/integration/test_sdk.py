@@ -41,7 +41,6 @@ from clients.sdk import (
 )
 from clients.sdk.plan import RequestKind
 from services.agentruntime.models.builtin import ScriptedReply, ScriptedToolCall
-from services.common.client import open_channel
 from services.sessionlog.client import SessionLogClient
 from tests.support.gateway import ALICE, GatewayHarness, running_gateway
 
@@ -369,7 +368,7 @@ async def test_without_plan_mode_both_calls_say_unavailable_and_prompts_work(
             await session.wait_until(idle_after("hello"), WAIT_S)
             # A committed plan/mode written by another writer of the log does
             # not make plan mode appear: only a query can say it exists.
-            log_channel = open_channel(harness.stack.addresses["sessionlog"])
+            log_channel = harness.stack.channel("sessionlog")
             try:
                 await SessionLogClient(log_channel).append(
                     session_id, [events_pb2.Event(plan_mode=events_pb2.PlanMode(active=True))]

@@ -28,7 +28,6 @@ from google.protobuf import json_format
 from clients.sdk import AgentHostClient, Backoff, Session
 from services.agentruntime.models.base import ModelRequest, ToolResultMessage
 from services.agentruntime.models.builtin import ScriptedReply, ScriptedToolCall
-from services.common.client import open_channel
 from services.sessionlog.client import SessionLogClient
 from services.sessionlog.folds import Question
 from tests.support.gateway import ALICE, GatewayHarness, running_gateway
@@ -93,7 +92,7 @@ class Coding:
 
     def _channel(self, name: str) -> grpc.aio.Channel:
         if name not in self._channels:
-            self._channels[name] = open_channel(self.harness.stack.addresses[name])
+            self._channels[name] = self.harness.stack.channel(name)
         return self._channels[name]
 
     @property

@@ -16,7 +16,6 @@ from agenthost.runtime.v1 import runtime_pb2_grpc
 
 from clients.sdk.auth import authorized_channel
 from services.agentruntime.models.builtin import BuiltinAdapter
-from services.common.client import open_channel
 from services.common.config import ServiceConfig
 from services.common.server import ServiceHost
 from services.embedded import EmbeddedStack
@@ -141,7 +140,7 @@ async def another_gateway(harness: GatewayHarness) -> AsyncIterator[str]:
     """A second gateway replica in front of the same internal services (its
     own channels, fences and hub, as another process would have); its address."""
     stack = harness.stack
-    channels = {name: open_channel(stack.addresses[name]) for name in stack.names}
+    channels = {name: stack.channel(name) for name in stack.names}
     plan = PlanModeClient(channels["planmode"]) if stack.with_plan_mode else None
     assert stack.tokens is not None
     definition = gateway_service(

@@ -17,7 +17,6 @@ from agenthost.runtime.v1 import runtime_pb2_grpc
 
 from services.agentruntime.models.base import ModelAdapter
 from services.agentruntime.models.builtin import BuiltinAdapter
-from services.common.client import open_channel
 from services.embedded import EmbeddedStack
 from services.planmode.tests.failing_log import AppendOutage
 from services.sessionlog.client import SessionLogClient
@@ -36,7 +35,7 @@ class Stack:
 
     def _channel(self, name: str) -> grpc.aio.Channel:
         if name not in self._channels:
-            self._channels[name] = open_channel(self.embedded.addresses[name])
+            self._channels[name] = self.embedded.channel(name)
         return self._channels[name]
 
     @property
