@@ -119,6 +119,19 @@ class BadPageSize(InvalidArgument):
         super().__init__(self.REASON, f"{field} {description}", field=field)
 
 
+class PeerUnavailable(Unavailable):
+    """A service this one depends on failed or could not be reached (retry)."""
+
+    REASON = "PEER_UNAVAILABLE"
+
+    def __init__(self, peer_code: str) -> None:
+        super().__init__(
+            self.REASON,
+            f"a service behind this one is unavailable ({peer_code}); try again",
+            peer_code=peer_code,
+        )
+
+
 class BadPageToken(InvalidArgument):
     """A page token the service did not hand out."""
 

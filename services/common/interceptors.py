@@ -30,7 +30,7 @@ from buf.validate import validate_pb2
 from google.protobuf.message import Message
 
 from .deadlines import set_deadline
-from .errors import DomainError, NotReady
+from .errors import DomainError, NotReady, PeerUnavailable
 from .logs import RepeatLimit
 from .status import bad_request_status, clip, domain_error_status
 
@@ -217,6 +217,18 @@ async def _guarded_call(
         yield
     except DomainError as error:
         status = domain_error_status(error)
+        code = _code_name(status.code)
+        await context.abort(status.code, status.details, status.trailing_metadata)
+    except grpc.aio.AioRpcError as error:
+        # A call to a peer failed without a domain error of ours: typed here,
+        # at the edge, never UNKNOWN.
+        if error.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
+            code = "DEADLINE_EXCEEDED"
+            await context.abort(
+                grpc.StatusCode.DEADLINE_EXCEEDED,
+                "a service behind this one did not answer in time",
+            )
+        status = domain_error_status(PeerUnavailable(_code_name(error.code())))
         code = _code_name(status.code)
         await context.abort(status.code, status.details, status.trailing_metadata)
     except grpc.aio.AbortError:

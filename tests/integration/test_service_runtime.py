@@ -117,8 +117,8 @@ async def test_bytes_that_do_not_decode_answer_invalid_argument_on_every_method(
     bearer: Metadata = (("authorization", f"Bearer {stack.token()}"),)
     called: list[str] = []
     with caplog.at_level(logging.INFO):
-        for name, address in stack.addresses.items():
-            channel = open_channel(address)
+        for name in stack.addresses:
+            channel = stack.channel(name)
             try:
                 names = [*stack.definitions[name].service_names, HEALTH, *REFLECTION]
                 for method in _methods(names):

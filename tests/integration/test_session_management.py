@@ -12,7 +12,6 @@ import pytest
 
 from clients.sdk import AgentHostClient, Backoff, InvalidArgumentError, NotFoundError
 from services.agentruntime.models.builtin import ScriptedReply, ScriptedToolCall
-from services.common.client import open_channel
 from services.sessionlog.client import SessionLogClient
 from tests.support.events import turn_start, user
 from tests.support.gateway import ALICE, BOB, GatewayHarness, running_gateway
@@ -177,7 +176,7 @@ async def test_an_account_with_more_sessions_than_one_internal_request_lists_the
     made = [(await alice.create_session(workspace_id=workspace.id)).id for _ in range(1001)]
     # Each with a turn, as the runtime writes it when it accepts a prompt
     # (straight to the log: 1001 model turns would only slow the test).
-    channel = open_channel(gateway.stack.addresses["sessionlog"])
+    channel = gateway.stack.channel("sessionlog")
     try:
         log = SessionLogClient(channel)
         for session_id in made:
