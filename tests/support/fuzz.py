@@ -244,14 +244,9 @@ class RequestDrawer:
 
 
 def refused_as_undecodable(outcome: Outcome) -> bool:
-    """How a service refuses bytes that are not its request.
-
-    TODO(issue-12 decode): accept INVALID_ARGUMENT only once the shared
-    interceptor answers undecodable requests so (done in parallel); until
-    that merge grpc answers UNKNOWN naming the DecodeError."""
-    if outcome.code == grpc.StatusCode.INVALID_ARGUMENT:
-        return True
-    return outcome.code == grpc.StatusCode.UNKNOWN and "DecodeError" in outcome.details
+    """How a service refuses bytes that are not its request: INVALID_ARGUMENT
+    (the shared interceptor), never UNKNOWN."""
+    return outcome.code == grpc.StatusCode.INVALID_ARGUMENT
 
 
 def _synthetic(name: str, fields: Sequence[FieldDescriptor]) -> bool:
