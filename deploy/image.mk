@@ -145,8 +145,15 @@ postgres-image: base-image
 COMPOSE_FILES = --file docker-compose.yml \
 	$(if $(filter postgres,$(COMPOSE_PROFILES)),--file deploy/compose.postgres.yml)
 
-compose-up: image $(if $(filter postgres,$(COMPOSE_PROFILES)),postgres-image)
+# The stack's internal token (internal_auth.py): made once, kept in build/.
+INTERNAL_TOKEN_FILE := build/internal-token
+$(INTERNAL_TOKEN_FILE):
+	mkdir -p build
+	umask 077 && $(PYTHON) -c 'import secrets; print(secrets.token_urlsafe(32))' > $@
+
+compose-up: image $(INTERNAL_TOKEN_FILE) $(if $(filter postgres,$(COMPOSE_PROFILES)),postgres-image)
 	AGENTHOST_IMAGE=$(AGENTHOST_IMAGE) \
+	AGENTHOST_INTERNAL_TOKEN=$${AGENTHOST_INTERNAL_TOKEN:-$$(cat $(INTERNAL_TOKEN_FILE))} \
 	AGENTHOST_POSTGRES_IMAGE=$$(cat $(POSTGRES_IMAGE_FILE) 2>/dev/null || echo $(POSTGRES_IMAGE)) \
 	$(COMPOSE) --project-name $(COMPOSE_PROJECT) $(COMPOSE_FILES) \
 		$(foreach p,$(COMPOSE_PROFILES),--profile $(p)) up --detach

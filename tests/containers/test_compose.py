@@ -24,6 +24,19 @@ HEALTHY_TIMEOUT_S = 120
 CALL_TIMEOUT_S = 60
 
 
+# A read of the session log from inside the network, with no internal token.
+UNTOKENED_READ = """
+import grpc
+from agenthost.sessionlog.v1 import session_log_pb2 as pb, session_log_pb2_grpc as pb_grpc
+channel = grpc.insecure_channel("sessionlog:7100")
+try:
+    pb_grpc.SessionLogServiceStub(channel).ListSessions(pb.ListSessionsRequest(), timeout=10)
+    print("ANSWERED")
+except grpc.RpcError as error:
+    print(error.code().name)
+"""
+
+
 class Compose:
     def __init__(self, project: str, image: str) -> None:
         self.project = project
@@ -146,6 +159,13 @@ async def test_compose_stack_comes_up_healthy_and_answers(compose: Compose) -> N
     assert "Hello, compose" in texts
     assert any(text.startswith("Echo: Hello, compose") for text in texts), texts
     assert [e.seq for e in opened.events] == list(range(len(opened.events)))
+
+    # A container on the stack's network reaches the session log's port, but
+    # without the stack's internal token it reads nothing.
+    outsider = await asyncio.to_thread(
+        compose.run, "exec", "-T", "gateway", "python", "-c", UNTOKENED_READ
+    )
+    assert outsider.stdout.strip() == "UNAUTHENTICATED", outsider.stdout + outsider.stderr
 
     # `make compose-down` deletes the data too, as the README warns.
     assert compose.volumes(), "the stack keeps its data in named volumes"

@@ -201,3 +201,25 @@ def test_compose_publishes_only_on_loopback_and_checks_grpc_health() -> None:
             assert wiring[name]["depends_on"] == {"postgres": {"condition": "service_healthy"}}
         else:
             assert name not in wiring
+
+
+def test_only_the_gateway_is_reachable_from_outside_the_stack(rendered: list[Manifest]) -> None:
+    """The NetworkPolicy selects every internal service (not the gateway) and
+    admits agenthost's own pods only; every service holds the internal token."""
+    (policy,) = of_kind(rendered, "NetworkPolicy").values()
+    selector = {e["key"]: e for e in policy["spec"]["podSelector"]["matchExpressions"]}
+    assert selector["app.kubernetes.io/name"] == {
+        "key": "app.kubernetes.io/name",
+        "operator": "NotIn",
+        "values": ["gateway"],
+    }
+    (rule,) = policy["spec"]["ingress"]
+    assert rule["from"] == [
+        {"podSelector": {"matchLabels": {"app.kubernetes.io/part-of": "agenthost"}}}
+    ]
+    for name, deployment in of_kind(rendered, "Deployment").items():
+        if name == "postgres":
+            continue
+        (container,) = deployment["spec"]["template"]["spec"]["containers"]
+        names = {e["name"] for e in container.get("env", [])}
+        assert "AGENTHOST_INTERNAL_TOKEN" in names, name
