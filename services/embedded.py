@@ -20,7 +20,7 @@ from services.agentruntime.models.factory import adapter_from_env
 from services.agentruntime.plan_port import RemotePlanMode
 from services.agentruntime.service import agent_runtime_service
 from services.common.client import open_channel
-from services.common.config import ServiceConfig
+from services.common.config import ServiceConfig, TlsFiles
 from services.common.internal_auth import new_token
 from services.common.server import PortInUse, ServiceDefinition, ServiceHost, port_in_use
 from services.common.tasks import run_unless
@@ -52,6 +52,8 @@ class EmbeddedStack:
     gateway_heartbeat_s: float = 15.0
     # Lets a test put failure injection between plan mode and the log.
     wrap_plan_log: Callable[[SessionLogPort], SessionLogPort] | None = None
+    # The gateway's certificate and key: clients then reach it over TLS.
+    gateway_tls: TlsFiles | None = None
     # What the services present to each other (fresh each start of the stack).
     internal_token: str = field(default_factory=new_token)
     hosts: dict[str, ServiceHost] = field(default_factory=dict)
@@ -96,6 +98,7 @@ class EmbeddedStack:
             data_dir=self.data_dir,
             grace_s=2.0,
             internal_token=self.internal_token,
+            tls=self.gateway_tls if name == "gateway" else None,
         )
         definition = self._definition(name)
         service_host = ServiceHost(config, definition)

@@ -78,10 +78,17 @@ def up(
 
 async def _run_stack(data_dir: Path, host: str, free_ports: bool, base_port: int | None) -> None:
     # Imported here: the client commands need none of the services.
+    from services.common.config import TlsFiles
     from services.common.topology import DEFAULT_PORTS
     from services.embedded import EmbeddedStack
 
-    stack = EmbeddedStack(data_dir=data_dir, host=host, port_override=0 if free_ports else None)
+    stack = EmbeddedStack(
+        data_dir=data_dir,
+        host=host,
+        port_override=0 if free_ports else None,
+        # The gateway over TLS when AGENTHOST_TLS_CERT_FILE and _KEY_FILE are set.
+        gateway_tls=TlsFiles.from_env(os.environ),
+    )
     if base_port is not None and not free_ports:
         shift = base_port - DEFAULT_PORTS["gateway"]
         stack.addresses = {name: f"{host}:{port + shift}" for name, port in DEFAULT_PORTS.items()}

@@ -14,7 +14,7 @@ from rich.console import Console
 
 from clients.sdk import AgentHostClient, AgentHostError, TransportError
 
-from .config import ENV_DATA_DIR, ENV_GATEWAY, ENV_TOKEN, ConfigError, resolve_token
+from .config import ENV_DATA_DIR, ENV_GATEWAY, ENV_TOKEN, ConfigError, resolve_token, tls_roots
 
 console = Console()
 errors = Console(stderr=True)
@@ -59,7 +59,7 @@ def run_client(
         raise typer.Exit(2) from None
 
     async def run() -> T:
-        client = AgentHostClient(gateway, bearer)
+        client = AgentHostClient(gateway, bearer, tls_roots=tls_roots())
         try:
             return await work(client)
         finally:

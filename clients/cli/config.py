@@ -10,6 +10,8 @@ DEFAULT_GATEWAY = "127.0.0.1:7100"
 ENV_DATA_DIR = "AGENTHOST_DATA_DIR"
 ENV_GATEWAY = "AGENTHOST_GATEWAY"
 ENV_TOKEN = "AGENTHOST_TOKEN"
+# A PEM file of the certificates that sign a gateway served over TLS.
+ENV_GATEWAY_CA = "AGENTHOST_GATEWAY_CA"
 # The file `agenthost up` writes inside its data folder.
 TOKEN_FILE = "token"
 
@@ -48,3 +50,10 @@ def resolve_token(token: str | None, data_dir: Path) -> str:
     if not text:
         raise ConfigError(f"the token file {path} is empty")
     return text
+
+
+def tls_roots(env: Mapping[str, str] | None = None) -> bytes | None:
+    """The certificates to trust for a gateway behind TLS (None: plaintext)."""
+    env = os.environ if env is None else env
+    path = env.get(ENV_GATEWAY_CA)
+    return Path(path).expanduser().read_bytes() if path else None

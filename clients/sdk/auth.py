@@ -43,11 +43,18 @@ def authorized_channel(
     token: str | None,
     interceptors: Sequence[grpc.aio.ClientInterceptor] = (),
     options: Sequence[tuple[str, Any]] = (),
+    tls_roots: bytes | None = None,
 ) -> grpc.aio.Channel:
     """A channel to the gateway that sends the token with every call; extra
-    interceptors (tracing, latency injection in tests) run after the token's."""
+    interceptors (tracing, latency injection in tests) run after the token's.
+    With `tls_roots` (PEM certificates to trust) the channel uses TLS."""
     chain: list[grpc.aio.ClientInterceptor] = (
         [_UnaryUnary(token), _UnaryStream(token)] if token else []
     )
     chain.extend(interceptors)
+    if tls_roots is not None:
+        credentials = grpc.ssl_channel_credentials(root_certificates=tls_roots)
+        return grpc.aio.secure_channel(
+            address, credentials, options=list(options), interceptors=chain
+        )
     return grpc.aio.insecure_channel(address, options=list(options), interceptors=chain)

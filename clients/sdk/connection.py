@@ -129,6 +129,7 @@ class AgentHostClient:
         idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT_S,
         message_limit: int = DEFAULT_MESSAGE_LIMIT,
         interceptors: Sequence[grpc.aio.ClientInterceptor] = (),
+        tls_roots: bytes | None = None,
     ) -> None:
         self.address = address
         self.client_id = client_id or f"py-{uuid.uuid4().hex[:16]}"
@@ -145,7 +146,7 @@ class AgentHostClient:
         self.connects = 0
         self.frames = 0
         self.heartbeats = 0
-        self._channel = authorized_channel(address, token, interceptors)
+        self._channel = authorized_channel(address, token, interceptors, tls_roots=tls_roots)
         self.stub = gw_grpc.GatewayServiceStub(self._channel)
         self._request_id = 0
         self._sessions: dict[str, Session] = {}

@@ -3,12 +3,35 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import grpc
 
 from .internal_auth import token_from_env
 
 DEFAULT_DATA_DIR = Path(".agenthost")
+
+
+@dataclass(frozen=True)
+class TlsFiles:
+    """A service's certificate chain and private key, PEM files."""
+
+    cert: Path
+    key: Path
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> TlsFiles | None:
+        cert, key = env.get("AGENTHOST_TLS_CERT_FILE"), env.get("AGENTHOST_TLS_KEY_FILE")
+        if not cert and not key:
+            return None
+        if not (cert and key):
+            raise SystemExit("TLS needs both AGENTHOST_TLS_CERT_FILE and AGENTHOST_TLS_KEY_FILE")
+        return cls(Path(cert), Path(key))
+
+    def credentials(self) -> grpc.ServerCredentials:
+        return grpc.ssl_server_credentials([(self.key.read_bytes(), self.cert.read_bytes())])
 
 
 @dataclass(frozen=True)
@@ -30,6 +53,9 @@ class ServiceConfig:
     drain_s: float = 0.0
     log_level: str = "INFO"
     internal_token: str | None = None
+    # TLS for this service's port: PEM certificate chain and key files (the
+    # gateway's, in a deployment; AGENTHOST_TLS_CERT_FILE, AGENTHOST_TLS_KEY_FILE).
+    tls: TlsFiles | None = None
     extra: dict[str, str] = field(default_factory=dict)
 
     @classmethod
@@ -45,6 +71,7 @@ class ServiceConfig:
             "drain_s": float(env.get("AGENTHOST_DRAIN_S", "0")),
             "log_level": env.get("AGENTHOST_LOG_LEVEL", "INFO"),
             "internal_token": token_from_env(env),
+            "tls": TlsFiles.from_env(env),
         }
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)  # type: ignore[arg-type]

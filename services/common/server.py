@@ -132,7 +132,12 @@ class ServiceHost:
         enable_reflection([*self.definition.service_names, health.SERVICE_NAME], server)
         await self._set_health(health_pb2.HealthCheckResponse.NOT_SERVING)
         try:
-            self.port = server.add_insecure_port(self.config.listen)
+            tls = self.config.tls
+            self.port = (
+                server.add_secure_port(self.config.listen, tls.credentials())
+                if tls is not None
+                else server.add_insecure_port(self.config.listen)
+            )
         except RuntimeError as error:
             if port_in_use(self.config.listen):  # taken since we asked
                 raise PortInUse(self.config.listen) from error
