@@ -2,40 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import grpc
 
-Continuation = Callable[[grpc.aio.ClientCallDetails, Any], Any]
-
-
-def _with_token(details: grpc.aio.ClientCallDetails, token: str) -> grpc.aio.ClientCallDetails:
-    metadata = grpc.aio.Metadata(*(details.metadata or ()))
-    metadata.add("authorization", f"Bearer {token}")
-    return grpc.aio.ClientCallDetails(
-        details.method, details.timeout, metadata, details.credentials, details.wait_for_ready
-    )
-
-
-class _UnaryUnary(grpc.aio.UnaryUnaryClientInterceptor):  # type: ignore[misc]
-    def __init__(self, token: str) -> None:
-        self.token = token
-
-    async def intercept_unary_unary(
-        self, continuation: Continuation, details: grpc.aio.ClientCallDetails, request: Any
-    ) -> Any:
-        return await continuation(_with_token(details, self.token), request)
-
-
-class _UnaryStream(grpc.aio.UnaryStreamClientInterceptor):  # type: ignore[misc]
-    def __init__(self, token: str) -> None:
-        self.token = token
-
-    async def intercept_unary_stream(
-        self, continuation: Continuation, details: grpc.aio.ClientCallDetails, request: Any
-    ) -> Any:
-        return await continuation(_with_token(details, self.token), request)
+from services.common.call_metadata import metadata_interceptors
 
 
 def authorized_channel(
@@ -48,9 +20,7 @@ def authorized_channel(
     """A channel to the gateway that sends the token with every call; extra
     interceptors (tracing, latency injection in tests) run after the token's.
     With `tls_roots` (PEM certificates to trust) the channel uses TLS."""
-    chain: list[grpc.aio.ClientInterceptor] = (
-        [_UnaryUnary(token), _UnaryStream(token)] if token else []
-    )
+    chain = metadata_interceptors("authorization", f"Bearer {token}") if token else []
     chain.extend(interceptors)
     if tls_roots is not None:
         credentials = grpc.ssl_channel_credentials(root_certificates=tls_roots)

@@ -25,10 +25,10 @@ import os
 import secrets
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
 
 import grpc
 
+from .call_metadata import metadata_interceptors
 from .errors import Unauthenticated
 
 METADATA_KEY = "x-agenthost-internal-token"
@@ -71,35 +71,6 @@ def require_token(token: str) -> Callable[[grpc.aio.ServicerContext], None]:
     return check
 
 
-def _with_token(details: grpc.aio.ClientCallDetails, token: str) -> grpc.aio.ClientCallDetails:
-    metadata = grpc.aio.Metadata(*(details.metadata or ()))
-    metadata.add(METADATA_KEY, token)
-    return grpc.aio.ClientCallDetails(
-        details.method, details.timeout, metadata, details.credentials, details.wait_for_ready
-    )
-
-
-# Two classes: grpc.aio files an interceptor under its first matching kind only.
-class _UnaryWithToken(grpc.aio.UnaryUnaryClientInterceptor):  # type: ignore[misc]
-    def __init__(self, token: str) -> None:
-        self._token = token
-
-    async def intercept_unary_unary(
-        self, continuation: Callable[..., Any], details: grpc.aio.ClientCallDetails, request: Any
-    ) -> Any:
-        return await continuation(_with_token(details, self._token), request)
-
-
-class _StreamWithToken(grpc.aio.UnaryStreamClientInterceptor):  # type: ignore[misc]
-    def __init__(self, token: str) -> None:
-        self._token = token
-
-    async def intercept_unary_stream(
-        self, continuation: Callable[..., Any], details: grpc.aio.ClientCallDetails, request: Any
-    ) -> Any:
-        return await continuation(_with_token(details, self._token), request)
-
-
-def token_interceptors(token: str | None) -> list[Any]:
+def token_interceptors(token: str | None) -> list[grpc.aio.ClientInterceptor]:
     """The client interceptors a channel to an internal service needs."""
-    return [] if token is None else [_UnaryWithToken(token), _StreamWithToken(token)]
+    return [] if token is None else metadata_interceptors(METADATA_KEY, token)
