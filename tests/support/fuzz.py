@@ -248,7 +248,7 @@ class RequestDrawer:
 def refused_as_undecodable(outcome: Outcome) -> bool:
     """How a service refuses bytes that are not its request: INVALID_ARGUMENT
     (the shared interceptor), never UNKNOWN."""
-    return outcome.code == grpc.StatusCode.INVALID_ARGUMENT
+    return bool(outcome.code == grpc.StatusCode.INVALID_ARGUMENT)
 
 
 def _synthetic(name: str, fields: Sequence[FieldDescriptor]) -> bool:
