@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
+import uuid
 from collections.abc import AsyncIterator, Sequence
 
 import grpc
 from agenthost.sessionlog.v1 import session_log_pb2 as pb
 from agenthost.sessionlog.v1 import session_log_pb2_grpc as pb_grpc
 
-from services.common.client import call_timeout, raising_domain_errors, stream_raising_domain_errors
+from services.common.client import (
+    DEFAULT_TIMEOUT_S,
+    call_timeout,
+    raising_domain_errors,
+    stream_raising_domain_errors,
+)
 
 from .port import (
     DEFAULT_HEARTBEAT_S,
@@ -28,6 +36,19 @@ _DIRECTIONS = {
     Direction.FORWARD: pb.READ_DIRECTION_FORWARD,
     Direction.BACKWARD: pb.READ_DIRECTION_BACKWARD,
 }
+
+
+# Back-off between two sends of one batch while the log is away.
+RETRY_FIRST_S, RETRY_MAX_S = 0.05, 1.0
+
+
+def _outcome_unknown(error: grpc.aio.AioRpcError) -> bool:
+    """The log went away or was not serving (restarting): the batch may or may
+    not have been written, and sending it again is safe."""
+    code = error.code()
+    if code == grpc.StatusCode.UNAVAILABLE:
+        return True
+    return code == grpc.StatusCode.UNKNOWN and "Stream removed" in (error.details() or "")
 
 
 def _item(response: pb.SubscribeResponse | pb.SubscribeAllResponse) -> SubscriptionItem:
@@ -63,11 +84,28 @@ class SessionLogClient:
     async def append(
         self, session_id: str, events: Sequence[Event], expected_last_seq: int | None = None
     ) -> AppendResult:
+        """Append a batch. Its events get ids here when they have none, so a
+        batch whose outcome a restart of the log left unknown is sent again
+        (the log answers the first outcome for ids it has), until the call's
+        time runs out: a restart of the log never fails a writer."""
         request = pb.AppendRequest(session_id=session_id, events=events)
+        for event in request.events:
+            event.id = event.id or f"e-{uuid.uuid4().hex}"
         if expected_last_seq is not None:
             request.expected_last_seq = expected_last_seq
-        reply = await self._stub.Append(request, timeout=call_timeout(), wait_for_ready=True)
-        return AppendResult(list(reply.seqs), reply.last_seq, reply.duplicate)
+        deadline = time.monotonic() + (call_timeout() or DEFAULT_TIMEOUT_S)
+        delay = RETRY_FIRST_S
+        while True:
+            try:
+                reply = await self._stub.Append(
+                    request, timeout=max(deadline - time.monotonic(), 0.0), wait_for_ready=True
+                )
+                return AppendResult(list(reply.seqs), reply.last_seq, reply.duplicate)
+            except grpc.aio.AioRpcError as error:
+                if not _outcome_unknown(error) or time.monotonic() + delay >= deadline:
+                    raise
+            await asyncio.sleep(delay)  # back off before the same batch again
+            delay = min(delay * 2, RETRY_MAX_S)
 
     @raising_domain_errors
     async def read(

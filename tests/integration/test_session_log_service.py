@@ -236,6 +236,58 @@ async def test_nothing_is_served_until_storage_opens(tmp_path: Path) -> None:
         await host.stop()
 
 
+async def test_a_writer_rides_out_a_restart_of_the_log(tmp_path: Path) -> None:
+    """The session log's client sends a batch again while the log answers
+    UNAVAILABLE (here: restarted, still opening its storage), with the same
+    event ids, so the batch is written once when the log serves again."""
+    from services.common.client import open_channel
+    from services.common.config import ServiceConfig
+    from services.common.server import ServiceHost
+
+    db = tmp_path / "sessionlog.db"
+    first = ServiceHost(
+        ServiceConfig(name="sessionlog", data_dir=tmp_path, grace_s=1), session_log_service(db)
+    )
+    await first.start()
+    channel = open_channel(first.address)
+    log = SessionLogClient(channel)
+    await log.create_session("s-1", "/work")
+    await log.append("s-1", [user("before")])
+    await first.stop()
+
+    real = session_log_service(db)
+    opening, release = asyncio.Event(), asyncio.Event()
+
+    async def slow_open() -> None:
+        opening.set()
+        await release.wait()
+        assert real.open is not None
+        await real.open()
+
+    gated = ServiceDefinition(real.service_names, real.register, open=slow_open, close=real.close)
+    config = ServiceConfig(name="sessionlog", listen=first.address, data_dir=tmp_path, grace_s=1)
+    second = ServiceHost(config, gated)
+    starting = asyncio.create_task(second.start())
+    await asyncio.wait_for(opening.wait(), 10)
+    try:
+        writing = asyncio.create_task(log.append("s-1", [user("one"), user("two")]))
+        # The log refuses while it opens; the writer keeps trying.
+        stub = pb_grpc.SessionLogServiceStub(channel)
+        await expect_rpc_error(
+            stub.ListSessions(pb.ListSessionsRequest()), grpc.StatusCode.UNAVAILABLE
+        )
+        assert not writing.done()
+        release.set()
+        await asyncio.wait_for(starting, 10)
+        written = await asyncio.wait_for(writing, 10)
+        assert written.seqs == [1, 2]
+        events = (await log.read("s-1")).events
+        assert [e.user_message.text for e in events] == ["before", "one", "two"]
+    finally:
+        await channel.close()
+        await second.stop()
+
+
 @pytest.fixture
 def stub(session_log_stub: Stub) -> Stub:
     return session_log_stub
