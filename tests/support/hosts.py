@@ -46,11 +46,17 @@ async def health_status(channel: grpc.aio.Channel, service: str = "") -> int:
 
 
 async def wait_for_health(channel: grpc.aio.Channel, wanted: int, service: str = "") -> None:
-    """Follow the health Watch stream until it reports `wanted`."""
+    """Follow the health Watch stream until it reports `wanted`.
+
+    The call waits for a connection: after a restart on the same port, gRPC may
+    still hold the refused connection of the old process in backoff, and a call
+    that does not wait would fail on that instead of reaching the new one.
+    """
     stub = health_pb2_grpc.HealthStub(channel)
 
     async def follow() -> None:
-        async for reply in stub.Watch(health_pb2.HealthCheckRequest(service=service)):
+        request = health_pb2.HealthCheckRequest(service=service)
+        async for reply in stub.Watch(request, wait_for_ready=True):
             if reply.status == wanted:
                 return
 
