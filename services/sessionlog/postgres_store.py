@@ -26,6 +26,7 @@ from .store import (
     Event,
     SessionHeader,
     SessionSummary,
+    StateCheckpoint,
     event_from_row,
     event_kind,
     storable,
@@ -63,6 +64,12 @@ CREATE TABLE IF NOT EXISTS events (
     UNIQUE (session_id, event_id)
 );
 CREATE INDEX IF NOT EXISTS events_messages ON events (session_id, is_message, seq);
+CREATE TABLE IF NOT EXISTS state_checkpoints (
+    session_id TEXT PRIMARY KEY REFERENCES sessions (id),
+    seq BIGINT NOT NULL,
+    version INTEGER NOT NULL,
+    state BYTEA NOT NULL
+);
 """
 
 EVENT_COLUMNS = "session_id, seq, position, body"
@@ -254,11 +261,37 @@ class PostgresSessionStore:
         async with self._write_lock:
             connection = self._connection(write=True)
             async with connection.transaction():
+                await connection.execute(
+                    "DELETE FROM state_checkpoints WHERE session_id = %s", (session_id,)
+                )
                 await connection.execute("DELETE FROM events WHERE session_id = %s", (session_id,))
                 deleted = await connection.execute(
                     "DELETE FROM sessions WHERE id = %s", (session_id,)
                 )
                 return deleted.rowcount > 0
+
+    # -- checkpoints -------------------------------------------------------------------------
+
+    async def load_checkpoint(self, session_id: str) -> StateCheckpoint | None:
+        rows = await self._fetch(
+            "SELECT seq, version, state FROM state_checkpoints WHERE session_id = %s",
+            (session_id,),
+        )
+        if not rows:
+            return None
+        return StateCheckpoint(rows[0]["seq"], rows[0]["version"], bytes(rows[0]["state"]))
+
+    async def save_checkpoint(self, session_id: str, checkpoint: StateCheckpoint) -> None:
+        async with self._write_lock:
+            await self._connection(write=True).execute(
+                "INSERT INTO state_checkpoints (session_id, seq, version, state) "
+                "SELECT id, %s, %s, %s FROM sessions WHERE id = %s "
+                "ON CONFLICT (session_id) DO UPDATE SET seq = excluded.seq, "
+                "version = excluded.version, state = excluded.state "
+                "WHERE excluded.seq > state_checkpoints.seq "
+                "OR excluded.version <> state_checkpoints.version",
+                (checkpoint.seq, checkpoint.version, checkpoint.state, session_id),
+            )
 
 
 async def _one(

@@ -65,6 +65,16 @@ def touch_values(events: Sequence[Event]) -> TouchValues:
     return (not change.ends_blank, change.title, change.preview, change.running, change.waiting)
 
 
+@dataclass(frozen=True)
+class StateCheckpoint:
+    """The session's fold (folds.dump_state) as of `seq`, in the format
+    `version` of folds.STATE_VERSION."""
+
+    seq: int
+    version: int
+    state: bytes
+
+
 def event_from_row(session_id: str, seq: int, position: int, body: bytes) -> Event:
     event = Event.FromString(body)
     event.session_id, event.seq, event.position = session_id, seq, position
@@ -140,7 +150,15 @@ class SessionStore(Protocol):
         ...
 
     async def delete(self, session_id: str) -> bool:
-        """Remove the session and its events; False when it was not stored."""
+        """Remove the session, its events and its checkpoint; False when it
+        was not stored."""
+        ...
+
+    async def load_checkpoint(self, session_id: str) -> StateCheckpoint | None: ...
+
+    async def save_checkpoint(self, session_id: str, checkpoint: StateCheckpoint) -> None:
+        """Keep `checkpoint` unless a newer one is stored; a session that is not
+        stored (deleted meanwhile) gets none."""
         ...
 
 

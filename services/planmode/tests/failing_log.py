@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Sequence
 
 from services.common.errors import Unavailable
+from services.sessionlog.folds import SessionState
 from services.sessionlog.port import (
     DEFAULT_HEARTBEAT_S,
     DEFAULT_MESSAGE_LIMIT,
@@ -40,6 +41,9 @@ class AppendOutage:
 
     async def get_session(self, session_id: str) -> SessionSummary:
         return await self._log.get_session(session_id)
+
+    async def load_state(self, session_id: str) -> SessionState:
+        return await self._log.load_state(session_id)
 
     async def read(
         self,
