@@ -392,7 +392,11 @@ class Agent:
 
     async def _step(self, turn_id: str, step: int) -> bool:
         """Run one step; True when its tool calls owe the model another request."""
-        plan_sections = await self._plan.boundary_sections(self.session_id) if self._plan else []
+        plan_sections = (
+            await self._plan.boundary_sections(self.session_id, self._state.plan.committed)
+            if self._plan
+            else []
+        )
         await self._catch_up()
         steered = [_user_message(i.input_id, i.text) for i in self._state.turn.steered]
         start = ev.Event(id=new_id("step"), step_start=ev.StepStart(turn_id=turn_id, step=step))
