@@ -19,13 +19,21 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from types import ModuleType
 
-from bench import plan_mode_read
+from bench import (
+    open_session,
+    plan_mode_read,
+    set_plan_mode,
+)
 from bench.harness import FULL, SMOKE, Sizes
 from bench.ratio import Figure
 from bench.report import Report, machine
 from services.common.logs import configure_logging
 
-FIGURES: list[ModuleType] = [plan_mode_read]
+FIGURES: list[ModuleType] = [
+    plan_mode_read,
+    set_plan_mode,
+    open_session,
+]
 REPO = Path(__file__).resolve().parents[1]
 Runner = Callable[[Sizes, Path], Awaitable[Figure]]
 
