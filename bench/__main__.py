@@ -20,6 +20,8 @@ from pathlib import Path
 from types import ModuleType
 
 from bench import (
+    batched_appends,
+    concurrent_appends,
     open_session,
     plan_mode_read,
     set_plan_mode,
@@ -33,6 +35,8 @@ FIGURES: list[ModuleType] = [
     plan_mode_read,
     set_plan_mode,
     open_session,
+    concurrent_appends,
+    batched_appends,
 ]
 REPO = Path(__file__).resolve().parents[1]
 Runner = Callable[[Sizes, Path], Awaitable[Figure]]
