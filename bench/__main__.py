@@ -21,6 +21,7 @@ from types import ModuleType
 
 from bench import (
     batched_appends,
+    cold_open,
     concurrent_appends,
     open_session,
     plan_mode_read,
@@ -37,6 +38,7 @@ FIGURES: list[ModuleType] = [
     open_session,
     concurrent_appends,
     batched_appends,
+    cold_open,
 ]
 REPO = Path(__file__).resolve().parents[1]
 Runner = Callable[[Sizes, Path], Awaitable[Figure]]
