@@ -26,6 +26,7 @@ from bench import (
     open_session,
     plan_mode_read,
     set_plan_mode,
+    stream_fanout,
 )
 from bench.harness import FULL, SMOKE, Sizes
 from bench.ratio import Figure
@@ -39,6 +40,7 @@ FIGURES: list[ModuleType] = [
     concurrent_appends,
     batched_appends,
     cold_open,
+    stream_fanout,
 ]
 REPO = Path(__file__).resolve().parents[1]
 Runner = Callable[[Sizes, Path], Awaitable[Figure]]
