@@ -23,6 +23,7 @@ from bench import (
     batched_appends,
     cold_open,
     concurrent_appends,
+    memory,
     open_session,
     plan_mode_read,
     set_plan_mode,
@@ -41,6 +42,7 @@ FIGURES: list[ModuleType] = [
     batched_appends,
     cold_open,
     stream_fanout,
+    memory,
 ]
 REPO = Path(__file__).resolve().parents[1]
 Runner = Callable[[Sizes, Path], Awaitable[Figure]]
