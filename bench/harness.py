@@ -58,9 +58,9 @@ FULL = Sizes(
 )
 SMOKE = Sizes(
     rounds=2,
-    per_round=10,
+    per_round=20,
     rate_rounds=2,
-    rate_round_s=0.25,
+    rate_round_s=0.3,
     restarts=1,
     big_session=2_000,
     streams=10,
