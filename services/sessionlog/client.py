@@ -177,11 +177,19 @@ class SessionLogClient:
 
     @raising_domain_errors
     async def list_sessions(
-        self, page_size: int = 100, page_token: str = "", session_ids: Sequence[str] = ()
+        self,
+        page_size: int = 100,
+        page_token: str = "",
+        session_ids: Sequence[str] = (),
+        *,
+        running_only: bool = False,
     ) -> tuple[list[SessionSummary], str]:
         reply = await self._stub.ListSessions(
             pb.ListSessionsRequest(
-                page_size=page_size, page_token=page_token, session_ids=session_ids
+                page_size=page_size,
+                page_token=page_token,
+                session_ids=session_ids,
+                running_only=running_only,
             ),
             timeout=call_timeout(),
             wait_for_ready=True,

@@ -129,12 +129,17 @@ class SessionLog:
         return summary
 
     async def list_sessions(
-        self, page_size: int = 100, page_token: str = "", session_ids: Sequence[str] = ()
+        self,
+        page_size: int = 100,
+        page_token: str = "",
+        session_ids: Sequence[str] = (),
+        *,
+        running_only: bool = False,
     ) -> tuple[list[SessionSummary], str]:
         # The store asks for one row more than the page to learn whether more follow.
         size = ranges.page_size(page_size, "page_size", INT64_MAX - 1)
         offset = _decode_page_token(page_token)
-        sessions, more = await self._store.list_sessions(size, offset, session_ids)
+        sessions, more = await self._store.list_sessions(size, offset, session_ids, running_only)
         return sessions, str(min(offset + size, INT64_MAX)) if more else ""
 
     async def fork(

@@ -122,6 +122,8 @@ class SessionLogPort(Protocol):
         page_size: int = 100,
         page_token: str = "",
         session_ids: Sequence[str] = (),
+        *,
+        running_only: bool = False,
     ) -> tuple[list[SessionSummary], str]: ...
 
     async def fork(

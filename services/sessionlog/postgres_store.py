@@ -154,10 +154,14 @@ class PostgresSessionStore:
         return summary_from_row(rows[0]) if rows else None
 
     async def list_sessions(
-        self, limit: int, offset: int, session_ids: Sequence[str]
+        self, limit: int, offset: int, session_ids: Sequence[str], running_only: bool = False
     ) -> tuple[list[SessionSummary], bool]:
-        where = "WHERE id = ANY(%s)" if session_ids else ""
-        params: list[Any] = [list(session_ids)] if session_ids else []
+        conditions = ["running"] if running_only else []
+        params: list[Any] = []
+        if session_ids:
+            conditions.append("id = ANY(%s)")
+            params.append(list(session_ids))
+        where = f"WHERE {' AND '.join(conditions)}" if conditions else ""
         rows = await self._fetch(
             f"SELECT * FROM sessions {where} ORDER BY updated_at_us DESC, id LIMIT %s OFFSET %s",
             [*params, limit + 1, offset],

@@ -130,6 +130,7 @@ class SessionLogServicer(pb_grpc.SessionLogServiceServicer):
             request.page_size if request.HasField("page_size") else 100,
             request.page_token,
             list(request.session_ids),
+            running_only=request.running_only,
         )
         return pb.ListSessionsResponse(sessions=sessions, next_page_token=token)
 

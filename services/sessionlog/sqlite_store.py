@@ -161,12 +161,13 @@ class SqliteSessionStore:
         return await self._read(query)
 
     async def list_sessions(
-        self, limit: int, offset: int, session_ids: Sequence[str]
+        self, limit: int, offset: int, session_ids: Sequence[str], running_only: bool = False
     ) -> tuple[list[SessionSummary], bool]:
         def query(db: sqlite3.Connection) -> tuple[list[SessionSummary], bool]:
-            where, args = "", [*session_ids]
+            conditions, args = ["running = 1"] if running_only else [], [*session_ids]
             if session_ids:
-                where = f"WHERE id IN ({','.join('?' * len(session_ids))})"
+                conditions.append(f"id IN ({','.join('?' * len(session_ids))})")
+            where = f"WHERE {' AND '.join(conditions)}" if conditions else ""
             rows = db.execute(
                 f"SELECT * FROM sessions {where} ORDER BY updated_at_us DESC, id LIMIT ? OFFSET ?",
                 (*args, limit + 1, offset),

@@ -137,9 +137,11 @@ class SessionStore(Protocol):
     async def last_position(self) -> int: ...
 
     async def list_sessions(
-        self, limit: int, offset: int, session_ids: Sequence[str]
+        self, limit: int, offset: int, session_ids: Sequence[str], running_only: bool = False
     ) -> tuple[list[SessionSummary], bool]:
-        """Most recently updated first; the bool says whether more follow."""
+        """Most recently updated first; the bool says whether more follow.
+        Only `session_ids` when given; only sessions with an open turn when
+        `running_only`."""
         ...
 
     async def fork(

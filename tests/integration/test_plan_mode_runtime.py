@@ -447,6 +447,25 @@ async def test_while_plan_mode_is_down_steps_show_the_plan_mode_committed_in_the
     assert list(model.requests[-1].sections) == list(header.sections)
 
 
+async def test_a_starting_runtime_ends_the_turn_a_stopped_one_left_open_unasked(
+    stack: Stack, model: BuiltinAdapter
+) -> None:
+    first = model.enqueue(ScriptedReply(text="long", hold=True))
+    await prompt(stack, "go")
+    await started(first)
+    await stack.embedded.stop_service("agentruntime")  # records nothing of its turn
+    assert (await stack.log.get_session(SID)).running
+    after = (await stack.log.get_session(SID)).last_seq
+    await stack.embedded.start_service("agentruntime")
+    # No client asks about the session: the runtime recovers it on its own.
+    async with asyncio.timeout(WAIT_S):
+        async for item in stack.log.subscribe(SID, after_seq=after):
+            if isinstance(item, ev.Event) and item.HasField("turn_end"):
+                assert item.turn_end.reason == ev.TURN_END_REASON_INTERRUPTED
+                break
+    assert not (await stack.log.get_session(SID)).running
+
+
 async def test_a_queued_selection_survives_a_runtime_restart(
     stack: Stack, model: BuiltinAdapter
 ) -> None:

@@ -80,9 +80,16 @@ class AppendOutage:
         return self._log.subscribe_all(after_position, heartbeat_s, from_end)
 
     async def list_sessions(
-        self, page_size: int = 100, page_token: str = "", session_ids: Sequence[str] = ()
+        self,
+        page_size: int = 100,
+        page_token: str = "",
+        session_ids: Sequence[str] = (),
+        *,
+        running_only: bool = False,
     ) -> tuple[list[SessionSummary], str]:
-        return await self._log.list_sessions(page_size, page_token, session_ids)
+        return await self._log.list_sessions(
+            page_size, page_token, session_ids, running_only=running_only
+        )
 
     async def fork(
         self, session_id: str, up_to_seq: int | None = None, new_session_id: str | None = None
