@@ -58,6 +58,8 @@ class LiveFeed:
         self._texts: dict[tuple[str, str, int, str], str] = {}
         self._outputs: dict[tuple[str, str, str], str] = {}
         self._watchers: set[asyncio.Queue[LiveDelta | None]] = set()
+        # Set by end_watchers(): a None in a queue then means "ended", not "lagged".
+        self._ending = False
 
     def text(self, session_id: str, turn_id: str, step: int, kind: str, piece: str) -> None:
         key = (session_id, turn_id, step, kind)
@@ -97,9 +99,16 @@ class LiveFeed:
         try:
             while (delta := await queue.get()) is not None:
                 yield delta
-            raise Lagged()
+            if not self._ending:
+                raise Lagged()
         finally:
             self._watchers.discard(queue)
+
+    def end_watchers(self) -> None:
+        """Before shutdown: every watch ends (its client watches again)."""
+        self._ending = True
+        for queue in self._watchers:
+            queue.put_nowait(None)
 
     def _publish(self, delta: LiveDelta) -> None:
         for queue in list(self._watchers):

@@ -88,7 +88,8 @@ class AgentRuntime:
         self.live = LiveFeed()
         self._agents: dict[str, Agent] = {}
         self._loading: dict[str, asyncio.Task[Agent]] = {}
-        self._status_watchers: set[asyncio.Queue[AgentStatus]] = set()
+        # A None ends the watch (the runtime is stopping).
+        self._status_watchers: set[asyncio.Queue[AgentStatus | None]] = set()
         self._recovery: asyncio.Task[None] | None = None
 
     # -- agents ----------------------------------------------------------------
@@ -129,6 +130,10 @@ class AgentRuntime:
             self._recovery.cancel()
             await asyncio.gather(self._recovery, return_exceptions=True)
         await asyncio.gather(*(agent.close() for agent in self._agents.values()))
+        # Watches end now, so shutdown need not wait out its grace for them.
+        for queue in self._status_watchers:
+            queue.put_nowait(None)
+        self.live.end_watchers()
 
     async def start_recovery(self) -> None:
         self._recovery = spawn(self.recover(), name="runtime-recovery")
@@ -223,13 +228,12 @@ class AgentRuntime:
 
     async def watch_status(self, session_id: str | None = None) -> AsyncIterator[AgentStatus]:
         """Running/idle changes as they happen (current status first for one session)."""
-        queue: asyncio.Queue[AgentStatus] = asyncio.Queue()
+        queue: asyncio.Queue[AgentStatus | None] = asyncio.Queue()
         self._status_watchers.add(queue)
         try:
             if session_id is not None:
                 yield await self.status(session_id)
-            while True:
-                status = await queue.get()
+            while (status := await queue.get()) is not None:
                 if session_id is None or status.session_id == session_id:
                     yield status
         finally:

@@ -91,12 +91,13 @@ class Unauthenticated(DomainError):
 
 
 class NotReady(Unavailable):
-    """The service is starting: its storage is not open yet (try again)."""
+    """The service is starting (its storage is not open yet) or stopping
+    (try again: the restarted service or another replica answers)."""
 
     REASON = "NOT_READY"
 
     def __init__(self, what: str = "the service") -> None:
-        super().__init__(self.REASON, f"{what} is not serving yet; try again")
+        super().__init__(self.REASON, f"{what} is not serving now; try again")
 
 
 class InvalidRequest(InvalidArgument):

@@ -105,12 +105,53 @@ Authenticate = Callable[[grpc.aio.ServicerContext], None]
 Ready = Callable[[], bool]
 
 
+class InFlight:
+    """The unary calls a service runs, so a graceful stop lets them finish
+    before it stops the server: stopping cancels the calls still running and
+    those gRPC received but had not handed over yet."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        # Calls begun so far, refused ones included: still moving while gRPC
+        # hands over calls it had queued.
+        self.begun = 0
+        self._idle = asyncio.Event()
+        self._idle.set()
+
+    @asynccontextmanager
+    async def call(self) -> AsyncIterator[None]:
+        self.count += 1
+        self.begun += 1
+        self._idle.clear()
+        try:
+            yield
+        finally:
+            self.count -= 1
+            if self.count == 0:
+                self._idle.set()
+
+    async def settle(self, within_s: float, quiet_s: float = 0.05) -> bool:
+        """Wait until no call runs and none began for `quiet_s` (the queue
+        gRPC holds is handed over); False when `within_s` ran out first."""
+        try:
+            async with asyncio.timeout(within_s):
+                while True:
+                    await self._idle.wait()
+                    begun = self.begun
+                    await asyncio.sleep(quiet_s)  # a quiet spell, not synchronisation
+                    if self.begun == begun and self.count == 0:
+                        return True
+        except TimeoutError:
+            return False
+
+
 class ServiceInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
     def __init__(
         self, authenticate: Authenticate | None = None, ready: Ready | None = None
     ) -> None:
         self.authenticate = authenticate
         self.ready = ready
+        self.unary_calls = InFlight()
 
     async def intercept_service(
         self,
@@ -128,7 +169,7 @@ class ServiceInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         deserializer = lenient(handler.request_deserializer)
         if handler.unary_unary:
             return grpc.unary_unary_rpc_method_handler(
-                _unary(method, handler.unary_unary, self._admit),
+                _unary(method, handler.unary_unary, self._admit, self.unary_calls),
                 request_deserializer=deserializer,
                 response_serializer=handler.response_serializer,
             )
@@ -247,9 +288,11 @@ async def _guarded_call(
             _log_call(method, started, code)
 
 
-def _unary(method: str, behavior: UnaryBehavior, admit: Authenticate) -> UnaryBehavior:
+def _unary(
+    method: str, behavior: UnaryBehavior, admit: Authenticate, in_flight: InFlight
+) -> UnaryBehavior:
     async def wrapped(request: Message, context: grpc.aio.ServicerContext) -> Any:
-        async with _guarded_call(method, request, context, admit):
+        async with in_flight.call(), _guarded_call(method, request, context, admit):
             return await behavior(request, context)
 
     return wrapped

@@ -17,6 +17,7 @@ import errno
 import logging
 import signal
 import socket
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -114,6 +115,7 @@ class ServiceHost:
         self._stopping = False
         self._serving = False
         self._started = False  # the server runs (and `open` may have begun)
+        self._interceptor: ServiceInterceptor | None = None
 
     @property
     def address(self) -> str:
@@ -126,8 +128,9 @@ class ServiceHost:
         if port_in_use(self.config.listen):
             raise PortInUse(self.config.listen)
         self.health = health.aio.HealthServicer()
+        self._interceptor = ServiceInterceptor(self._admission(), ready=lambda: self._serving)
         self.server = server = grpc.aio.server(
-            interceptors=[ServiceInterceptor(self._admission(), ready=lambda: self._serving)],
+            interceptors=[self._interceptor],
             options=SERVER_OPTIONS,
         )
         self.definition.register(server)
@@ -177,10 +180,16 @@ class ServiceHost:
             return
         await self.health.enter_graceful_shutdown()
         if self._serving and self.config.drain_s > 0:
-            await asyncio.sleep(self.config.drain_s)
+            await asyncio.sleep(self.config.drain_s)  # balancers see NOT_SERVING first
+        # New calls are refused (UNAVAILABLE, retry) rather than cut off by the
+        # server's stop; those already received finish, then the streams end.
+        self._serving = False
+        started = time.monotonic()
+        if self._interceptor is not None:
+            await self._interceptor.unary_calls.settle(self.config.grace_s)
         for hook in self.definition.before_stop:
             await hook()
-        await self.server.stop(self.config.grace_s)
+        await self.server.stop(max(self.config.grace_s - (time.monotonic() - started), 0))
         if self.definition.close is not None:
             await self.definition.close()
         log.info("stopped")

@@ -106,6 +106,8 @@ class SessionLog:
         # Sessions whose checkpoint fell CHECKPOINT_EVERY events behind.
         self._checkpoints_due: dict[str, None] = {}
         self._checkpoint_wake = asyncio.Event()
+        # Set before shutdown: subscriptions end instead of waiting for appends.
+        self._ending = False
 
     # -- sessions ----------------------------------------------------------------
 
@@ -308,7 +310,7 @@ class SessionLog:
             return self._counted(result).events
 
         signal = self._session_signals.setdefault(session_id, ChangeSignal())
-        async for item in _follow(read_next, signal, heartbeat_s):
+        async for item in _follow(read_next, signal, heartbeat_s, self._is_ending):
             if isinstance(item, Event):
                 cursor = item.seq
             elif isinstance(item, CaughtUp):
@@ -329,12 +331,24 @@ class SessionLog:
             self.stats.feed_events_read += len(events)
             return events
 
-        async for item in _follow(read_next, self._all_signal, heartbeat_s):
+        async for item in _follow(read_next, self._all_signal, heartbeat_s, self._is_ending):
             if isinstance(item, Event):
                 cursor = item.position
             elif isinstance(item, CaughtUp):
                 item = CaughtUp(last_seq=-1, position=cursor)
             yield item
+
+    async def end_streams(self) -> None:
+        """Before shutdown: every subscription ends once it has sent what it
+        read (its client resumes from its cursor, after the restart or on
+        another replica), so the server does not wait out its grace for them."""
+        self._ending = True
+        for signal in self._session_signals.values():
+            signal.fire()
+        self._all_signal.fire()
+
+    def _is_ending(self) -> bool:
+        return self._ending
 
     async def follow_shared_store(self) -> None:
         """Wake local subscribers on appends other replicas make (runs until
@@ -371,11 +385,13 @@ async def _follow(
     read_next: Callable[[], Awaitable[list[Event]]],
     signal: ChangeSignal,
     heartbeat_s: float,
+    ending: Callable[[], bool],
 ) -> AsyncIterator[SubscriptionItem]:
     """Catch up from the store, mark the switch to live once, then follow the
-    store as appends signal it; heartbeats while nothing happens."""
+    store as appends signal it; heartbeats while nothing happens. Ends (after
+    what it read) once `ending` says the log is shutting down."""
     caught_up = False
-    while True:
+    while not ending():
         waiter = signal.waiter()
         events = await read_next()
         for event in events:

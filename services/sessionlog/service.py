@@ -45,7 +45,12 @@ def session_log_service(
         await store.close()
 
     return ServiceDefinition(
-        [SERVICE_NAME], register, open=open_store, close=close_store, stats=log.stats
+        [SERVICE_NAME],
+        register,
+        open=open_store,
+        close=close_store,
+        before_stop=[log.end_streams],
+        stats=log.stats,
     )
 
 

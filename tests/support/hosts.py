@@ -54,13 +54,17 @@ async def wait_for_health(channel: grpc.aio.Channel, wanted: int, service: str =
     """
     stub = health_pb2_grpc.HealthStub(channel)
 
+    watch = stub.Watch(health_pb2.HealthCheckRequest(service=service), wait_for_ready=True)
+
     async def follow() -> None:
-        request = health_pb2.HealthCheckRequest(service=service)
-        async for reply in stub.Watch(request, wait_for_ready=True):
+        async for reply in watch:
             if reply.status == wanted:
                 return
 
-    await asyncio.wait_for(follow(), START_TIMEOUT_S)
+    try:
+        await asyncio.wait_for(follow(), START_TIMEOUT_S)
+    finally:
+        watch.cancel()  # an open watch would hold the service's graceful stop
 
 
 @dataclass
