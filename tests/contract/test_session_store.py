@@ -1,15 +1,14 @@
 """The session-log contract every storage backend must pass.
 
-Each test runs the domain (lazy sessions, signals) over one backend; a new
-backend only adds a parameter to `backend`.
+Each test runs the domain (lazy sessions, signals) over one backend (the
+fixtures are in conftest.py); a new backend only adds an entry to
+tests/support/stores.BACKENDS.
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
-from collections.abc import AsyncIterator, Awaitable, Callable
-from pathlib import Path
+from collections.abc import Awaitable, Callable
 
 import pytest
 from agenthost.sessionlog.v1 import events_pb2 as ev
@@ -25,9 +24,6 @@ from services.common.errors import (
 from services.common.ranges import INT64_MAX, INT64_MIN
 from services.sessionlog.domain import SessionLog
 from services.sessionlog.port import CaughtUp, Direction, Heartbeat
-from services.sessionlog.postgres_store import PostgresSessionStore
-from services.sessionlog.sqlite_store import SqliteSessionStore
-from services.sessionlog.store import SessionStore
 from tests.support.events import (
     assistant,
     kinds,
@@ -38,53 +34,9 @@ from tests.support.events import (
     turn_start,
     user,
 )
-from tests.support.postgres import POSTGRES_DSN, drop_schema
-
-OpenLog = Callable[[], Awaitable[SessionLog]]
+from tests.support.stores import OpenLog
 
 WAIT_S = 10.0
-
-
-def sqlite_backend(tmp_path: Path) -> Callable[[], SessionStore]:
-    return lambda: SqliteSessionStore(tmp_path / "sessionlog.db")
-
-
-def postgres_backend(tmp_path: Path) -> Callable[[], PostgresSessionStore]:
-    """The PostgreSQL on this machine, one fresh schema per test."""
-    schema = f"contract_{tmp_path.name.lower().replace('-', '_')}_{os.getpid()}"
-    return lambda: PostgresSessionStore(POSTGRES_DSN, schema)
-
-
-BACKENDS = {"sqlite": sqlite_backend, "postgres": postgres_backend}
-
-
-@pytest.fixture(params=sorted(BACKENDS))
-async def reopen(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[OpenLog]:
-    """Opens the log on the backend; calling it again simulates a restart."""
-    make_store = BACKENDS[request.param](tmp_path)
-    if isinstance(probe := make_store(), PostgresSessionStore):
-        await drop_schema(probe)
-    opened: list[SessionStore] = []
-
-    async def open_log() -> SessionLog:
-        for store in opened:
-            await store.close()
-        opened.clear()
-        store = make_store()
-        await store.open()
-        opened.append(store)
-        return SessionLog(store)
-
-    yield open_log
-    for store in opened:
-        await store.close()
-    if isinstance(probe, PostgresSessionStore):
-        await drop_schema(probe)
-
-
-@pytest.fixture
-async def log(reopen: OpenLog) -> SessionLog:
-    return await reopen()
 
 
 async def test_create_is_idempotent_for_same_cwd_and_conflicts_on_another(log: SessionLog) -> None:
