@@ -6,6 +6,7 @@ deployment, with SQLite under one data folder. `agenthost up` (and so
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -28,6 +29,7 @@ from services.common.topology import DEFAULT_PORTS, SERVICES
 from services.gateway.accounts import LOCAL_ACCOUNT, TokenStore, ensure_local_token
 from services.gateway.service import gateway_service
 from services.planmode.client import PlanModeClient
+from services.planmode.config import PlanModeConfig, config_from_env
 from services.planmode.service import plan_mode_service
 from services.projection.service import projection_service
 from services.sessionlog.client import SessionLogClient
@@ -50,6 +52,8 @@ class EmbeddedStack:
     model: ModelAdapter | None = None
     tokens: TokenStore | None = None
     gateway_heartbeat_s: float = 15.0
+    # Plan mode's policy text; None: AGENTHOST_PLANMODE_CONFIG or the default.
+    plan_config: PlanModeConfig | None = None
     # Lets a test put failure injection between plan mode and the log.
     wrap_plan_log: Callable[[SessionLogPort], SessionLogPort] | None = None
     # The gateway's certificate and key: clients then reach it over TLS.
@@ -154,13 +158,18 @@ class EmbeddedStack:
     def _plan_client(self, owner: str) -> PlanModeClient | None:
         return PlanModeClient(self._channel(owner, "planmode")) if self.with_plan_mode else None
 
+    def _plan_config(self) -> PlanModeConfig:
+        return self.plan_config or config_from_env(os.environ)
+
     def _definition(self, name: str) -> ServiceDefinition:
         data = self.data_dir
         if name == "sessionlog":
             return session_log_service(data / "sessionlog.db")
         if name == "planmode":
             log: SessionLogPort = self._log(name)
-            return plan_mode_service(self.wrap_plan_log(log) if self.wrap_plan_log else log)
+            return plan_mode_service(
+                self.wrap_plan_log(log) if self.wrap_plan_log else log, self._plan_config()
+            )
         if name == "projection":
             return projection_service(data, self._log(name), with_plan_mode=self.with_plan_mode)
         if name == "workspace":
@@ -169,7 +178,7 @@ class EmbeddedStack:
             plan = self._plan_client(name)
             model = self.model if self.model is not None else adapter_from_env()
             return agent_runtime_service(
-                self._log(name), model, RemotePlanMode(plan) if plan else None
+                self._log(name), model, RemotePlanMode(plan, self._plan_config()) if plan else None
             )
         assert self.tokens is not None
         return gateway_service(

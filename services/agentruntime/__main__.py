@@ -4,10 +4,13 @@ It needs the session log and, unless its address is "none", plan mode. The
 model comes from the environment (models/factory.py): the built-in model
 unless AGENTHOST_MODEL_BASE_URL names an OpenAI-compatible API."""
 
+import os
+
 from services.common.config import ServiceConfig
 from services.common.main import Peers, required, run_service
 from services.common.server import ServiceDefinition
 from services.planmode.client import PlanModeClient
+from services.planmode.config import config_from_env
 from services.sessionlog.client import SessionLogClient
 
 from .models.factory import adapter_from_env
@@ -17,7 +20,8 @@ from .service import agent_runtime_service
 
 def build(config: ServiceConfig, peers: Peers) -> ServiceDefinition:
     plan_channel = peers["planmode"]
-    plan = RemotePlanMode(PlanModeClient(plan_channel)) if plan_channel else None
+    plan_config = config_from_env(os.environ)
+    plan = RemotePlanMode(PlanModeClient(plan_channel), plan_config) if plan_channel else None
     log = SessionLogClient(required(peers, "sessionlog"))
     return agent_runtime_service(log, adapter_from_env(), plan)
 

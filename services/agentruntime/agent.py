@@ -48,6 +48,7 @@ from services.sessionlog.port import Direction, SessionLogPort
 from . import gates
 from .live import ANSWER, REASONING, LiveFeed
 from .models.base import (
+    ChatMessage,
     ModelAdapter,
     ModelError,
     ModelRequest,
@@ -132,7 +133,9 @@ class Agent:
         self._base_sections = list(base_sections)
         self._on_status = on_status
         self._state = SessionState()
-        self._transcript = Transcript()
+        # The model's view of the conversation, built when a model request
+        # first needs it: a load (resume, status) only needs the fold.
+        self._transcript: Transcript | None = None
         self._answers = AnswerWaits()
         # Serialises reading the log into the fold (several tasks catch up).
         self._reading = asyncio.Lock()
@@ -150,8 +153,10 @@ class Agent:
     # -- loading -----------------------------------------------------------------------
 
     async def load(self) -> None:
-        """Rebuild the fold and the conversation from the log, then pick up
-        where a stopped runtime left the session."""
+        """Take the fold from the log's checkpointed state (not from seq 0),
+        then pick up where a stopped runtime left the session."""
+        async with self._reading:
+            self._state = await self._log.load_state(self.session_id)
         await self._catch_up()
         turn = self._state.turn
         if turn.open and self._waiting_question() is not None:
@@ -173,9 +178,22 @@ class Agent:
         async with self._reading:
             async for event in self._events_after(self._state.last_seq):
                 self._state = fold(self._state, event)
-                self._transcript.add(event)
+                if self._transcript is not None:
+                    self._transcript.add(event)
 
-    async def _events_after(self, seq: int) -> AsyncIterator[ev.Event]:
+    async def _messages(self) -> list[ChatMessage]:
+        """The conversation up to the folded state, read once from the log."""
+        await self._catch_up()
+        async with self._reading:
+            if self._transcript is None:
+                transcript = Transcript()
+                async for event in self._events_after(-1, until=self._state.last_seq):
+                    transcript.add(event)
+                self._transcript = transcript
+            return self._transcript.messages()
+
+    async def _events_after(self, seq: int, until: int | None = None) -> AsyncIterator[ev.Event]:
+        """Events after `seq` up to `until` (default: beyond the folded state)."""
         while True:
             batch = (
                 await self._log.read(
@@ -183,7 +201,9 @@ class Agent:
                 )
             ).events
             for event in batch:
-                if event.seq > self._state.last_seq:
+                if until is not None and event.seq > until:
+                    return
+                if until is not None or event.seq > self._state.last_seq:
                     yield event
             if len(batch) < READ_BATCH:
                 return
@@ -372,14 +392,18 @@ class Agent:
 
     async def _step(self, turn_id: str, step: int) -> bool:
         """Run one step; True when its tool calls owe the model another request."""
-        plan_sections = await self._plan.boundary_sections(self.session_id) if self._plan else []
+        plan_sections = (
+            await self._plan.boundary_sections(self.session_id, self._state.plan.committed)
+            if self._plan
+            else []
+        )
         await self._catch_up()
         steered = [_user_message(i.input_id, i.text) for i in self._state.turn.steered]
         start = ev.Event(id=new_id("step"), step_start=ev.StepStart(turn_id=turn_id, step=step))
         await self._append([start, *steered])
         sections = sorted([*self._base_sections, *plan_sections], key=lambda s: s.order)
         request = ModelRequest(
-            messages=self._transcript.messages(),
+            messages=await self._messages(),
             sections=sections,
             tools=self._catalog.schemas(),
             model=self._model.model,

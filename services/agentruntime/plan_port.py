@@ -8,7 +8,9 @@ from agenthost.sessionlog.v1 import events_pb2
 
 from services.common.errors import DomainError
 from services.planmode.client import PlanModeClient
-from services.planmode.controller import PlanModeController
+from services.planmode.config import PlanModeConfig
+from services.planmode.controller import DEFAULT_CONFIG, PlanModeController
+from services.planmode.decisions import policy_sections
 
 from .ports import PlanCommandOutcome
 
@@ -19,22 +21,25 @@ class RemotePlanMode:
     """The runtime's view of the plan-mode service.
 
     A boundary never blocks the step: if plan mode cannot be reached, the step
-    runs with the sections of no plan (a warning is logged) and the selection
-    stays pending in the plan-mode service for the next boundary."""
+    runs with the sections of the plan mode committed in the log (a warning is
+    logged) and a selection stays pending in the log for the next boundary."""
 
-    def __init__(self, client: PlanModeClient) -> None:
+    def __init__(self, client: PlanModeClient, config: PlanModeConfig = DEFAULT_CONFIG) -> None:
         self.client = client
+        self.config = config
 
-    async def boundary_sections(self, session_id: str) -> list[events_pb2.PromptSection]:
+    async def boundary_sections(
+        self, session_id: str, committed: bool
+    ) -> list[events_pb2.PromptSection]:
         try:
             reply = await self.client.apply_at_boundary(session_id)
         except Exception as error:  # the step must run whatever plan mode's state
             log.warning(
-                "plan-mode boundary failed (%s); step runs without it",
+                "plan-mode boundary failed (%s); step runs with the committed plan mode",
                 error,
                 extra={"session_id": session_id, "error": str(error)},
             )
-            return []
+            return policy_sections(self.config, committed)
         return list(reply.sections)
 
     async def is_active(self, session_id: str) -> bool:
@@ -56,7 +61,9 @@ class EmbeddedPlanMode:
     def __init__(self, controller: PlanModeController) -> None:
         self.controller = controller
 
-    async def boundary_sections(self, session_id: str) -> list[events_pb2.PromptSection]:
+    async def boundary_sections(
+        self, session_id: str, committed: bool
+    ) -> list[events_pb2.PromptSection]:
         return (await self.controller.apply_at_boundary(session_id)).sections
 
     async def is_active(self, session_id: str) -> bool:

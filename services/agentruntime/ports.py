@@ -23,8 +23,12 @@ class PlanCommandOutcome:
 
 
 class PlanModePort(Protocol):
-    async def boundary_sections(self, session_id: str) -> list[events_pb2.PromptSection]:
-        """Apply a queued selection and return plan mode's prompt sections."""
+    async def boundary_sections(
+        self, session_id: str, committed: bool
+    ) -> list[events_pb2.PromptSection]:
+        """Apply a queued selection and return plan mode's prompt sections;
+        when plan mode cannot answer, the sections of `committed` (the plan
+        mode the runtime's fold of the log holds)."""
         ...
 
     async def is_active(self, session_id: str) -> bool: ...

@@ -4,6 +4,7 @@ answers and settings to them; holds the live feed of what they stream."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
@@ -23,6 +24,12 @@ from .tools import Tool, ToolCatalog
 from .workspace_catalog import workspace_tools
 
 BASE_SECTION_ID = "agenthost:base"
+# Running sessions listed per call while a starting runtime recovers them.
+RECOVERY_PAGE = 500
+# Pauses before asking an unreachable session log again at start-up.
+RECOVERY_RETRY_S = (0.2, 5.0)
+
+log = logging.getLogger("agenthost.runtime")
 
 
 class CommandNotFound(NotFound):
@@ -82,6 +89,7 @@ class AgentRuntime:
         self._agents: dict[str, Agent] = {}
         self._loading: dict[str, asyncio.Task[Agent]] = {}
         self._status_watchers: set[asyncio.Queue[AgentStatus]] = set()
+        self._recovery: asyncio.Task[None] | None = None
 
     # -- agents ----------------------------------------------------------------
 
@@ -116,8 +124,46 @@ class AgentRuntime:
 
     async def close(self) -> None:
         """Stop every agent; turns left open are picked up from the log by the
-        runtime that loads their sessions next."""
+        runtime that starts next (see recover)."""
+        if self._recovery is not None:
+            self._recovery.cancel()
+            await asyncio.gather(self._recovery, return_exceptions=True)
         await asyncio.gather(*(agent.close() for agent in self._agents.values()))
+
+    async def start_recovery(self) -> None:
+        self._recovery = spawn(self.recover(), name="runtime-recovery")
+
+    async def recover(self) -> None:
+        """Load every session whose log shows an open turn, without waiting
+        for a client: a runtime that stopped or died left them running, and
+        loading ends each such turn as interrupted, or resumes it when it
+        waits for an answer (agent.load)."""
+        for session_id in await self._running_sessions():
+            try:
+                await self.resume(session_id)
+            except Exception as error:  # one broken session must not stop the others
+                log.warning(
+                    "could not recover %s: %s", session_id, error, extra={"session_id": session_id}
+                )
+
+    async def _running_sessions(self) -> list[str]:
+        """Listed whole before any is loaded: a load ends turns, which would
+        shift the pages of a listing still under way."""
+        delay, max_delay = RECOVERY_RETRY_S
+        while True:
+            try:
+                running, token = [], ""
+                while True:
+                    page, token = await self._log.list_sessions(
+                        RECOVERY_PAGE, token, running_only=True
+                    )
+                    running += [summary.id for summary in page]
+                    if not token:
+                        return running
+            except Exception as error:
+                log.warning("cannot list the running sessions yet: %s", error)
+            await asyncio.sleep(delay)  # a pause before asking again, not synchronisation
+            delay = min(delay * 2, max_delay)
 
     # -- inputs ------------------------------------------------------------------
 

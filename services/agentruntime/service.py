@@ -17,7 +17,8 @@ from .servicer import SERVICE_NAME, AgentRuntimeServicer
 def agent_runtime_service(
     log: SessionLogPort, model: ModelAdapter, plan: PlanModePort | None
 ) -> ServiceDefinition:
-    """Running turns are cancelled (and recorded as such) before shutdown."""
+    """Running turns stop before shutdown without a record, and on start the
+    turns a previous runtime left open are recovered from the log."""
     runtime = AgentRuntime(log, model, plan)
     servicer = AgentRuntimeServicer(runtime)
 
@@ -25,5 +26,9 @@ def agent_runtime_service(
         pb_grpc.add_AgentRuntimeServiceServicer_to_server(servicer, server)
 
     return ServiceDefinition(
-        [SERVICE_NAME], register, close=model.aclose, before_stop=[runtime.close]
+        [SERVICE_NAME],
+        register,
+        open=runtime.start_recovery,
+        close=model.aclose,
+        before_stop=[runtime.close],
     )

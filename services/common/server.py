@@ -97,6 +97,9 @@ class ServiceDefinition:
     # others are internal and, with an internal token configured, answer only
     # calls that carry it (internal_auth.py).
     authenticate: Authenticate | None = None
+    # Counters of the work the service did (e.g. the session log's LogStats),
+    # for tests and benchmarks that measure work rather than time.
+    stats: object | None = None
 
 
 class ServiceHost:

@@ -4,16 +4,14 @@ AGENTHOST_PLANMODE_CONFIG may name a JSON file `{"section": "..."}` with the
 policy text shown to the model in plan mode."""
 
 import os
-from pathlib import Path
 
 from services.common.main import required, run_service
 from services.sessionlog.client import SessionLogClient
 
-from .config import PlanModeConfig, load_config
+from .config import config_from_env
 from .service import plan_mode_service
 
-config_file = os.environ.get("AGENTHOST_PLANMODE_CONFIG")
-plan_config = load_config(Path(config_file)) if config_file else PlanModeConfig()
+plan_config = config_from_env(os.environ)
 
 run_service(
     "planmode",

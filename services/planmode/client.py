@@ -8,7 +8,7 @@ from agenthost.planmode.v1 import plan_mode_pb2_grpc as pb_grpc
 
 from services.common.client import call_timeout, raising_domain_errors
 
-BOUNDARY_TIMEOUT_S = 5.0
+BOUNDARY_TIMEOUT_S = 1.0
 
 
 class PlanModeClient:
@@ -37,7 +37,9 @@ class PlanModeClient:
     async def apply_at_boundary(self, session_id: str) -> pb.ApplyAtBoundaryResponse:
         reply: pb.ApplyAtBoundaryResponse = await self.stub.ApplyAtBoundary(
             pb.ApplyAtBoundaryRequest(session_id=session_id),
-            # A step waits at most this long for plan mode, then runs without it.
+            # A step waits this long at most for plan mode (through a restart,
+            # say), then runs with the plan mode committed in the log
+            # (plan_port.RemotePlanMode).
             timeout=call_timeout(BOUNDARY_TIMEOUT_S),
             wait_for_ready=True,
         )

@@ -59,3 +59,15 @@ def load_config(path: Path) -> PlanModeConfig:
     if not isinstance(data, dict):
         raise PlanModeConfigError(f"plan-mode config {str(path)!r}: expected a JSON object")
     return config_from_mapping(data)
+
+
+# Names a JSON file `{"section": "..."}`: the policy text shown in plan mode.
+CONFIG_ENV = "AGENTHOST_PLANMODE_CONFIG"
+
+
+def config_from_env(env: Mapping[str, str]) -> PlanModeConfig:
+    """The config AGENTHOST_PLANMODE_CONFIG names, else the default; read by
+    plan mode and by the runtime, which shows the same section when plan
+    mode cannot answer."""
+    path = env.get(CONFIG_ENV)
+    return load_config(Path(path)) if path else PlanModeConfig()

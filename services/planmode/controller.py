@@ -202,7 +202,11 @@ class PlanModeController:
         raise miss
 
     async def _catch_up(self, session_id: str, slot: _Slot) -> None:
-        """Folds what was appended since the slot's last seq."""
+        """Folds what was appended since the slot's last seq; a new slot
+        starts from the log's checkpointed state, not from seq 0."""
+        if not slot.loaded:
+            slot.state = await self._log.load_state(session_id)
+            slot.loaded = True
         while True:
             after = slot.state.last_seq
             page = await self._log.read(session_id, from_seq=after + 1, limit=READ_PAGE)
@@ -258,6 +262,8 @@ _OUTCOMES = {
 class _Slot:
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     state: SessionState = field(default_factory=SessionState)
+    # The state came from the log's load_state (not yet for a new slot).
+    loaded: bool = False
     # Callers holding or waiting for the lock; a slot in use is never evicted.
     users: int = 0
 

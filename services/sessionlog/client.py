@@ -18,6 +18,7 @@ from services.common.client import (
     stream_raising_domain_errors,
 )
 
+from . import folds
 from .port import (
     DEFAULT_HEARTBEAT_S,
     DEFAULT_MESSAGE_LIMIT,
@@ -79,6 +80,16 @@ class SessionLogClient:
             pb.GetSessionRequest(session_id=session_id), timeout=call_timeout(), wait_for_ready=True
         )
         return reply.session
+
+    @raising_domain_errors
+    async def load_state(self, session_id: str) -> folds.SessionState:
+        reply: pb.LoadStateResponse = await self._stub.LoadState(
+            pb.LoadStateRequest(session_id=session_id), timeout=call_timeout(), wait_for_ready=True
+        )
+        if reply.fold_version != folds.STATE_VERSION:
+            # A log of another release: the caller folds the log from the start.
+            return folds.SessionState()
+        return folds.load_state(reply.state)
 
     @raising_domain_errors
     async def append(
@@ -166,11 +177,19 @@ class SessionLogClient:
 
     @raising_domain_errors
     async def list_sessions(
-        self, page_size: int = 100, page_token: str = "", session_ids: Sequence[str] = ()
+        self,
+        page_size: int = 100,
+        page_token: str = "",
+        session_ids: Sequence[str] = (),
+        *,
+        running_only: bool = False,
     ) -> tuple[list[SessionSummary], str]:
         reply = await self._stub.ListSessions(
             pb.ListSessionsRequest(
-                page_size=page_size, page_token=page_token, session_ids=session_ids
+                page_size=page_size,
+                page_token=page_token,
+                session_ids=session_ids,
+                running_only=running_only,
             ),
             timeout=call_timeout(),
             wait_for_ready=True,

@@ -8,10 +8,12 @@ before a store sees it, so every backend answers the same.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 from services.common import ranges
@@ -23,6 +25,7 @@ from services.common.errors import (
 )
 from services.common.ranges import INT64_MAX
 
+from . import folds
 from .port import (
     DEFAULT_HEARTBEAT_S,
     DEFAULT_MESSAGE_LIMIT,
@@ -41,11 +44,30 @@ from .store import (
     SessionStore,
     SessionSummary,
     SharedStore,
+    StateCheckpoint,
     event_kind,
 )
 
+log = logging.getLogger(__name__)
+
 # Events read per store query while a subscriber catches up.
 CATCH_UP_BATCH = 500
+# A session's state checkpoint is renewed each time its seqs pass a multiple
+# of this, so a cold load folds about this many events at most, whatever the
+# length of the session; the renewal folds as many, so it costs O(1) per event.
+CHECKPOINT_EVERY = 256
+
+
+@dataclass
+class LogStats:
+    """What the log did, for tests and benchmarks that count work, not time."""
+
+    # Events of one session the store handed to its readers (reads, pages,
+    # subscribers, state loads): what opening a session costs.
+    events_read: int = 0
+    # Events handed to followers of every session (SubscribeAll).
+    feed_events_read: int = 0
+    checkpoints_saved: int = 0
 
 
 def now_us() -> int:
@@ -80,6 +102,10 @@ class SessionLog:
         self._lazy: dict[str, SessionHeader] = {}
         self._session_signals: dict[str, ChangeSignal] = {}
         self._all_signal = ChangeSignal()
+        self.stats = LogStats()
+        # Sessions whose checkpoint fell CHECKPOINT_EVERY events behind.
+        self._checkpoints_due: dict[str, None] = {}
+        self._checkpoint_wake = asyncio.Event()
 
     # -- sessions ----------------------------------------------------------------
 
@@ -103,12 +129,17 @@ class SessionLog:
         return summary
 
     async def list_sessions(
-        self, page_size: int = 100, page_token: str = "", session_ids: Sequence[str] = ()
+        self,
+        page_size: int = 100,
+        page_token: str = "",
+        session_ids: Sequence[str] = (),
+        *,
+        running_only: bool = False,
     ) -> tuple[list[SessionSummary], str]:
         # The store asks for one row more than the page to learn whether more follow.
         size = ranges.page_size(page_size, "page_size", INT64_MAX - 1)
         offset = _decode_page_token(page_token)
-        sessions, more = await self._store.list_sessions(size, offset, session_ids)
+        sessions, more = await self._store.list_sessions(size, offset, session_ids, running_only)
         return sessions, str(min(offset + size, INT64_MAX)) if more else ""
 
     async def fork(
@@ -156,6 +187,9 @@ class SessionLog:
         self._lazy.pop(session_id, None)
         if not result.duplicate:
             self._fire(session_id)
+            if _passes_checkpoint(result.seqs):
+                self._checkpoints_due[session_id] = None
+                self._checkpoint_wake.set()
         return result
 
     def _prepared(self, event: Event) -> Event:
@@ -183,7 +217,7 @@ class SessionLog:
         ranges.page_size(limit, "limit")
         if await self._is_lazy(session_id):
             return ReadResult([], -1)
-        return await self._store.read(session_id, from_seq, direction, limit)
+        return self._counted(await self._store.read(session_id, from_seq, direction, limit))
 
     async def tail_page(
         self,
@@ -197,7 +231,63 @@ class SessionLog:
         ranges.page_size(message_limit, "message_limit")
         if await self._is_lazy(session_id):
             return TailPage([], False, 0, -1)
-        return await self._store.tail_page(session_id, before_seq, message_limit)
+        page = await self._store.tail_page(session_id, before_seq, message_limit)
+        self.stats.events_read += len(page.events)
+        return page
+
+    # -- folded state ------------------------------------------------------------------
+
+    async def load_state(self, session_id: str) -> folds.SessionState:
+        """The session's fold as of its last event: its checkpoint, if any,
+        and the events after it (never the whole log of a long session)."""
+        if await self._is_lazy(session_id):
+            return folds.SessionState()
+        return await self._fold_tail(session_id, save_after=CHECKPOINT_EVERY)
+
+    async def maintain_checkpoints(self) -> None:
+        """Renew the checkpoints appends made due, off the append path (runs
+        until cancelled)."""
+        while True:
+            await self._checkpoint_wake.wait()
+            self._checkpoint_wake.clear()
+            await self.renew_due_checkpoints()
+
+    async def renew_due_checkpoints(self) -> None:
+        while self._checkpoints_due:
+            session_id = next(iter(self._checkpoints_due))
+            del self._checkpoints_due[session_id]
+            try:
+                await self._fold_tail(session_id, save_after=1)
+            except SessionNotFound:
+                pass  # deleted since: nothing to keep
+            except Exception as error:  # the next due renewal tries again
+                log.warning("checkpoint of %s not renewed: %s", session_id, error)
+
+    async def _fold_tail(self, session_id: str, save_after: int) -> folds.SessionState:
+        """Checkpoint + tail; saved again when at least `save_after` events were folded."""
+        checkpoint = await self._store.load_checkpoint(session_id)
+        state = folds.SessionState()
+        if checkpoint is not None and checkpoint.version == folds.STATE_VERSION:
+            state = folds.load_state(checkpoint.state)
+        folded = 0
+        while True:
+            result = await self._store.read(
+                session_id, state.last_seq + 1, Direction.FORWARD, CATCH_UP_BATCH
+            )
+            self._counted(result)
+            state = folds.fold_events(state, result.events)
+            folded += len(result.events)
+            if len(result.events) < CATCH_UP_BATCH:
+                break
+        if folded >= save_after:
+            saved = StateCheckpoint(state.last_seq, folds.STATE_VERSION, folds.dump_state(state))
+            await self._store.save_checkpoint(session_id, saved)
+            self.stats.checkpoints_saved += 1
+        return state
+
+    def _counted(self, result: ReadResult) -> ReadResult:
+        self.stats.events_read += len(result.events)
+        return result
 
     # -- subscriptions ---------------------------------------------------------------
 
@@ -215,7 +305,7 @@ class SessionLog:
             result = await self._store.read(
                 session_id, cursor + 1, Direction.FORWARD, CATCH_UP_BATCH
             )
-            return result.events
+            return self._counted(result).events
 
         signal = self._session_signals.setdefault(session_id, ChangeSignal())
         async for item in _follow(read_next, signal, heartbeat_s):
@@ -235,7 +325,9 @@ class SessionLog:
         cursor = await self._store.last_position() if from_end else after_position
 
         async def read_next() -> list[Event]:
-            return await self._store.read_all(cursor, CATCH_UP_BATCH)
+            events = await self._store.read_all(cursor, CATCH_UP_BATCH)
+            self.stats.feed_events_read += len(events)
+            return events
 
         async for item in _follow(read_next, self._all_signal, heartbeat_s):
             if isinstance(item, Event):
@@ -297,6 +389,11 @@ async def _follow(
             await asyncio.wait_for(waiter.wait(), timeout=heartbeat_s)
         except TimeoutError:
             yield Heartbeat()
+
+
+def _passes_checkpoint(seqs: Sequence[int]) -> bool:
+    """The appended seqs reach a multiple of CHECKPOINT_EVERY."""
+    return bool(seqs) and seqs[0] // CHECKPOINT_EVERY != (seqs[-1] + 1) // CHECKPOINT_EVERY
 
 
 def _refuse_repeated_ids(batch: Sequence[Event]) -> None:

@@ -470,6 +470,10 @@ def fold_events(state: SessionState, events: Iterable[Event]) -> SessionState:
 
 # -- checkpoints --------------------------------------------------------------------------
 
+# The format of a dumped SessionState: bump it when a fold changes what it
+# keeps, and checkpoints of the older format are refolded from the log.
+STATE_VERSION = 1
+
 
 def dump_state(state: object) -> bytes:
     """Any fold state as JSON (for checkpoints)."""

@@ -16,6 +16,8 @@ from typing import Protocol
 
 from agenthost.sessionlog.v1 import events_pb2, session_log_pb2
 
+from .folds import SessionState
+
 Event = events_pb2.Event
 SessionSummary = session_log_pb2.SessionSummary
 
@@ -73,6 +75,11 @@ class SessionLogPort(Protocol):
 
     async def get_session(self, session_id: str) -> SessionSummary: ...
 
+    async def load_state(self, session_id: str) -> SessionState:
+        """The fold as of the last event (its last_seq says which): where a
+        cold reader starts before it reads the events that follow."""
+        ...
+
     async def append(
         self,
         session_id: str,
@@ -115,6 +122,8 @@ class SessionLogPort(Protocol):
         page_size: int = 100,
         page_token: str = "",
         session_ids: Sequence[str] = (),
+        *,
+        running_only: bool = False,
     ) -> tuple[list[SessionSummary], str]: ...
 
     async def fork(

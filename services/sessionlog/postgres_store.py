@@ -36,6 +36,7 @@ from .store import (
     EventRow,
     SessionHeader,
     SessionSummary,
+    StateCheckpoint,
     event_from_row,
     event_row,
     session_row,
@@ -73,6 +74,12 @@ CREATE TABLE IF NOT EXISTS events (
     UNIQUE (session_id, event_id)
 );
 CREATE INDEX IF NOT EXISTS events_messages ON events (session_id, is_message, seq);
+CREATE TABLE IF NOT EXISTS state_checkpoints (
+    session_id TEXT PRIMARY KEY REFERENCES sessions (id),
+    seq BIGINT NOT NULL,
+    version INTEGER NOT NULL,
+    state BYTEA NOT NULL
+);
 """
 
 EVENT_COLUMNS = "session_id, seq, position, body"
@@ -176,10 +183,14 @@ class PostgresSessionStore:
         return summary_from_row(rows[0]) if rows else None
 
     async def list_sessions(
-        self, limit: int, offset: int, session_ids: Sequence[str]
+        self, limit: int, offset: int, session_ids: Sequence[str], running_only: bool = False
     ) -> tuple[list[SessionSummary], bool]:
-        where = "WHERE id = ANY(%s)" if session_ids else ""
-        params: list[Any] = [list(session_ids)] if session_ids else []
+        conditions = ["running"] if running_only else []
+        params: list[Any] = []
+        if session_ids:
+            conditions.append("id = ANY(%s)")
+            params.append(list(session_ids))
+        where = f"WHERE {' AND '.join(conditions)}" if conditions else ""
         rows = await self._fetch(
             f"SELECT * FROM sessions {where} ORDER BY updated_at_us DESC, id LIMIT %s OFFSET %s",
             [*params, limit + 1, offset],
@@ -292,6 +303,9 @@ class PostgresSessionStore:
         async def delete() -> bool:
             connection = self._connection(write=True)
             async with connection.transaction():
+                await connection.execute(
+                    "DELETE FROM state_checkpoints WHERE session_id = %s", (session_id,)
+                )
                 await connection.execute("DELETE FROM events WHERE session_id = %s", (session_id,))
                 deleted = await connection.execute(
                     "DELETE FROM sessions WHERE id = %s", (session_id,)
@@ -299,6 +313,31 @@ class PostgresSessionStore:
                 return deleted.rowcount > 0
 
         return await self._committer.alone(delete)
+
+    # -- checkpoints -------------------------------------------------------------------------
+
+    async def load_checkpoint(self, session_id: str) -> StateCheckpoint | None:
+        rows = await self._fetch(
+            "SELECT seq, version, state FROM state_checkpoints WHERE session_id = %s",
+            (session_id,),
+        )
+        if not rows:
+            return None
+        return StateCheckpoint(rows[0]["seq"], rows[0]["version"], bytes(rows[0]["state"]))
+
+    async def save_checkpoint(self, session_id: str, checkpoint: StateCheckpoint) -> None:
+        async def save() -> None:
+            await self._connection(write=True).execute(
+                "INSERT INTO state_checkpoints (session_id, seq, version, state) "
+                "SELECT id, %s, %s, %s FROM sessions WHERE id = %s "
+                "ON CONFLICT (session_id) DO UPDATE SET seq = excluded.seq, "
+                "version = excluded.version, state = excluded.state "
+                "WHERE excluded.seq > state_checkpoints.seq "
+                "OR excluded.version <> state_checkpoints.version",
+                (checkpoint.seq, checkpoint.version, checkpoint.state, session_id),
+            )
+
+        await self._committer.alone(save)
 
 
 @asynccontextmanager

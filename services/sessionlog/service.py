@@ -36,6 +36,7 @@ def session_log_service(
     async def open_store() -> None:
         await store.open()
         feed.append(spawn(log.follow_shared_store(), name="sessionlog-feed"))
+        feed.append(spawn(log.maintain_checkpoints(), name="sessionlog-checkpoints"))
 
     async def close_store() -> None:
         for task in feed:
@@ -43,7 +44,9 @@ def session_log_service(
         await asyncio.gather(*feed, return_exceptions=True)
         await store.close()
 
-    return ServiceDefinition([SERVICE_NAME], register, open=open_store, close=close_store)
+    return ServiceDefinition(
+        [SERVICE_NAME], register, open=open_store, close=close_store, stats=log.stats
+    )
 
 
 def store_from_env(data_dir: Path, env: Mapping[str, str]) -> SessionStore:

@@ -9,6 +9,7 @@ from agenthost.sessionlog.v1 import session_log_pb2 as pb
 from agenthost.sessionlog.v1 import session_log_pb2_grpc as pb_grpc
 from google.protobuf.timestamp_pb2 import Timestamp
 
+from . import folds
 from .domain import SessionLog
 from .port import DEFAULT_HEARTBEAT_S, DEFAULT_MESSAGE_LIMIT, CaughtUp, Direction, Heartbeat
 
@@ -44,6 +45,16 @@ class SessionLogServicer(pb_grpc.SessionLogServiceServicer):
         self, request: pb.GetSessionRequest, context: grpc.aio.ServicerContext
     ) -> pb.GetSessionResponse:
         return pb.GetSessionResponse(session=await self.log.get_session(request.session_id))
+
+    async def LoadState(
+        self, request: pb.LoadStateRequest, context: grpc.aio.ServicerContext
+    ) -> pb.LoadStateResponse:
+        state = await self.log.load_state(request.session_id)
+        return pb.LoadStateResponse(
+            state=folds.dump_state(state),
+            fold_version=folds.STATE_VERSION,
+            last_seq=state.last_seq,
+        )
 
     async def Append(
         self, request: pb.AppendRequest, context: grpc.aio.ServicerContext
@@ -119,6 +130,7 @@ class SessionLogServicer(pb_grpc.SessionLogServiceServicer):
             request.page_size if request.HasField("page_size") else 100,
             request.page_token,
             list(request.session_ids),
+            running_only=request.running_only,
         )
         return pb.ListSessionsResponse(sessions=sessions, next_page_token=token)
 

@@ -33,6 +33,7 @@ from .store import (
     EventRow,
     SessionHeader,
     SessionSummary,
+    StateCheckpoint,
     event_from_row,
     event_row,
     session_row,
@@ -69,6 +70,12 @@ CREATE TABLE IF NOT EXISTS events (
     UNIQUE (session_id, event_id)
 );
 CREATE INDEX IF NOT EXISTS events_messages ON events (session_id, is_message, seq);
+CREATE TABLE IF NOT EXISTS state_checkpoints (
+    session_id TEXT PRIMARY KEY REFERENCES sessions (id),
+    seq INTEGER NOT NULL,
+    version INTEGER NOT NULL,
+    state BLOB NOT NULL
+);
 """
 
 EVENT_COLUMNS = "session_id, seq, position, body"
@@ -180,12 +187,13 @@ class SqliteSessionStore:
         return await self._read(query)
 
     async def list_sessions(
-        self, limit: int, offset: int, session_ids: Sequence[str]
+        self, limit: int, offset: int, session_ids: Sequence[str], running_only: bool = False
     ) -> tuple[list[SessionSummary], bool]:
         def query(db: sqlite3.Connection) -> tuple[list[SessionSummary], bool]:
-            where, args = "", [*session_ids]
+            conditions, args = ["running = 1"] if running_only else [], [*session_ids]
             if session_ids:
-                where = f"WHERE id IN ({','.join('?' * len(session_ids))})"
+                conditions.append(f"id IN ({','.join('?' * len(session_ids))})")
+            where = f"WHERE {' AND '.join(conditions)}" if conditions else ""
             rows = db.execute(
                 f"SELECT * FROM sessions {where} ORDER BY updated_at_us DESC, id LIMIT ? OFFSET ?",
                 (*args, limit + 1, offset),
@@ -278,6 +286,32 @@ class SqliteSessionStore:
     async def delete(self, session_id: str) -> bool:
         return await self._committer.alone(lambda: self._write(lambda db: _delete(db, session_id)))
 
+    # -- checkpoints ---------------------------------------------------------------
+
+    async def load_checkpoint(self, session_id: str) -> StateCheckpoint | None:
+        def query(db: sqlite3.Connection) -> StateCheckpoint | None:
+            row = db.execute(
+                "SELECT seq, version, state FROM state_checkpoints WHERE session_id = ?",
+                (session_id,),
+            ).fetchone()
+            return None if row is None else StateCheckpoint(row[0], row[1], bytes(row[2]))
+
+        return await self._read(query)
+
+    async def save_checkpoint(self, session_id: str, checkpoint: StateCheckpoint) -> None:
+        def save(db: sqlite3.Connection) -> None:
+            db.execute(
+                "INSERT INTO state_checkpoints (session_id, seq, version, state) "
+                "SELECT id, ?, ?, ? FROM sessions WHERE id = ? "
+                "ON CONFLICT (session_id) DO UPDATE SET seq = excluded.seq, "
+                "version = excluded.version, state = excluded.state "
+                "WHERE excluded.seq > state_checkpoints.seq "
+                "OR excluded.version != state_checkpoints.version",
+                (checkpoint.seq, checkpoint.version, checkpoint.state, session_id),
+            )
+
+        await self._committer.alone(lambda: self._write(save))
+
 
 def _last_seq(db: sqlite3.Connection, session_id: str) -> int:
     row = db.execute("SELECT last_seq FROM sessions WHERE id = ?", (session_id,)).fetchone()
@@ -346,6 +380,7 @@ def _write_plan(db: sqlite3.Connection, plan: WavePlan) -> None:
 
 
 def _delete(db: sqlite3.Connection, session_id: str) -> bool:
+    db.execute("DELETE FROM state_checkpoints WHERE session_id = ?", (session_id,))
     db.execute("DELETE FROM events WHERE session_id = ?", (session_id,))
     return db.execute("DELETE FROM sessions WHERE id = ?", (session_id,)).rowcount > 0
 

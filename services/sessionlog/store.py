@@ -86,6 +86,16 @@ def touch_row(session_id: str, events: Sequence[Event], last_seq: int, now_us: i
     return (last_seq, now_us, *touch_values(events), session_id)
 
 
+@dataclass(frozen=True)
+class StateCheckpoint:
+    """The session's fold (folds.dump_state) as of `seq`, in the format
+    `version` of folds.STATE_VERSION."""
+
+    seq: int
+    version: int
+    state: bytes
+
+
 def event_from_row(session_id: str, seq: int, position: int, body: bytes) -> Event:
     event = Event.FromString(body)
     event.session_id, event.seq, event.position = session_id, seq, position
@@ -148,9 +158,11 @@ class SessionStore(Protocol):
     async def last_position(self) -> int: ...
 
     async def list_sessions(
-        self, limit: int, offset: int, session_ids: Sequence[str]
+        self, limit: int, offset: int, session_ids: Sequence[str], running_only: bool = False
     ) -> tuple[list[SessionSummary], bool]:
-        """Most recently updated first; the bool says whether more follow."""
+        """Most recently updated first; the bool says whether more follow.
+        Only `session_ids` when given; only sessions with an open turn when
+        `running_only`."""
         ...
 
     async def fork(
@@ -161,7 +173,15 @@ class SessionStore(Protocol):
         ...
 
     async def delete(self, session_id: str) -> bool:
-        """Remove the session and its events; False when it was not stored."""
+        """Remove the session, its events and its checkpoint; False when it
+        was not stored."""
+        ...
+
+    async def load_checkpoint(self, session_id: str) -> StateCheckpoint | None: ...
+
+    async def save_checkpoint(self, session_id: str, checkpoint: StateCheckpoint) -> None:
+        """Keep `checkpoint` unless a newer one is stored; a session that is not
+        stored (deleted meanwhile) gets none."""
         ...
 
 

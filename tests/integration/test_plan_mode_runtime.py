@@ -18,6 +18,7 @@ from agenthost.sessionlog.v1 import events_pb2 as ev
 from services.agentruntime.models.base import ModelError
 from services.agentruntime.models.builtin import BuiltinAdapter, ScriptedReply, ScriptedToolCall
 from services.agentruntime.plan_tools import DISMISSED, NOT_A_PLAN, NOT_IN_PLAN_MODE, NOT_UNDERSTOOD
+from services.planmode.config import DEFAULT_SECTION
 from services.sessionlog.folds import PLAN_POLICY_SECTION_ID, SessionState, fold_events
 from tests.support.rpc import expect_rpc_error, reason_of
 from tests.support.stack import WAIT_S, Stack, running_stack
@@ -432,6 +433,37 @@ async def test_a_queued_selection_survives_a_plan_mode_restart(
     first.release()
     await stack.wait_idle(SID)
     assert [shows_plan(h) for h in headers(await events(stack))] == [False, True]
+
+
+async def test_while_plan_mode_is_down_steps_show_the_plan_mode_committed_in_the_log(
+    stack: Stack, model: BuiltinAdapter
+) -> None:
+    await set_plan(stack, True)
+    await stack.embedded.stop_service("planmode")
+    await prompt(stack, "go")
+    await stack.wait_idle(SID)
+    (header,) = headers(await events(stack))
+    assert [s.text for s in header.sections if s.id == PLAN_POLICY_SECTION_ID] == [DEFAULT_SECTION]
+    assert list(model.requests[-1].sections) == list(header.sections)
+
+
+async def test_a_starting_runtime_ends_the_turn_a_stopped_one_left_open_unasked(
+    stack: Stack, model: BuiltinAdapter
+) -> None:
+    first = model.enqueue(ScriptedReply(text="long", hold=True))
+    await prompt(stack, "go")
+    await started(first)
+    await stack.embedded.stop_service("agentruntime")  # records nothing of its turn
+    assert (await stack.log.get_session(SID)).running
+    after = (await stack.log.get_session(SID)).last_seq
+    await stack.embedded.start_service("agentruntime")
+    # No client asks about the session: the runtime recovers it on its own.
+    async with asyncio.timeout(WAIT_S):
+        async for item in stack.log.subscribe(SID, after_seq=after):
+            if isinstance(item, ev.Event) and item.HasField("turn_end"):
+                assert item.turn_end.reason == ev.TURN_END_REASON_INTERRUPTED
+                break
+    assert not (await stack.log.get_session(SID)).running
 
 
 async def test_a_queued_selection_survives_a_runtime_restart(

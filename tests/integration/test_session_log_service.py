@@ -15,14 +15,15 @@ from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from grpc_health.v1 import health_pb2
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
-from services.common.errors import SessionConflict, WrongExpectedSeq
+from services.common.errors import SessionConflict, SessionNotFound, WrongExpectedSeq
 from services.common.interceptors import violations_of
 from services.common.server import ServiceDefinition
 from services.common.status import MAX_VIOLATIONS, error_info
 from services.sessionlog.client import SessionLogClient
+from services.sessionlog.folds import SessionState, fold_events
 from services.sessionlog.port import CaughtUp
 from services.sessionlog.service import session_log_service
-from tests.support.events import assistant, user
+from tests.support.events import assistant, plan_mode, title, turn_start, user
 from tests.support.hosts import health_status, running_host
 from tests.support.rpc import expect_rpc_error, reason_of, violated_fields
 
@@ -62,6 +63,20 @@ async def test_client_raises_the_same_domain_errors(session_log_channel: grpc.ai
     assert raised.value.current_last_seq == 0
     with pytest.raises(SessionConflict):
         await client.create_session("s", "/elsewhere")
+
+
+async def test_the_folded_state_over_grpc_is_the_fold_of_the_log(
+    session_log_channel: grpc.aio.Channel,
+) -> None:
+    client = SessionLogClient(session_log_channel)
+    await client.create_session("s", "/a")
+    assert await client.load_state("s") == SessionState()  # not appended yet
+    events = [turn_start("t"), user("fix it"), plan_mode(True), title("Fixing")]
+    await client.append("s", events)
+    read = (await client.read("s")).events
+    assert await client.load_state("s") == fold_events(SessionState(), read)
+    with pytest.raises(SessionNotFound):
+        await client.load_state("nobody")
 
 
 async def test_subscription_over_grpc_catches_up_then_follows(

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Iterator
+
 from agenthost.sessionlog.v1 import events_pb2 as ev
 
 Event = ev.Event
@@ -40,3 +43,32 @@ def title(text: str) -> Event:
 
 def kinds(events: list[Event]) -> list[str]:
     return [e.WhichOneof("body") or "" for e in events]
+
+
+def a_working_session() -> Iterator[ev.Event]:
+    """Turns with steps, tool calls, questions, settings and plan mode, forever."""
+    for n in itertools.count():
+        turn = f"t{n}"
+        yield ev.Event(turn_start=ev.TurnStart(turn_id=turn))
+        yield user(f"task {n}")
+        yield ev.Event(step_start=ev.StepStart(turn_id=turn, step=0))
+        yield tool_call(f"c{n}")
+        yield ev.Event(
+            question_asked=ev.QuestionAsked(
+                question_id=f"q{n}",
+                call_id=f"c{n}",
+                presentation=ev.QUESTION_PRESENTATION_TOOL_APPROVAL,
+                approval=ev.ToolApproval(grant=f"shell:cmd{n % 5}"),
+            )
+        )
+        yield ev.Event(
+            question_answered=ev.QuestionAnswered(
+                question_id=f"q{n}", answer=ev.QuestionAnswer(allow_for_session=True)
+            )
+        )
+        yield tool_result(f"c{n}")
+        yield ev.Event(step_end=ev.StepEnd(turn_id=turn, step=0))
+        yield assistant(f"done {n}")
+        yield plan_mode(n % 3 == 0)
+        yield title(f"title {n}")
+        yield ev.Event(turn_end=ev.TurnEnd(turn_id=turn, reason=ev.TURN_END_REASON_COMPLETED))

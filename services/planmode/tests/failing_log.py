@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Sequence
 
 from services.common.errors import Unavailable
+from services.sessionlog.folds import SessionState
 from services.sessionlog.port import (
     DEFAULT_HEARTBEAT_S,
     DEFAULT_MESSAGE_LIMIT,
@@ -40,6 +41,9 @@ class AppendOutage:
 
     async def get_session(self, session_id: str) -> SessionSummary:
         return await self._log.get_session(session_id)
+
+    async def load_state(self, session_id: str) -> SessionState:
+        return await self._log.load_state(session_id)
 
     async def read(
         self,
@@ -76,9 +80,16 @@ class AppendOutage:
         return self._log.subscribe_all(after_position, heartbeat_s, from_end)
 
     async def list_sessions(
-        self, page_size: int = 100, page_token: str = "", session_ids: Sequence[str] = ()
+        self,
+        page_size: int = 100,
+        page_token: str = "",
+        session_ids: Sequence[str] = (),
+        *,
+        running_only: bool = False,
     ) -> tuple[list[SessionSummary], str]:
-        return await self._log.list_sessions(page_size, page_token, session_ids)
+        return await self._log.list_sessions(
+            page_size, page_token, session_ids, running_only=running_only
+        )
 
     async def fork(
         self, session_id: str, up_to_seq: int | None = None, new_session_id: str | None = None

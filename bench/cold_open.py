@@ -1,0 +1,70 @@
+"""The first gateway `OpenSession` after a restart: a big session (100k
+events) against a 100-event one, both timed on the same fresh stack.
+
+Each round stops the whole stack and starts a new one on the same data dir
+(new ports, new processes' state: caches, loaded agents, projection
+memory), warms the client's connections with another session, then opens
+the two sessions once each, alternating which goes first. The OS page cache
+stays warm (dropping it needs root): this is a process restart, not a
+machine reboot."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from agenthost.gateway.v1 import gateway_pb2 as gw
+
+from bench.harness import CALL_TIMEOUT_S, Sizes, Stack, gateway_session, running_stack
+from bench.ratio import Figure, Target, latency_side
+
+NAME = "cold_open"
+
+
+async def _open_s(stack: Stack, session_id: str) -> float:
+    started = time.perf_counter()
+    await stack.gateway.OpenSession(
+        gw.OpenSessionRequest(session_id=session_id), timeout=CALL_TIMEOUT_S
+    )
+    return time.perf_counter() - started
+
+
+async def _build(sizes: Sizes, data_dir: Path) -> tuple[str, str, str]:
+    async with running_stack(data_dir) as stack:
+        sessions = (
+            await gateway_session(stack, sizes.big_session),
+            await gateway_session(stack, sizes.small_session),
+            await gateway_session(stack, sizes.small_session),
+        )
+        for session_id in sessions:  # settle every service before the first stop
+            await _open_s(stack, session_id)
+    return sessions
+
+
+async def _first_opens(sizes: Sizes, data_dir: Path) -> tuple[list[float], list[float]]:
+    big, small, warm = await _build(sizes, data_dir)
+    big_s: list[float] = []
+    small_s: list[float] = []
+    for index in range(sizes.restarts):
+        async with running_stack(data_dir) as stack:
+            await _open_s(stack, warm)
+            pair = [(big, big_s), (small, small_s)]
+            for session_id, into in pair if index % 2 == 0 else reversed(pair):
+                into.append(await _open_s(stack, session_id))
+    return big_s, small_s
+
+
+async def run(sizes: Sizes, data_dir: Path) -> Figure:
+    big_s, small_s = await _first_opens(sizes, data_dir)
+    return Figure(
+        name=f"first OpenSession after restart, {sizes.big_session}-event session",
+        compared="p50",
+        unit="ms",
+        measured=latency_side(f"{sizes.big_session}-event session", big_s, "p50"),
+        baseline=latency_side(f"{sizes.small_session}-event session", small_s, "p50"),
+        target=Target("<=", 1.5),
+        notes=(
+            f"one sample per restart ({sizes.restarts} restarts): p99 is the worst",
+            "the big session was written with batched appends straight to the session log",
+        ),
+    )

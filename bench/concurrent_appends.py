@@ -1,0 +1,57 @@
+"""16 concurrent durable single-event appenders to the session log service,
+events/s, against bare echo calls/s at the same concurrency.
+
+Each appender writes its own session, one event per call, through the
+session log's gRPC as the embedded stack runs it (SessionLogClient, the
+internal token): every acknowledged append is fsynced, so this is what
+concurrent writers get from the log's commits."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bench.harness import Sizes, Stack, conversation, echo_server, running_stack
+from bench.ratio import Figure, Round, Target, interleaved_rates, rate_side, run_for
+
+NAME = "concurrent_appends"
+
+
+async def _appenders(stack: Stack, sizes: Sizes) -> Round:
+    sessions = []
+    for _ in range(sizes.appenders):
+        summary, _ = await stack.log.create_session(None, str(stack.workdir))
+        sessions.append(summary.id)
+    events = conversation(4)  # cycled, one event per call
+
+    async def append(index: int) -> int:
+        await stack.log.append(sessions[index], [events[appended[index] % len(events)]])
+        appended[index] += 1
+        return 1
+
+    appended = [0] * sizes.appenders
+    return lambda seconds: run_for(seconds, sizes.appenders, append)
+
+
+async def run(sizes: Sizes, data_dir: Path) -> Figure:
+    async with running_stack(data_dir) as stack, echo_server() as echo:
+        payload = conversation(1)[1].SerializeToString()
+
+        async def one_echo(index: int) -> int:
+            await echo(payload)
+            return 1
+
+        measured, baseline = await interleaved_rates(
+            await _appenders(stack, sizes),
+            lambda seconds: run_for(seconds, sizes.appenders, one_echo),
+            sizes.rate_rounds,
+            sizes.rate_round_s,
+        )
+    return Figure(
+        name=f"{sizes.appenders} concurrent durable single-event appenders",
+        compared="rate",
+        unit="events/s",
+        measured=rate_side("session log Append, 1 event per call, own session each", measured),
+        baseline=rate_side(f"bare echo unary, concurrency {sizes.appenders}", baseline),
+        target=Target(">=", 0.8),
+        notes=("through the session log service's gRPC as EmbeddedStack runs it",),
+    )
