@@ -32,12 +32,18 @@ def connect_wal(
 
 
 def in_transaction(db: sqlite3.Connection, work: Callable[[sqlite3.Connection], T]) -> T:
-    """Run `work` in one write transaction, taken up front (no upgrade deadlock)."""
+    """Run `work` in one write transaction, taken up front (no upgrade deadlock).
+
+    A failed COMMIT rolls back too, and a transaction SQLite already rolled
+    back on its own (e.g. SQLITE_FULL) is not rolled back twice: either way
+    the connection is ready for the next transaction and the caller sees the
+    original error."""
     db.execute("BEGIN IMMEDIATE")
     try:
         result = work(db)
+        db.execute("COMMIT")
     except BaseException:
-        db.execute("ROLLBACK")
+        if db.in_transaction:
+            db.execute("ROLLBACK")
         raise
-    db.execute("COMMIT")
     return result

@@ -6,32 +6,42 @@ Appends take one transaction-scoped advisory lock, so positions (a sequence)
 become visible in commit order and a subscriber to all sessions never skips
 a position that commits late. That serialises appends across sessions; the
 session log's write rate is far below what one PostgreSQL primary sustains.
+Concurrent appends share a transaction (group_commit.py): a wave takes the
+lock once, draws its positions while holding it and commits once, so the
+argument holds for waves as it did for single appends. Forks take the same
+lock. A wave is pipelined: its reads go in one round trip, its writes and
+COMMIT in the next, instead of several round trips per batch under the lock.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager, suppress
+from dataclasses import replace
 from typing import Any
 
 import psycopg
 from psycopg import sql
+from psycopg.pq import TransactionStatus
 from psycopg.rows import dict_row
 
-from services.common.errors import EventIdConflict, SessionNotFound, WrongExpectedSeq
+from services.common.errors import SessionNotFound
 
+from .append_plan import AppendRequest, Outcome, Stored, WavePlan, plan_wave, wanted_ids
+from .group_commit import CommitStats, GroupCommitter
 from .port import AppendResult, Direction, ReadResult, TailPage
 from .store import (
-    MESSAGE_KINDS,
     Event,
+    EventRow,
     SessionHeader,
     SessionSummary,
     StateCheckpoint,
     event_from_row,
-    event_kind,
-    storable,
+    event_row,
+    session_row,
     summary_from_row,
-    touch_values,
+    touch_row,
 )
 
 CHANNEL = "agenthost_sessionlog"
@@ -73,6 +83,19 @@ CREATE TABLE IF NOT EXISTS state_checkpoints (
 """
 
 EVENT_COLUMNS = "session_id, seq, position, body"
+INSERT_SESSION = (
+    "INSERT INTO sessions (id, cwd, created_at_us, updated_at_us, forked_from, last_seq, blank) "
+    "VALUES (%s, %s, %s, %s, %s, -1, TRUE)"
+)
+INSERT_EVENT = (
+    "INSERT INTO events (session_id, seq, event_id, kind, is_message, body) "
+    "VALUES (%s, %s, %s, %s, %s, %s)"
+)
+TOUCH_SESSION = (
+    "UPDATE sessions SET last_seq = %s, updated_at_us = %s, blank = blank AND %s, "
+    "title = COALESCE(%s, title), preview = COALESCE(%s, preview), "
+    "running = COALESCE(%s, running), waiting = COALESCE(%s, waiting) WHERE id = %s"
+)
 Row = dict[str, Any]
 
 
@@ -86,8 +109,13 @@ class PostgresSessionStore:
         self.schema = schema
         self._write: psycopg.AsyncConnection[Row] | None = None
         self._read: psycopg.AsyncConnection[Row] | None = None
-        self._write_lock = asyncio.Lock()
         self._read_lock = asyncio.Lock()
+        # The only user of the write connection, one transaction at a time.
+        self._committer = GroupCommitter(self._commit_wave)
+
+    @property
+    def stats(self) -> CommitStats:
+        return self._committer.stats
 
     # -- lifecycle -------------------------------------------------------------
 
@@ -101,6 +129,7 @@ class PostgresSessionStore:
         self._read = await self._connect()
 
     async def close(self) -> None:
+        await self._committer.close()
         for connection in (self._write, self._read):
             if connection is not None:
                 await connection.close()
@@ -177,11 +206,18 @@ class PostgresSessionStore:
         expected_last_seq: int | None,
         now_us: int,
     ) -> AppendResult:
-        async with self._write_lock:
-            connection = self._connection(write=True)
-            async with connection.transaction():
-                await connection.execute("SELECT pg_advisory_xact_lock(%s)", (APPEND_LOCK,))
-                return await _append(connection, header, events, expected_last_seq, now_us)
+        request = AppendRequest(header, events, expected_last_seq, now_us)
+        return await self._committer.append(request)
+
+    async def _commit_wave(self, requests: Sequence[AppendRequest]) -> list[Outcome]:
+        """One wave, one transaction, two round trips: BEGIN, the lock and the
+        reads travel together; then the writes, NOTIFY and COMMIT."""
+        connection = self._connection(write=True)
+        async with _pipelined_transaction(connection):
+            await connection.execute("SELECT pg_advisory_xact_lock(%s)", (APPEND_LOCK,))
+            plan = plan_wave(await _stored(connection, requests), requests)
+            await _write_plan(connection, plan)
+        return plan.outcomes
 
     # -- reads -------------------------------------------------------------------------------
 
@@ -255,14 +291,16 @@ class PostgresSessionStore:
     async def fork(
         self, source_id: str, up_to_seq: int | None, header: SessionHeader, now_us: int
     ) -> SessionSummary:
-        async with self._write_lock:
+        async def fork() -> SessionSummary:
             connection = self._connection(write=True)
             async with connection.transaction():
                 await connection.execute("SELECT pg_advisory_xact_lock(%s)", (APPEND_LOCK,))
                 return await _fork(connection, source_id, up_to_seq, header, now_us)
 
+        return await self._committer.alone(fork)
+
     async def delete(self, session_id: str) -> bool:
-        async with self._write_lock:
+        async def delete() -> bool:
             connection = self._connection(write=True)
             async with connection.transaction():
                 await connection.execute(
@@ -273,6 +311,8 @@ class PostgresSessionStore:
                     "DELETE FROM sessions WHERE id = %s", (session_id,)
                 )
                 return deleted.rowcount > 0
+
+        return await self._committer.alone(delete)
 
     # -- checkpoints -------------------------------------------------------------------------
 
@@ -286,7 +326,7 @@ class PostgresSessionStore:
         return StateCheckpoint(rows[0]["seq"], rows[0]["version"], bytes(rows[0]["state"]))
 
     async def save_checkpoint(self, session_id: str, checkpoint: StateCheckpoint) -> None:
-        async with self._write_lock:
+        async def save() -> None:
             await self._connection(write=True).execute(
                 "INSERT INTO state_checkpoints (session_id, seq, version, state) "
                 "SELECT id, %s, %s, %s FROM sessions WHERE id = %s "
@@ -297,6 +337,26 @@ class PostgresSessionStore:
                 (checkpoint.seq, checkpoint.version, checkpoint.state, session_id),
             )
 
+        await self._committer.alone(save)
+
+
+@asynccontextmanager
+async def _pipelined_transaction(connection: psycopg.AsyncConnection[Row]) -> AsyncIterator[None]:
+    """BEGIN and COMMIT sent down the pipeline with the statements between
+    them (psycopg's transaction() would sync the pipeline on entry and exit:
+    two more round trips). When anything fails, a connection that still
+    works is left idle for the next transaction."""
+    try:
+        async with connection.pipeline():
+            await connection.execute("BEGIN")
+            yield
+            await connection.execute("COMMIT")
+    except BaseException:
+        if connection.info.transaction_status != TransactionStatus.IDLE:
+            with suppress(psycopg.Error):  # a broken connection: the cause is what matters
+                await connection.execute("ROLLBACK")
+        raise
+
 
 async def _one(
     connection: psycopg.AsyncConnection[Row], query: str, params: Sequence[Any]
@@ -305,73 +365,40 @@ async def _one(
     return await cursor.fetchone()
 
 
-async def _append(
-    connection: psycopg.AsyncConnection[Row],
-    header: SessionHeader,
-    events: Sequence[Event],
-    expected_last_seq: int | None,
-    now_us: int,
-) -> AppendResult:
-    row = await _one(connection, "SELECT last_seq FROM sessions WHERE id = %s", (header.id,))
-    last_seq = -1 if row is None else int(row["last_seq"])
-    ids = [e.id for e in events]
-    existing: dict[str, int] = {}
-    if row is not None:
-        cursor = await connection.execute(
-            "SELECT event_id, seq FROM events WHERE session_id = %s AND event_id = ANY(%s)",
-            (header.id, ids),
-        )
-        existing = {r["event_id"]: int(r["seq"]) for r in await cursor.fetchall()}
-    if existing:
-        if len(existing) != len(ids):
-            raise EventIdConflict(header.id, next(i for i in ids if i in existing))
-        return AppendResult([existing[i] for i in ids], last_seq, duplicate=True)
-    if expected_last_seq is not None and expected_last_seq != last_seq:
-        raise WrongExpectedSeq(header.id, expected_last_seq, last_seq)
-    if row is None:
-        await connection.execute(
-            "INSERT INTO sessions (id, cwd, created_at_us, updated_at_us, last_seq, blank, "
-            "forked_from) VALUES (%s, %s, %s, %s, -1, TRUE, %s)",
-            (header.id, header.cwd, header.created_at_us, now_us, header.forked_from),
-        )
-    seqs = await _insert_events(connection, header.id, last_seq + 1, events)
-    await _touch_session(connection, header.id, events, seqs[-1], now_us)
-    await connection.execute("SELECT pg_notify(%s, %s)", (CHANNEL, header.id))
-    return AppendResult(seqs, seqs[-1], duplicate=False)
-
-
-async def _insert_events(
-    connection: psycopg.AsyncConnection[Row],
-    session_id: str,
-    first_seq: int,
-    events: Sequence[Event],
-) -> list[int]:
-    seqs = list(range(first_seq, first_seq + len(events)))
-    async with connection.cursor() as cursor:
-        await cursor.executemany(
-            "INSERT INTO events (session_id, seq, event_id, kind, is_message, body) "
-            "VALUES (%s, %s, %s, %s, %s, %s)",
-            [
-                (session_id, seq, e.id, event_kind(e), event_kind(e) in MESSAGE_KINDS, storable(e))
-                for seq, e in zip(seqs, events, strict=True)
-            ],
-        )
-    return seqs
-
-
-async def _touch_session(
-    connection: psycopg.AsyncConnection[Row],
-    session_id: str,
-    events: Sequence[Event],
-    last_seq: int,
-    now_us: int,
-) -> None:
-    await connection.execute(
-        "UPDATE sessions SET last_seq = %s, updated_at_us = %s, blank = blank AND %s, "
-        "title = COALESCE(%s, title), preview = COALESCE(%s, preview), "
-        "running = COALESCE(%s, running), waiting = COALESCE(%s, waiting) WHERE id = %s",
-        (last_seq, now_us, *touch_values(events), session_id),
+async def _stored(
+    connection: psycopg.AsyncConnection[Row], requests: Sequence[AppendRequest]
+) -> Stored:
+    wanted = wanted_ids(requests)
+    pairs = [(session_id, event_id) for session_id, ids in wanted.items() for event_id in ids]
+    # Both queries are sent before either result is awaited: one round trip.
+    sessions = await connection.execute(
+        "SELECT id, last_seq FROM sessions WHERE id = ANY(%s)", (list(wanted),)
     )
+    events = await connection.execute(
+        "SELECT e.session_id, e.event_id, e.seq FROM events AS e "
+        "JOIN unnest(%s::text[], %s::text[]) AS w (session_id, event_id) "
+        "USING (session_id, event_id)",
+        ([p[0] for p in pairs], [p[1] for p in pairs]),
+    )
+    last_seqs = {r["id"]: int(r["last_seq"]) for r in await sessions.fetchall()}
+    seqs = {(r["session_id"], r["event_id"]): int(r["seq"]) for r in await events.fetchall()}
+    return Stored(last_seqs, seqs)
+
+
+async def _write_plan(connection: psycopg.AsyncConnection[Row], plan: WavePlan) -> None:
+    async with connection.cursor() as cursor:
+        for statement, rows in (
+            (INSERT_SESSION, plan.new_sessions),
+            (INSERT_EVENT, plan.events),
+            (TOUCH_SESSION, plan.touches),
+        ):
+            if rows:
+                await cursor.executemany(statement, rows)
+    if plan.touches:
+        await connection.execute(
+            "SELECT pg_notify(%s, s) FROM unnest(%s::text[]) AS s",
+            (CHANNEL, plan.touched_sessions),
+        )
 
 
 async def _fork(
@@ -386,9 +413,7 @@ async def _fork(
         raise SessionNotFound(source_id)
     last = int(source["last_seq"]) if up_to_seq is None else min(up_to_seq, int(source["last_seq"]))
     await connection.execute(
-        "INSERT INTO sessions (id, cwd, created_at_us, updated_at_us, last_seq, blank, "
-        "forked_from) VALUES (%s, %s, %s, %s, -1, TRUE, %s)",
-        (header.id, header.cwd, header.created_at_us, now_us, source_id),
+        INSERT_SESSION, session_row(replace(header, forked_from=source_id), now_us)
     )
     cursor = await connection.execute(
         f"SELECT {EVENT_COLUMNS} FROM events WHERE session_id = %s AND seq <= %s ORDER BY seq",
@@ -396,9 +421,17 @@ async def _fork(
     )
     events = [_to_event(r) for r in await cursor.fetchall()]
     if events:
-        await _insert_events(connection, header.id, 0, events)
-        await _touch_session(connection, header.id, events, events[-1].seq, now_us)
+        async with connection.cursor() as writer:
+            await writer.executemany(INSERT_EVENT, _copies(header.id, events))
+        await connection.execute(
+            TOUCH_SESSION, touch_row(header.id, events, events[-1].seq, now_us)
+        )
         await connection.execute("SELECT pg_notify(%s, %s)", (CHANNEL, header.id))
     row = await _one(connection, "SELECT * FROM sessions WHERE id = %s", (header.id,))
     assert row is not None
     return summary_from_row(row)
+
+
+def _copies(session_id: str, events: Sequence[Event]) -> list[EventRow]:
+    """A fork's rows: the source's events under the same seqs, from 0."""
+    return [event_row(session_id, seq, e) for seq, e in enumerate(events)]

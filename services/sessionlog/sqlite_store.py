@@ -7,7 +7,9 @@ source of truth for every other service, so we pay the fsync.
 
 All statements run on two dedicated threads: one writer connection (SQLite
 has a single writer anyway) and one reader connection, which WAL lets read
-while the writer commits.
+while the writer commits. Writes reach the writer through a group committer
+(group_commit.py): appends that queue while a commit runs share the next
+transaction, and its one fsync.
 """
 
 from __future__ import annotations
@@ -16,24 +18,27 @@ import asyncio
 import sqlite3
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 from typing import TypeVar
 
-from services.common.errors import EventIdConflict, SessionNotFound, WrongExpectedSeq
+from services.common.errors import SessionNotFound
 from services.common.sqlite import connect_wal, in_transaction
 
+from .append_plan import AppendRequest, Outcome, Stored, WavePlan, plan_wave, wanted_ids
+from .group_commit import CommitStats, GroupCommitter
 from .port import AppendResult, Direction, ReadResult, TailPage
 from .store import (
-    MESSAGE_KINDS,
     Event,
+    EventRow,
     SessionHeader,
     SessionSummary,
     StateCheckpoint,
     event_from_row,
-    event_kind,
-    storable,
+    event_row,
+    session_row,
     summary_from_row,
-    touch_values,
+    touch_row,
 )
 
 T = TypeVar("T")
@@ -74,6 +79,21 @@ CREATE TABLE IF NOT EXISTS state_checkpoints (
 """
 
 EVENT_COLUMNS = "session_id, seq, position, body"
+INSERT_SESSION = (
+    "INSERT INTO sessions (id, cwd, created_at_us, updated_at_us, forked_from, last_seq, blank) "
+    "VALUES (?, ?, ?, ?, ?, -1, 1)"
+)
+INSERT_EVENT = (
+    "INSERT INTO events (session_id, seq, event_id, kind, is_message, body) "
+    "VALUES (?, ?, ?, ?, ?, ?)"
+)
+TOUCH_SESSION = (
+    "UPDATE sessions SET last_seq = ?, updated_at_us = ?, blank = blank AND ?, "
+    "title = COALESCE(?, title), preview = COALESCE(?, preview), "
+    "running = COALESCE(?, running), waiting = COALESCE(?, waiting) WHERE id = ?"
+)
+# Host parameters one statement binds at most (SQLite's old default limit is 999).
+CHUNK = 500
 # Columns added to `sessions` after its first release, for files made before.
 ADDED_COLUMNS = {
     "preview": "TEXT NOT NULL DEFAULT ''",
@@ -101,6 +121,11 @@ class SqliteSessionStore:
         self._reader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sessionlog-r")
         self._write_db: sqlite3.Connection | None = None
         self._read_db: sqlite3.Connection | None = None
+        self._committer = GroupCommitter(self._commit_wave)
+
+    @property
+    def stats(self) -> CommitStats:
+        return self._committer.stats
 
     # -- lifecycle -----------------------------------------------------------
 
@@ -111,6 +136,7 @@ class SqliteSessionStore:
         self._read_db = await self._on(self._reader, self._connect)
 
     async def close(self) -> None:
+        await self._committer.close()
         if self._write_db is not None:
             await self._on(self._writer, self._write_db.close)
             self._write_db = None
@@ -185,7 +211,11 @@ class SqliteSessionStore:
         expected_last_seq: int | None,
         now_us: int,
     ) -> AppendResult:
-        return await self._write(lambda db: _append(db, header, events, expected_last_seq, now_us))
+        request = AppendRequest(header, events, expected_last_seq, now_us)
+        return await self._committer.append(request)
+
+    async def _commit_wave(self, requests: Sequence[AppendRequest]) -> list[Outcome]:
+        return await self._write(lambda db: _append_wave(db, requests))
 
     # -- reads -------------------------------------------------------------------
 
@@ -249,10 +279,12 @@ class SqliteSessionStore:
     async def fork(
         self, source_id: str, up_to_seq: int | None, header: SessionHeader, now_us: int
     ) -> SessionSummary:
-        return await self._write(lambda db: _fork(db, source_id, up_to_seq, header, now_us))
+        return await self._committer.alone(
+            lambda: self._write(lambda db: _fork(db, source_id, up_to_seq, header, now_us))
+        )
 
     async def delete(self, session_id: str) -> bool:
-        return await self._write(lambda db: _delete(db, session_id))
+        return await self._committer.alone(lambda: self._write(lambda db: _delete(db, session_id)))
 
     # -- checkpoints ---------------------------------------------------------------
 
@@ -278,7 +310,7 @@ class SqliteSessionStore:
                 (checkpoint.seq, checkpoint.version, checkpoint.state, session_id),
             )
 
-        await self._write(save)
+        await self._committer.alone(lambda: self._write(save))
 
 
 def _last_seq(db: sqlite3.Connection, session_id: str) -> int:
@@ -306,78 +338,45 @@ def _page_start(db: sqlite3.Connection, session_id: str, end: int, message_limit
     return start if older is not None else 0
 
 
-def _existing_seqs(db: sqlite3.Connection, session_id: str, ids: list[str]) -> dict[str, int]:
-    found: dict[str, int] = {}
-    for chunk_start in range(0, len(ids), 500):
-        chunk = ids[chunk_start : chunk_start + 500]
+def _chunks(values: Sequence[str]) -> list[Sequence[str]]:
+    return [values[start : start + CHUNK] for start in range(0, len(values), CHUNK)]
+
+
+def _marks(values: Sequence[object]) -> str:
+    return ",".join("?" * len(values))
+
+
+def _append_wave(db: sqlite3.Connection, requests: Sequence[AppendRequest]) -> list[Outcome]:
+    """One wave in the caller's transaction (group_commit.py)."""
+    plan = plan_wave(_stored(db, requests), requests)
+    _write_plan(db, plan)
+    return plan.outcomes
+
+
+def _stored(db: sqlite3.Connection, requests: Sequence[AppendRequest]) -> Stored:
+    wanted = wanted_ids(requests)
+    last_seqs: dict[str, int] = {}
+    for chunk in _chunks(list(wanted)):
         rows = db.execute(
-            f"SELECT event_id, seq FROM events WHERE session_id = ? "
-            f"AND event_id IN ({','.join('?' * len(chunk))})",
-            (session_id, *chunk),
+            f"SELECT id, last_seq FROM sessions WHERE id IN ({_marks(chunk)})", chunk
         ).fetchall()
-        found.update({r[0]: int(r[1]) for r in rows})
-    return found
+        last_seqs.update({r[0]: int(r[1]) for r in rows})
+    seqs: dict[tuple[str, str], int] = {}
+    for session_id in last_seqs:
+        for chunk in _chunks(wanted[session_id]):
+            rows = db.execute(
+                f"SELECT event_id, seq FROM events WHERE session_id = ? "
+                f"AND event_id IN ({_marks(chunk)})",
+                (session_id, *chunk),
+            ).fetchall()
+            seqs.update({(session_id, r[0]): int(r[1]) for r in rows})
+    return Stored(last_seqs, seqs)
 
 
-def _append(
-    db: sqlite3.Connection,
-    header: SessionHeader,
-    events: Sequence[Event],
-    expected_last_seq: int | None,
-    now_us: int,
-) -> AppendResult:
-    row = db.execute("SELECT last_seq FROM sessions WHERE id = ?", (header.id,)).fetchone()
-    last_seq = -1 if row is None else int(row[0])
-    ids = [e.id for e in events]
-    existing = _existing_seqs(db, header.id, ids) if row is not None else {}
-    if existing:
-        if len(existing) != len(ids):
-            raise EventIdConflict(header.id, next(i for i in ids if i in existing))
-        return AppendResult([existing[i] for i in ids], last_seq, duplicate=True)
-    if expected_last_seq is not None and expected_last_seq != last_seq:
-        raise WrongExpectedSeq(header.id, expected_last_seq, last_seq)
-    if row is None:
-        db.execute(
-            "INSERT INTO sessions (id, cwd, created_at_us, updated_at_us, last_seq, blank, "
-            "forked_from) VALUES (?, ?, ?, ?, -1, 1, ?)",
-            (header.id, header.cwd, header.created_at_us, now_us, header.forked_from),
-        )
-    seqs = _insert_events(db, header.id, last_seq + 1, events)
-    _touch_session(db, header.id, events, seqs[-1], now_us)
-    return AppendResult(seqs, seqs[-1], duplicate=False)
-
-
-def _insert_events(
-    db: sqlite3.Connection, session_id: str, first_seq: int, events: Sequence[Event]
-) -> list[int]:
-    seqs = list(range(first_seq, first_seq + len(events)))
-    db.executemany(
-        "INSERT INTO events (session_id, seq, event_id, kind, is_message, body) "
-        "VALUES (?, ?, ?, ?, ?, ?)",
-        [
-            (
-                session_id,
-                seq,
-                e.id,
-                event_kind(e),
-                int(event_kind(e) in MESSAGE_KINDS),
-                storable(e),
-            )
-            for seq, e in zip(seqs, events, strict=True)
-        ],
-    )
-    return seqs
-
-
-def _touch_session(
-    db: sqlite3.Connection, session_id: str, events: Sequence[Event], last_seq: int, now_us: int
-) -> None:
-    db.execute(
-        "UPDATE sessions SET last_seq = ?, updated_at_us = ?, blank = blank AND ?, "
-        "title = COALESCE(?, title), preview = COALESCE(?, preview), "
-        "running = COALESCE(?, running), waiting = COALESCE(?, waiting) WHERE id = ?",
-        (last_seq, now_us, *touch_values(events), session_id),
-    )
+def _write_plan(db: sqlite3.Connection, plan: WavePlan) -> None:
+    db.executemany(INSERT_SESSION, plan.new_sessions)
+    db.executemany(INSERT_EVENT, plan.events)
+    db.executemany(TOUCH_SESSION, plan.touches)
 
 
 def _delete(db: sqlite3.Connection, session_id: str) -> bool:
@@ -395,18 +394,19 @@ def _fork(
 ) -> SessionSummary:
     source_last = _last_seq(db, source_id)
     last = source_last if up_to_seq is None else min(up_to_seq, source_last)
-    db.execute(
-        "INSERT INTO sessions (id, cwd, created_at_us, updated_at_us, last_seq, blank, "
-        "forked_from) VALUES (?, ?, ?, ?, -1, 1, ?)",
-        (header.id, header.cwd, header.created_at_us, now_us, source_id),
-    )
+    db.execute(INSERT_SESSION, session_row(replace(header, forked_from=source_id), now_us))
     rows = db.execute(
         f"SELECT {EVENT_COLUMNS} FROM events WHERE session_id = ? AND seq <= ? ORDER BY seq",
         (source_id, last),
     ).fetchall()
     events = [_to_event(tuple(r)) for r in rows]
     if events:
-        _insert_events(db, header.id, 0, events)
-        _touch_session(db, header.id, events, events[-1].seq, now_us)
+        db.executemany(INSERT_EVENT, _copies(header.id, events))
+        db.execute(TOUCH_SESSION, touch_row(header.id, events, events[-1].seq, now_us))
     row = db.execute("SELECT * FROM sessions WHERE id = ?", (header.id,)).fetchone()
     return summary_from_row(row)
+
+
+def _copies(session_id: str, events: Sequence[Event]) -> list[EventRow]:
+    """A fork's rows: the source's events under the same seqs, from 0."""
+    return [event_row(session_id, seq, e) for seq, e in enumerate(events)]

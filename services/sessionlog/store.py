@@ -55,6 +55,14 @@ def summary_from_row(row: Mapping[str, Any]) -> SessionSummary:
 
 
 TouchValues = tuple[bool, str | None, str | None, bool | None, str | None]
+# The parameters of every backend's statements, in their column order:
+# INSERT INTO sessions (id, cwd, created_at_us, updated_at_us, forked_from),
+SessionRow = tuple[str, str, int, int, str]
+# INSERT INTO events (session_id, seq, event_id, kind, is_message, body),
+EventRow = tuple[str, int, str, str, bool, bytes]
+# UPDATE sessions SET last_seq, updated_at_us, blank, title, preview, running,
+# waiting WHERE id.
+TouchRow = tuple[int, int, bool, str | None, str | None, bool | None, str | None, str]
 
 
 def touch_values(events: Sequence[Event]) -> TouchValues:
@@ -63,6 +71,19 @@ def touch_values(events: Sequence[Event]) -> TouchValues:
     unchanged (the rules are the folds')."""
     change = summary_change(events)
     return (not change.ends_blank, change.title, change.preview, change.running, change.waiting)
+
+
+def session_row(header: SessionHeader, now_us: int) -> SessionRow:
+    return (header.id, header.cwd, header.created_at_us, now_us, header.forked_from)
+
+
+def event_row(session_id: str, seq: int, event: Event) -> EventRow:
+    kind = event_kind(event)
+    return (session_id, seq, event.id, kind, kind in MESSAGE_KINDS, storable(event))
+
+
+def touch_row(session_id: str, events: Sequence[Event], last_seq: int, now_us: int) -> TouchRow:
+    return (last_seq, now_us, *touch_values(events), session_id)
 
 
 @dataclass(frozen=True)

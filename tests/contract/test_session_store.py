@@ -1,7 +1,8 @@
 """The session-log contract every storage backend must pass.
 
-Each test runs the domain (lazy sessions, signals) over one backend; a new
-backend only adds an entry to BACKENDS (conftest.py).
+Each test runs the domain (lazy sessions, signals) over one backend (the
+fixtures are in conftest.py); a new backend only adds an entry to
+tests/support/stores.BACKENDS.
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ from services.common.errors import (
 from services.common.ranges import INT64_MAX, INT64_MIN
 from services.sessionlog.domain import SessionLog
 from services.sessionlog.port import CaughtUp, Direction, Heartbeat
-from tests.contract.conftest import OpenLog
 from tests.support.events import (
     assistant,
     kinds,
@@ -34,6 +34,7 @@ from tests.support.events import (
     turn_start,
     user,
 )
+from tests.support.stores import OpenLog
 
 WAIT_S = 10.0
 

@@ -15,8 +15,8 @@ from services.sessionlog import folds
 from services.sessionlog.domain import CHECKPOINT_EVERY, SessionLog
 from services.sessionlog.port import Direction
 from services.sessionlog.store import StateCheckpoint
-from tests.contract.conftest import OpenLog
 from tests.support.events import a_working_session, plan_mode, title, user
+from tests.support.stores import OpenLog
 
 BATCH = 37  # not a divisor of CHECKPOINT_EVERY: batches straddle its multiples
 
