@@ -23,8 +23,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from services.common.errors import DomainError, FailedPrecondition
-
-from .recent import Recent
+from services.common.recent import Recent
 
 # Clients and (client, session) pairs remembered; the least recently used are
 # forgotten first (a forgotten client's next request is simply admitted).

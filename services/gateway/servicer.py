@@ -29,6 +29,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from services.common.client import call_timeout, domain_errors
 from services.common.errors import DomainError, InvalidArgument, SessionNotFound
+from services.common.recent import Recent
 from services.common.tasks import spawn
 from services.planmode.client import PlanModeClient
 from services.sessionlog.port import Direction, SessionLogPort, SessionSummary
@@ -39,7 +40,6 @@ from .accounts import current_account
 from .fencing import Fence, Fences
 from .hub import Connection, Frame, Hub, projection_frame
 from .internal_errors import restating_internal_errors
-from .recent import Recent
 from .session_ids import scoped_session_id
 
 log = logging.getLogger("agenthost.gateway")

@@ -24,6 +24,7 @@ from services.common.errors import (
     SessionNotFound,
 )
 from services.common.ranges import INT64_MAX
+from services.common.recent import Recent
 
 from . import folds
 from .port import (
@@ -56,6 +57,7 @@ CATCH_UP_BATCH = 500
 # of this, so a cold load folds about this many events at most, whatever the
 # length of the session; the renewal folds as many, so it costs O(1) per event.
 CHECKPOINT_EVERY = 256
+HEADERS_CACHED = 10_000
 
 
 @dataclass
@@ -108,6 +110,11 @@ class SessionLog:
         self._checkpoint_wake = asyncio.Event()
         # Set before shutdown: subscriptions end instead of waiting for appends.
         self._ending = False
+        # Headers never change, so one read serves every later append; only
+        # where no other replica can delete a session behind our back.
+        self._headers = Recent[str, SessionHeader](
+            0 if isinstance(store, SharedStore) else HEADERS_CACHED
+        )
 
     # -- sessions ----------------------------------------------------------------
 
@@ -165,6 +172,7 @@ class SessionLog:
         """The session and its log, gone; subscribers of it are woken (their
         next read finds nothing)."""
         lazy = self._lazy.pop(session_id, None)
+        self._headers.pop(session_id, None)
         if not await self._store.delete(session_id) and lazy is None:
             raise SessionNotFound(session_id)
         self._fire(session_id)
@@ -368,7 +376,12 @@ class SessionLog:
     async def _header(self, session_id: str) -> SessionHeader | None:
         if session_id in self._lazy:
             return self._lazy[session_id]
-        return await self._store.get_header(session_id)
+        header = self._headers.recall(session_id)
+        if header is None:
+            header = await self._store.get_header(session_id)
+            if header is not None and self._headers.limit:
+                self._headers.remember(session_id, header)
+        return header
 
     async def _require_header(self, session_id: str) -> SessionHeader:
         header = await self._header(session_id)

@@ -1,8 +1,9 @@
 """A bounded map that forgets the least recently used entries first.
 
-The gateway's caches (fences, ownership, owners) hold one entry per client
-or session ever seen; each is a cache whose forgotten entry is simply looked
-up (or admitted) again, so a bound costs a lookup, never correctness.
+The gateway's caches (fences, ownership, owners) and the session log's
+headers hold one entry per client or session ever seen; each is a cache
+whose forgotten entry is simply looked up (or admitted) again, so a bound
+costs a lookup, never correctness.
 """
 
 from __future__ import annotations
