@@ -449,23 +449,29 @@ class SessionState:
 
 def fold(state: SessionState, event: Event) -> SessionState:
     """The state after one more event."""
-    kind = _kind(event)
-    return SessionState(
-        plan=fold_plan(state.plan, event),
-        turn=fold_turn(state.turn, event),
-        questions=fold_questions(state.questions, event),
-        settings=fold_settings(state.settings, event),
-        title=event.session_title.title if kind == "session_title" else state.title,
-        blank=state.blank and kind not in BLANK_ENDING_KINDS,
-        last_seq=max(state.last_seq, event.seq),
-    )
+    return fold_events(state, (event,))
 
 
 def fold_events(state: SessionState, events: Iterable[Event]) -> SessionState:
-    """The state after a batch of events, in log order."""
+    """The state after a batch of events, in log order: `fold` of each, with
+    one SessionState made at the end rather than one per event (cold loads
+    and checkpoint renewals fold hundreds at a time)."""
+    plan, turn, questions, settings = state.plan, state.turn, state.questions, state.settings
+    title, blank, last_seq = state.title, state.blank, state.last_seq
+    folded = False
     for event in events:
-        state = fold(state, event)
-    return state
+        folded = True
+        kind = _kind(event)
+        plan = fold_plan(plan, event)
+        turn = fold_turn(turn, event)
+        questions = fold_questions(questions, event)
+        settings = fold_settings(settings, event)
+        title = event.session_title.title if kind == "session_title" else title
+        blank = blank and kind not in BLANK_ENDING_KINDS
+        last_seq = max(last_seq, event.seq)
+    if not folded:
+        return state
+    return SessionState(plan, turn, questions, settings, title, blank, last_seq)
 
 
 # -- checkpoints --------------------------------------------------------------------------
