@@ -100,8 +100,9 @@ class SessionLogClient:
         (the log answers the first outcome for ids it has), until the call's
         time runs out: a restart of the log never fails a writer."""
         request = pb.AppendRequest(session_id=session_id, events=events)
-        for event in request.events:
-            event.id = event.id or f"e-{uuid.uuid4().hex}"
+        batch_id = uuid.uuid4().hex  # one random draw per batch, not per event
+        for n, event in enumerate(request.events):
+            event.id = event.id or f"e-{batch_id}-{n}"
         if expected_last_seq is not None:
             request.expected_last_seq = expected_last_seq
         deadline = time.monotonic() + (call_timeout() or DEFAULT_TIMEOUT_S)
