@@ -117,6 +117,15 @@ class PlanModeController:
                 session_id, slot, lambda: self._set_once(session_id, slot, active)
             )
 
+    async def set_when_idle(self, session_id: str, active: bool) -> SetResult | None:
+        """`set` while the log shows no turn open; None, recording nothing,
+        when one is. For a caller that loads the agent meanwhile: the open
+        turn may be one a stopped runtime left, which the load ends."""
+        async with self._sessions.hold(session_id) as slot:
+            return await self._optimistically(
+                session_id, slot, lambda: self._set_when_idle_once(session_id, slot, active)
+            )
+
     async def apply_at_boundary(self, session_id: str) -> BoundaryResult:
         """Right before every model request. Never raises because a pending
         selection could not be recorded: the step runs with the committed
@@ -175,6 +184,14 @@ class PlanModeController:
             await self._confirm(session_id, slot)
         snapshot = slot.snapshot()
         return SetResult(_OUTCOMES[action], snapshot.state, snapshot.as_of_seq)
+
+    async def _set_when_idle_once(
+        self, session_id: str, slot: _Slot, active: bool
+    ) -> SetResult | None:
+        if slot.state.turn.open:
+            await self._confirm(session_id, slot)
+            return None
+        return await self._set_once(session_id, slot, active)
 
     async def _apply_once(self, session_id: str, slot: _Slot) -> None:
         plan = slot.state.plan

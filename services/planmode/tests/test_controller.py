@@ -142,6 +142,21 @@ async def test_a_turn_started_by_another_writer_is_seen_before_deciding(
     assert await plan_mode_values(log, session_id) == []
 
 
+async def test_a_choice_asked_when_idle_is_deferred_while_the_log_shows_a_turn_open(
+    controller: PlanModeController, runtime: RuntimeDriver, log: SessionLog, session_id: str
+) -> None:
+    entered = await controller.set_when_idle(session_id, True)
+    assert entered is not None and entered.outcome is SetOutcome.COMMITTED
+    await RuntimeDriver(log, PlanModeController(log), session_id).start_turn()  # unseen here
+    before = await last_seq(log, session_id)
+    assert await controller.set_when_idle(session_id, False) is None
+    assert await last_seq(log, session_id) == before
+    await runtime.end_turn()
+    left = await controller.set_when_idle(session_id, False)
+    assert left is not None and left.state == PlanState(active=False)
+    assert await plan_mode_values(log, session_id) == [True, False]
+
+
 # -- the folded state is a cache: what reaches the log ---------------------------------------
 
 
