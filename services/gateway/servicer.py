@@ -113,13 +113,16 @@ class GatewayServicer(gw_grpc.GatewayServiceServicer):
         return account
 
     async def _resume(self, session_id: str) -> rt.AgentStatus:
+        return await asyncio.shield(self._resuming_task(session_id))
+
+    def _resuming_task(self, session_id: str) -> asyncio.Task[rt.AgentStatus]:
         """Load a cold session's agent once, whoever asks first."""
         task = self._resuming.get(session_id)
         if task is None:
             task = spawn(self._resume_once(session_id), name=f"resume-{session_id}")
             self._resuming[session_id] = task
             task.add_done_callback(lambda _: self._resuming.pop(session_id, None))
-        return await asyncio.shield(task)
+        return task
 
     async def _resume_once(self, session_id: str) -> rt.AgentStatus:
         reply: rt.ResumeAgentResponse = await domain_errors(
@@ -574,11 +577,25 @@ class GatewayServicer(gw_grpc.GatewayServiceServicer):
         async with self._mutating(request.fence, request.session_id):
             if self.plan is None:
                 return gw.SetPlanModeResponse(plan=gw.PlanModeValue(), seq=-1)
-            await self._resume(request.session_id)
-            reply = await self.plan.set(request.session_id, request.active)
+            reply = await self._set_plan(self.plan, request.session_id, request.active)
             return gw.SetPlanModeResponse(
                 plan=gw.PlanModeValue(state=reply.state), outcome=reply.outcome, seq=reply.as_of_seq
             )
+
+    async def _set_plan(
+        self, plan: PlanModeClient, session_id: str, active: bool
+    ) -> pm.SetPlanModeResponse:
+        """Plan mode decides while the agent loads, so a choice on an idle
+        agent costs one append. Only while the log shows a turn open does it
+        wait for the load: the turn may be one a stopped runtime left open,
+        which the load ends (the choice then commits instead of queueing). A
+        load that fails after a choice was decided is logged, not reported."""
+        loading = self._resuming_task(session_id)
+        reply = await plan.set(session_id, active, when_idle=True)
+        if reply.deferred:
+            await asyncio.shield(loading)
+            reply = await plan.set(session_id, active)
+        return reply
 
     # -- workspaces -----------------------------------------------------------------------------
 

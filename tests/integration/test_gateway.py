@@ -466,6 +466,22 @@ async def test_open_serves_history_while_projections_are_down(gateway: GatewayHa
     assert await plan_of(client, session_id) == plan(False)
 
 
+async def test_a_choice_on_an_idle_session_commits_while_the_runtime_restarts(
+    gateway: GatewayHarness,
+) -> None:
+    # Plan mode decides from the log; loading the agent goes on meanwhile.
+    client = gateway.client()
+    session_id = await new_session(client)
+    await gateway.stack.stop_service("agentruntime")
+    entered = await set_plan(client, session_id, True)
+    assert (entered.outcome, entered.plan) == (pm.SET_OUTCOME_COMMITTED, plan(True))
+    await gateway.stack.start_service("agentruntime")
+    await client.connect()
+    await prompt(client, session_id, "hello")
+    await client.next_frame(is_idle(session_id))
+    assert await plan_of(client, session_id) == plan(True)
+
+
 async def test_plan_mode_down_does_not_change_what_clients_read(gateway: GatewayHarness) -> None:
     client = gateway.client()
     session_id = await new_session(client)
