@@ -149,6 +149,17 @@ class GatewayServicer(gw_grpc.GatewayServiceServicer):
         )
         return reply
 
+    async def _block(
+        self, session_id: str, doing: str
+    ) -> tuple[pj.GetProjectionResponse | None, DomainError | grpc.aio.AioRpcError | None]:
+        """Every projection value, or why there are none now (what is `doing`
+        goes on without them)."""
+        try:
+            return await self._projections(session_id, within_s=SIDE_READ_TIMEOUT_S), None
+        except (DomainError, grpc.aio.AioRpcError) as error:
+            log.warning("%s of %s without projections: %s", doing, session_id, error)
+            return None, error
+
     # -- the stream --------------------------------------------------------------------
 
     async def Connect(
@@ -198,11 +209,8 @@ class GatewayServicer(gw_grpc.GatewayServiceServicer):
         projection values (the higher seq wins on its side) and the text so
         far of what runs now."""
         frames = []
-        try:
-            block = await self._projections(session_id, within_s=SIDE_READ_TIMEOUT_S)
-        except (DomainError, grpc.aio.AioRpcError) as error:
-            log.warning("resume of %s without projections: %s", session_id, error)
-        else:
+        block, _ = await self._block(session_id, "resume")
+        if block is not None:
             frames = [
                 projection_frame(session_id, key, value, block.as_of_seq)
                 for key, value in sorted(block.values.items())
@@ -407,20 +415,23 @@ class GatewayServicer(gw_grpc.GatewayServiceServicer):
         self.fences.check_read(_fence(request.fence, request.HasField("fence")))
         session_id = request.session_id
         await self._own(session_id)
+        # First: loading a cold agent may append (the end of a turn left open).
         status = await self._resume(session_id)
         reply = gw.OpenSessionResponse(running=status.running)
-        try:
-            block = await self._projections(session_id, within_s=SIDE_READ_TIMEOUT_S)
-        except (DomainError, grpc.aio.AioRpcError) as error:
-            log.warning("open %s without projections: %s", session_id, error)
-            reply.projection_error = f"projections unavailable now: {error}"
-            block = None
-        page = await self.log.tail_page(
-            session_id,
-            before_seq=None if block is None else block.as_of_seq + 1,
-            message_limit=request.message_limit if request.HasField("message_limit") else 50,
+        limit = request.message_limit if request.HasField("message_limit") else 50
+        (block, error), page, summary = await asyncio.gather(
+            self._block(session_id, "open"),
+            self.log.tail_page(session_id, message_limit=limit),
+            self.log.get_session(session_id),
         )
-        reply.session.CopyFrom(await self.log.get_session(session_id))
+        if block is None:
+            reply.projection_error = f"projections unavailable now: {error}"
+        elif page.last_seq != block.as_of_seq:
+            # Appended to between the reads: the page is cut where the block is.
+            page = await self.log.tail_page(
+                session_id, before_seq=block.as_of_seq + 1, message_limit=limit
+            )
+        reply.session.CopyFrom(summary)
         reply.events.extend(page.events)
         reply.has_more, reply.before_seq = page.has_more, page.before_seq
         reply.seq = page.last_seq if block is None else block.as_of_seq
