@@ -1,6 +1,6 @@
 """Failure injection around the real session log: appends fail while an
-outage is on, everything else reaches the log unchanged. It counts the reads
-and appends that reach the log (the round trips a service would make)."""
+outage is on, everything else reaches the log unchanged. It counts the loads,
+reads and appends that reach the log (round trips a service would make)."""
 
 from __future__ import annotations
 
@@ -47,6 +47,7 @@ class AppendOutage:
         return await self._log.get_session(session_id)
 
     async def load_state(self, session_id: str) -> SessionState:
+        self.calls["load_state"] += 1
         return await self._log.load_state(session_id)
 
     async def read(

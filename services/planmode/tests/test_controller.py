@@ -200,6 +200,7 @@ async def test_a_boundary_with_nothing_pending_reads_the_log_once(
     counted = AppendOutage(log)
     runtime = RuntimeDriver(log, PlanModeController(counted), session_id)
     await runtime.start_turn()
+    await runtime.model_request()  # loads the session
     counted.calls.clear()
     await runtime.model_request()
     assert counted.calls == {"read": 1}
