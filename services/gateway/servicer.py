@@ -3,8 +3,9 @@
 Each call is scoped to the account its bearer token names: another account's
 session or workspace answers NOT_FOUND, as if it did not exist; fences are
 per (account, client id) and chosen session ids per account (session_ids),
-so nothing one account sends changes or reveals what another gets. History,
-prompt and plan calls resume a cold session through one shared path.
+so nothing one account sends changes or reveals what another gets. History
+and prompt calls resume a cold session through one shared path, a plan
+choice only when the log shows a turn open (see _set_plan).
 """
 
 from __future__ import annotations
@@ -113,16 +114,13 @@ class GatewayServicer(gw_grpc.GatewayServiceServicer):
         return account
 
     async def _resume(self, session_id: str) -> rt.AgentStatus:
-        return await asyncio.shield(self._resuming_task(session_id))
-
-    def _resuming_task(self, session_id: str) -> asyncio.Task[rt.AgentStatus]:
         """Load a cold session's agent once, whoever asks first."""
         task = self._resuming.get(session_id)
         if task is None:
             task = spawn(self._resume_once(session_id), name=f"resume-{session_id}")
             self._resuming[session_id] = task
             task.add_done_callback(lambda _: self._resuming.pop(session_id, None))
-        return task
+        return await asyncio.shield(task)
 
     async def _resume_once(self, session_id: str) -> rt.AgentStatus:
         reply: rt.ResumeAgentResponse = await domain_errors(
@@ -596,15 +594,14 @@ class GatewayServicer(gw_grpc.GatewayServiceServicer):
     async def _set_plan(
         self, plan: PlanModeClient, session_id: str, active: bool
     ) -> pm.SetPlanModeResponse:
-        """Plan mode decides while the agent loads, so a choice on an idle
-        agent costs one append. Only while the log shows a turn open does it
-        wait for the load: the turn may be one a stopped runtime left open,
-        which the load ends (the choice then commits instead of queueing). A
-        load that fails after a choice was decided is logged, not reported."""
-        loading = self._resuming_task(session_id)
+        """A choice on an idle agent is one call to plan mode and one append:
+        plan mode decides from the log, so the agent is not needed. Only while
+        the log shows a turn open is the agent loaded first: the turn may be
+        one a stopped runtime left open, which loading ends (the choice then
+        commits instead of queueing)."""
         reply = await plan.set(session_id, active, when_idle=True)
         if reply.deferred:
-            await asyncio.shield(loading)
+            await self._resume(session_id)
             reply = await plan.set(session_id, active)
         return reply
 

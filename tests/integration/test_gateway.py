@@ -500,7 +500,7 @@ async def test_open_serves_history_while_projections_are_down(gateway: GatewayHa
 async def test_a_choice_on_an_idle_session_commits_while_the_runtime_restarts(
     gateway: GatewayHarness,
 ) -> None:
-    # Plan mode decides from the log; loading the agent goes on meanwhile.
+    # Plan mode decides from the log: an idle session's agent is not needed.
     client = gateway.client()
     session_id = await new_session(client)
     await gateway.stack.stop_service("agentruntime")
