@@ -119,8 +119,8 @@ class PlanModeController:
 
     async def set_when_idle(self, session_id: str, active: bool) -> SetResult | None:
         """`set` while the log shows no turn open; None, recording nothing,
-        when one is. For a caller that loads the agent meanwhile: the open
-        turn may be one a stopped runtime left, which the load ends."""
+        when one is. For a caller that loads the agent only when it matters:
+        the open turn may be one a stopped runtime left, which loading ends."""
         async with self._sessions.hold(session_id) as slot:
             return await self._optimistically(
                 session_id, slot, lambda: self._set_when_idle_once(session_id, slot, active)
