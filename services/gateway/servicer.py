@@ -3,8 +3,9 @@
 Each call is scoped to the account its bearer token names: another account's
 session or workspace answers NOT_FOUND, as if it did not exist; fences are
 per (account, client id) and chosen session ids per account (session_ids),
-so nothing one account sends changes or reveals what another gets. History,
-prompt and plan calls resume a cold session through one shared path.
+so nothing one account sends changes or reveals what another gets. History
+and prompt calls resume a cold session through one shared path, a plan
+choice only when the log shows a turn open (see _set_plan).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from services.common.errors import DomainError, InvalidArgument, SessionNotFound
 from services.common.recent import Recent
 from services.common.tasks import spawn
 from services.planmode.client import PlanModeClient
-from services.sessionlog.port import Direction, SessionLogPort, SessionSummary
+from services.sessionlog.port import Direction, SessionLogPort, SessionSummary, TailPage
 from services.workspace.client import WorkspaceClient
 
 from . import listing
@@ -58,6 +59,9 @@ LIST_CHUNK = 1000
 # (account, session) pairs whose ownership was checked, kept for the recently
 # used ones (a forgotten pair is checked again).
 ACCESS_KEPT = 10_000
+
+# The projection block, or the error that left a call without it.
+BlockRead = tuple[pj.GetProjectionResponse | None, DomainError | grpc.aio.AioRpcError | None]
 
 
 def _fence(message: gw.RequestFence, present: bool = True) -> Fence | None:
@@ -135,16 +139,36 @@ class GatewayServicer(gw_grpc.GatewayServiceServicer):
     # -- projections ---------------------------------------------------------------
 
     async def _projections(
-        self, session_id: str, keys: list[str] | None = None, within_s: float | None = None
+        self,
+        session_id: str,
+        keys: list[str] | None = None,
+        within_s: float | None = None,
+        min_seq: int = -1,
     ) -> pj.GetProjectionResponse:
+        """`min_seq`: how far the caller read the log (-1: not at all)."""
+        request = pj.GetProjectionRequest(session_id=session_id, keys=keys or [])
+        if min_seq >= 0:
+            request.min_seq = min_seq
         reply: pj.GetProjectionResponse = await domain_errors(
             self.projection.GetProjection(
-                pj.GetProjectionRequest(session_id=session_id, keys=keys or []),
+                request,
                 timeout=call_timeout(within_s) if within_s else call_timeout(),
                 wait_for_ready=True,
             )
         )
         return reply
+
+    async def _block(self, session_id: str, doing: str, min_seq: int) -> BlockRead:
+        """Every projection value, or why there are none now (what is `doing`
+        goes on without them)."""
+        try:
+            block = await self._projections(
+                session_id, within_s=SIDE_READ_TIMEOUT_S, min_seq=min_seq
+            )
+            return block, None
+        except (DomainError, grpc.aio.AioRpcError) as error:
+            log.warning("%s of %s without projections: %s", doing, session_id, error)
+            return None, error
 
     # -- the stream --------------------------------------------------------------------
 
@@ -187,19 +211,16 @@ class GatewayServicer(gw_grpc.GatewayServiceServicer):
         async for frame in self._events_between(session_id, cursor, last_seq + 1):
             yield frame
         delivered[session_id] = last_seq
-        for frame in await self._current_views(session_id):
+        for frame in await self._current_views(session_id, last_seq):
             yield frame
 
-    async def _current_views(self, session_id: str) -> list[Frame]:
-        """What a resuming client may have missed besides events: the current
-        projection values (the higher seq wins on its side) and the text so
-        far of what runs now."""
+    async def _current_views(self, session_id: str, last_seq: int) -> list[Frame]:
+        """What a resuming client may have missed besides events: the
+        projection values as of `last_seq` (sent as events) or later (the
+        higher seq wins on its side) and the text so far of what runs now."""
         frames = []
-        try:
-            block = await self._projections(session_id, within_s=SIDE_READ_TIMEOUT_S)
-        except (DomainError, grpc.aio.AioRpcError) as error:
-            log.warning("resume of %s without projections: %s", session_id, error)
-        else:
+        block, _ = await self._block(session_id, "resume", min_seq=last_seq)
+        if block is not None:
             frames = [
                 projection_frame(session_id, key, value, block.as_of_seq)
                 for key, value in sorted(block.values.items())
@@ -404,20 +425,16 @@ class GatewayServicer(gw_grpc.GatewayServiceServicer):
         self.fences.check_read(_fence(request.fence, request.HasField("fence")))
         session_id = request.session_id
         await self._own(session_id)
+        # First: loading a cold agent may append (the end of a turn left open).
         status = await self._resume(session_id)
         reply = gw.OpenSessionResponse(running=status.running)
-        try:
-            block = await self._projections(session_id, within_s=SIDE_READ_TIMEOUT_S)
-        except (DomainError, grpc.aio.AioRpcError) as error:
-            log.warning("open %s without projections: %s", session_id, error)
-            reply.projection_error = f"projections unavailable now: {error}"
-            block = None
-        page = await self.log.tail_page(
-            session_id,
-            before_seq=None if block is None else block.as_of_seq + 1,
-            message_limit=request.message_limit if request.HasField("message_limit") else 50,
+        limit = request.message_limit if request.HasField("message_limit") else 50
+        (page, (block, error)), summary = await asyncio.gather(
+            self._page_and_block(session_id, limit), self.log.get_session(session_id)
         )
-        reply.session.CopyFrom(await self.log.get_session(session_id))
+        if block is None:
+            reply.projection_error = f"projections unavailable now: {error}"
+        reply.session.CopyFrom(summary)
         reply.events.extend(page.events)
         reply.has_more, reply.before_seq = page.has_more, page.before_seq
         reply.seq = page.last_seq if block is None else block.as_of_seq
@@ -430,6 +447,19 @@ class GatewayServicer(gw_grpc.GatewayServiceServicer):
         reply.live.extend(texts)
         reply.live_output.extend(outputs)
         return reply
+
+    async def _page_and_block(self, session_id: str, limit: int) -> tuple[TailPage, BlockRead]:
+        """The tail page and the projection block as of one log position. The
+        block is asked as of the page's end, which the projection service's
+        feed has mostly folded already (it then reads nothing); when appends
+        came in between, the page is read again, cut where the block is."""
+        page = await self.log.tail_page(session_id, message_limit=limit)
+        block, error = await self._block(session_id, "open", min_seq=page.last_seq)
+        if block is not None and block.as_of_seq != page.last_seq:
+            page = await self.log.tail_page(
+                session_id, before_seq=block.as_of_seq + 1, message_limit=limit
+            )
+        return page, (block, error)
 
     async def HistoryPage(
         self, request: gw.HistoryPageRequest, context: grpc.aio.ServicerContext
@@ -574,11 +604,24 @@ class GatewayServicer(gw_grpc.GatewayServiceServicer):
         async with self._mutating(request.fence, request.session_id):
             if self.plan is None:
                 return gw.SetPlanModeResponse(plan=gw.PlanModeValue(), seq=-1)
-            await self._resume(request.session_id)
-            reply = await self.plan.set(request.session_id, request.active)
+            reply = await self._set_plan(self.plan, request.session_id, request.active)
             return gw.SetPlanModeResponse(
                 plan=gw.PlanModeValue(state=reply.state), outcome=reply.outcome, seq=reply.as_of_seq
             )
+
+    async def _set_plan(
+        self, plan: PlanModeClient, session_id: str, active: bool
+    ) -> pm.SetPlanModeResponse:
+        """A choice on an idle agent is one call to plan mode and one append:
+        plan mode decides from the log, so the agent is not needed. Only while
+        the log shows a turn open is the agent loaded first: the turn may be
+        one a stopped runtime left open, which loading ends (the choice then
+        commits instead of queueing)."""
+        reply = await plan.set(session_id, active, when_idle=True)
+        if reply.deferred:
+            await self._resume(session_id)
+            reply = await plan.set(session_id, active)
+        return reply
 
     # -- workspaces -----------------------------------------------------------------------------
 

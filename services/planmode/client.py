@@ -25,9 +25,11 @@ class PlanModeClient:
         return reply
 
     @raising_domain_errors
-    async def set(self, session_id: str, active: bool) -> pb.SetPlanModeResponse:
+    async def set(
+        self, session_id: str, active: bool, *, when_idle: bool = False
+    ) -> pb.SetPlanModeResponse:
         reply: pb.SetPlanModeResponse = await self.stub.SetPlanMode(
-            pb.SetPlanModeRequest(session_id=session_id, active=active),
+            pb.SetPlanModeRequest(session_id=session_id, active=active, when_idle=when_idle),
             timeout=call_timeout(),
             wait_for_ready=True,
         )

@@ -7,7 +7,10 @@ So any replica serves any session, and a pending choice survives every
 restart because the log does. The folded state is only a cache: calls for
 one session are serialised in-process by a lock, and other writers of the
 log (another replica, the runtime) are handled optimistically: every write
-appends with the last seq it folded and re-decides after a miss.
+appends with the last seq it folded and re-decides after a miss. So a
+decision on a cached state needs no read first: the append's expected seq
+refuses it when the log has moved on (a Set on an idle agent is one append),
+and only a decision that appends nothing reads the log to confirm it.
 """
 
 from __future__ import annotations
@@ -105,7 +108,7 @@ class PlanModeController:
 
     async def get(self, session_id: str) -> PlanSnapshot:
         async with self._sessions.hold(session_id) as slot:
-            await self._catch_up(session_id, slot)
+            await self._read(session_id, slot)
             return slot.snapshot()
 
     async def set(self, session_id: str, active: bool) -> SetResult:
@@ -114,12 +117,21 @@ class PlanModeController:
                 session_id, slot, lambda: self._set_once(session_id, slot, active)
             )
 
+    async def set_when_idle(self, session_id: str, active: bool) -> SetResult | None:
+        """`set` while the log shows no turn open; None, recording nothing,
+        when one is. For a caller that loads the agent only when it matters:
+        the open turn may be one a stopped runtime left, which loading ends."""
+        async with self._sessions.hold(session_id) as slot:
+            return await self._optimistically(
+                session_id, slot, lambda: self._set_when_idle_once(session_id, slot, active)
+            )
+
     async def apply_at_boundary(self, session_id: str) -> BoundaryResult:
         """Right before every model request. Never raises because a pending
         selection could not be recorded: the step runs with the committed
         state and the selection waits for the next boundary."""
         async with self._sessions.hold(session_id) as slot:
-            await self._catch_up(session_id, slot)  # an unknown session fails here
+            await self._read(session_id, slot)  # an unknown session fails here
             applied = await self._try_apply(session_id, slot)
             state = slot.snapshot().state
             sections = policy_sections(self._config, state.active)
@@ -140,24 +152,24 @@ class PlanModeController:
         run = command_run_event(command_id, args or "")
         parsed = parse_plan_args(args)
         async with self._sessions.hold(session_id) as slot:
-            await self._catch_up(session_id, slot)  # unknown session: nothing is logged
+            await self._read(session_id, slot)  # unknown session: nothing is logged
             if not isinstance(parsed, PlanCommand):
-                await self._log.append(
-                    session_id, [run, command_done_event(command_id, False, parsed.message)]
+                await self._append_unfolded(
+                    session_id, slot, [run, command_done_event(command_id, False, parsed.message)]
                 )
                 return await self._command_result(session_id, slot, False, parsed.message, None)
-            await self._log.append(session_id, [run])
+            await self._append_unfolded(session_id, slot, [run])
             try:
                 result = await self._optimistically(
                     session_id, slot, lambda: self._set_once(session_id, slot, parsed.active)
                 )
             except DomainError as error:
-                await self._log.append(
-                    session_id, [command_done_event(command_id, False, error.message)]
+                await self._append_unfolded(
+                    session_id, slot, [command_done_event(command_id, False, error.message)]
                 )
                 return await self._command_result(session_id, slot, False, error.message, None)
             message = _outcome_message(result, parsed.active)
-            await self._record_done(session_id, command_id, message)
+            await self._record_done(session_id, slot, command_id, message)
             return await self._command_result(session_id, slot, True, message, parsed.steer_text)
 
     # -- one attempt of each operation, on a caught-up slot ----------------------------
@@ -168,8 +180,18 @@ class PlanModeController:
         events = set_events(state.plan, action, active)
         if events:
             await self._append_folded(session_id, slot, events)
+        else:
+            await self._confirm(session_id, slot)
         snapshot = slot.snapshot()
         return SetResult(_OUTCOMES[action], snapshot.state, snapshot.as_of_seq)
+
+    async def _set_when_idle_once(
+        self, session_id: str, slot: _Slot, active: bool
+    ) -> SetResult | None:
+        if slot.state.turn.open:
+            await self._confirm(session_id, slot)
+            return None
+        return await self._set_once(session_id, slot, active)
 
     async def _apply_once(self, session_id: str, slot: _Slot) -> None:
         plan = slot.state.plan
@@ -177,10 +199,13 @@ class PlanModeController:
             await self._append_folded(
                 session_id, slot, switch_events(plan, plan.pending, by_user=True)
             )
+        else:
+            await self._confirm(session_id, slot)
 
     async def _exit_once(self, session_id: str, slot: _Slot) -> None:
         plan = slot.state.plan
         if not plan.committed:
+            await self._confirm(session_id, slot)
             raise PlanModeInactive(session_id)
         await self._append_folded(session_id, slot, switch_events(plan, False, by_user=False))
 
@@ -189,17 +214,34 @@ class PlanModeController:
     async def _optimistically(
         self, session_id: str, slot: _Slot, attempt: Callable[[], Awaitable[R]]
     ) -> R:
-        """Runs `attempt` on a caught-up state; after a concurrent append
-        (WrongExpectedSeq) catches up again and re-decides."""
+        """Runs `attempt` on the folded state, read first only when it is
+        behind the log; after a miss (WrongExpectedSeq: a concurrent append, or
+        a cached state the log had moved past) decides again on a fresh read."""
         miss: WrongExpectedSeq | None = None
         for _ in range(MAX_ATTEMPTS):
-            await self._catch_up(session_id, slot)
+            if slot.fold is _Fold.BEHIND:
+                await self._read(session_id, slot)
             try:
                 return await attempt()
             except WrongExpectedSeq as error:
                 miss = error
         assert miss is not None
         raise miss
+
+    async def _read(self, session_id: str, slot: _Slot) -> None:
+        await self._catch_up(session_id, slot)
+        slot.fold = _Fold.CURRENT
+
+    async def _confirm(self, session_id: str, slot: _Slot) -> None:
+        """Checks a decision that appends nothing as an append's expected seq
+        would: a cached state is read up to the log's end, and when that
+        moved it, the miss has the decision made again on what was read."""
+        if slot.fold is not _Fold.CACHED:
+            return
+        expected = slot.state.last_seq
+        await self._read(session_id, slot)
+        if slot.state.last_seq != expected:
+            raise WrongExpectedSeq(session_id, expected, slot.state.last_seq)
 
     async def _catch_up(self, session_id: str, slot: _Slot) -> None:
         """Folds what was appended since the slot's last seq; a new slot
@@ -219,9 +261,23 @@ class PlanModeController:
     ) -> None:
         """Appends right after the folded state and folds the batch locally."""
         expected = slot.state.last_seq
-        result = await self._log.append(session_id, events, expected_last_seq=expected)
+        try:
+            result = await self._log.append(session_id, events, expected_last_seq=expected)
+        except Exception:  # a miss, or an outcome unknown: the log may hold the batch
+            slot.fold = _Fold.BEHIND
+            raise
         if result.seqs == list(range(expected + 1, expected + 1 + len(events))):
             slot.state = fold_events(slot.state, _with_seqs(events, result.seqs))
+            slot.fold = _Fold.CURRENT
+        else:
+            slot.fold = _Fold.BEHIND
+
+    async def _append_unfolded(
+        self, session_id: str, slot: _Slot, events: Sequence[events_pb2.Event]
+    ) -> None:
+        """Appends wherever the log ends; the folded state is behind it then."""
+        slot.fold = _Fold.BEHIND
+        await self._log.append(session_id, events)
 
     async def _try_apply(self, session_id: str, slot: _Slot) -> bool:
         try:
@@ -233,10 +289,14 @@ class PlanModeController:
             return False
         return True
 
-    async def _record_done(self, session_id: str, command_id: str, message: str) -> None:
+    async def _record_done(
+        self, session_id: str, slot: _Slot, command_id: str, message: str
+    ) -> None:
         # The selection already took effect; a missing command/done is cosmetic.
         try:
-            await self._log.append(session_id, [command_done_event(command_id, True, message)])
+            await self._append_unfolded(
+                session_id, slot, [command_done_event(command_id, True, message)]
+            )
         except Exception as error:
             logger.warning(
                 "plan mode: could not record the end of /plan in %s: %s", session_id, error
@@ -245,7 +305,7 @@ class PlanModeController:
     async def _command_result(
         self, session_id: str, slot: _Slot, ok: bool, message: str, steer_text: str | None
     ) -> CommandResult:
-        await self._catch_up(session_id, slot)
+        await self._read(session_id, slot)
         snapshot = slot.snapshot()
         return CommandResult(ok, message, snapshot.state, steer_text, snapshot.as_of_seq)
 
@@ -258,12 +318,24 @@ _OUTCOMES = {
 }
 
 
+class _Fold(enum.Enum):
+    """How far a slot's folded state can be trusted."""
+
+    # Never read, or known to be behind the log: read before deciding.
+    BEHIND = "behind"
+    # Read in an earlier call; others may have appended since.
+    CACHED = "cached"
+    # Read, or appended to with the expected seq, in the call running now.
+    CURRENT = "current"
+
+
 @dataclass
 class _Slot:
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     state: SessionState = field(default_factory=SessionState)
     # The state came from the log's load_state (not yet for a new slot).
     loaded: bool = False
+    fold: _Fold = _Fold.BEHIND
     # Callers holding or waiting for the lock; a slot in use is never evicted.
     users: int = 0
 
@@ -288,6 +360,8 @@ class _SessionSlots:
         self._evict()
         try:
             async with slot.lock:
+                if slot.fold is _Fold.CURRENT:
+                    slot.fold = _Fold.CACHED  # the log may have moved on since
                 yield slot
         finally:
             slot.users -= 1

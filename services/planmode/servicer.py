@@ -38,7 +38,10 @@ class PlanModeServicer(pb_grpc.PlanModeServiceServicer):
     async def SetPlanMode(
         self, request: pb.SetPlanModeRequest, context: grpc.aio.ServicerContext
     ) -> pb.SetPlanModeResponse:
-        result = await self.controller.set(request.session_id, request.active)
+        choose = self.controller.set_when_idle if request.when_idle else self.controller.set
+        result = await choose(request.session_id, request.active)
+        if result is None:
+            return pb.SetPlanModeResponse(deferred=True)
         return pb.SetPlanModeResponse(
             outcome=OUTCOMES[result.outcome],
             state=state_pb(result.state),

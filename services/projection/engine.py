@@ -47,6 +47,8 @@ class EngineStats:
     events_received: int = 0
     # Events read back with `log.read`: cold loads, refolds, gaps, catch-up.
     events_read: int = 0
+    # Calls of `log.read`.
+    log_reads: int = 0
     # Events applied to a session's units (each at most once per state).
     events_folded: int = 0
     # Delivered by the subscription but already folded from a read.
@@ -164,12 +166,16 @@ class ProjectionEngine:
 
     # -- queries ---------------------------------------------------------------------
 
-    async def get(self, session_id: str, keys: Collection[str] | None = None) -> Snapshot:
-        """The views of `session_id` as of the log's current end. Unknown keys
-        are left out (a unit this deployment does not mount has no value).
-        Raises SessionNotFound."""
+    async def get(
+        self, session_id: str, keys: Collection[str] | None = None, min_seq: int | None = None
+    ) -> Snapshot:
+        """The views of `session_id` as of the log's current end, or as of
+        `min_seq` or later when that is given (the caller read the log that
+        far: folded views as new need no read). Unknown keys are left out (a
+        unit this deployment does not mount has no value). Raises
+        SessionNotFound (without `min_seq`)."""
         async with self._locks.hold(session_id):
-            projection = await self._current(session_id)
+            projection = await self._current(session_id, min_seq)
             return Snapshot(projection.watermark, projection.values(keys))
 
     async def watch(self, session_id: str, after_seq: int = -1) -> AsyncGenerator[WatchItem, None]:
@@ -216,12 +222,14 @@ class ProjectionEngine:
 
     # -- folding ---------------------------------------------------------------------
 
-    async def _current(self, session_id: str) -> SessionProjection:
+    async def _current(self, session_id: str, min_seq: int | None = None) -> SessionProjection:
         """The session's projection, caught up with the end of its log. The
         one read this costs when nothing is new is what makes a get right
-        after an append reflect it."""
+        after an append reflect it; a caller that knows how far the log went
+        (`min_seq`) spares it when the feed already folded that far."""
         projection = self._cached_or_restored(session_id)
-        await self._catch_up(projection)
+        if min_seq is None or projection.watermark < min_seq:
+            await self._catch_up(projection)
         self._remember(projection)
         return projection
 
@@ -241,6 +249,7 @@ class ProjectionEngine:
             before = projection.watermark
             wanted = READ_PAGE if through_seq is None else min(READ_PAGE, through_seq - before)
             result = await self._log.read(projection.session_id, from_seq=before + 1, limit=wanted)
+            self.stats.log_reads += 1
             self.stats.events_read += len(result.events)
             for event in result.events:
                 self._fold(projection, event)

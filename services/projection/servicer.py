@@ -54,7 +54,11 @@ class ProjectionServicer(pb_grpc.ProjectionServiceServicer):
     async def GetProjection(
         self, request: pb.GetProjectionRequest, context: grpc.aio.ServicerContext
     ) -> pb.GetProjectionResponse:
-        snapshot = await self._engine().get(request.session_id, list(request.keys) or None)
+        snapshot = await self._engine().get(
+            request.session_id,
+            list(request.keys) or None,
+            request.min_seq if request.HasField("min_seq") else None,
+        )
         return pb.GetProjectionResponse(
             as_of_seq=snapshot.as_of_seq,
             values={key: view_to_value(view) for key, view in snapshot.values.items()},

@@ -437,6 +437,37 @@ async def test_open_returns_history_projection_and_plan(gateway: GatewayHarness)
     assert users == ["design it"]
 
 
+async def test_open_shows_one_log_position_while_another_client_switches_plan_mode(
+    gateway: GatewayHarness,
+) -> None:
+    reader, writer = gateway.client(client_id="reader"), gateway.client(client_id="writer")
+    session_id = await new_session(reader)
+    await reader.connect()
+    await prompt(reader, session_id, "hello")  # a message, so the page is not empty
+    await reader.next_frame(is_idle(session_id))  # so every switch commits
+
+    async def switching(until: asyncio.Event) -> int:
+        switches = 0
+        while not until.is_set():
+            await set_plan(writer, session_id, switches % 2 == 0)
+            switches += 1
+        return switches
+
+    done = asyncio.Event()
+    switcher = asyncio.create_task(switching(done))
+    try:
+        for _ in range(40):
+            opened = await reader.stub.OpenSession(gw.OpenSessionRequest(session_id=session_id))
+            # The page ends where the block stands, and the block's plan is
+            # the last switch of that page (the page holds the whole log).
+            assert not opened.has_more and opened.events[-1].seq == opened.seq
+            switches = [e.plan_mode.active for e in opened.events if e.HasField("plan_mode")]
+            assert block_plan(opened) == plan_view(switches[-1] if switches else False)
+    finally:
+        done.set()
+    assert await switcher > 1
+
+
 async def test_the_stream_survives_a_session_log_restart(gateway: GatewayHarness) -> None:
     client = gateway.client()
     session_id = await new_session(client)
@@ -464,6 +495,22 @@ async def test_open_serves_history_while_projections_are_down(gateway: GatewayHa
     assert [e.user_message.text for e in opened.events if e.HasField("user_message")] == ["hello"]
     await gateway.stack.start_service("projection")
     assert await plan_of(client, session_id) == plan(False)
+
+
+async def test_a_choice_on_an_idle_session_commits_while_the_runtime_restarts(
+    gateway: GatewayHarness,
+) -> None:
+    # Plan mode decides from the log: an idle session's agent is not needed.
+    client = gateway.client()
+    session_id = await new_session(client)
+    await gateway.stack.stop_service("agentruntime")
+    entered = await set_plan(client, session_id, True)
+    assert (entered.outcome, entered.plan) == (pm.SET_OUTCOME_COMMITTED, plan(True))
+    await gateway.stack.start_service("agentruntime")
+    await client.connect()
+    await prompt(client, session_id, "hello")
+    await client.next_frame(is_idle(session_id))
+    assert await plan_of(client, session_id) == plan(True)
 
 
 async def test_plan_mode_down_does_not_change_what_clients_read(gateway: GatewayHarness) -> None:

@@ -1,8 +1,10 @@
 """Failure injection around the real session log: appends fail while an
-outage is on, everything else reaches the log unchanged."""
+outage is on, everything else reaches the log unchanged. It counts the loads,
+reads and appends that reach the log (round trips a service would make)."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import AsyncIterator, Sequence
 
 from services.common.errors import Unavailable
@@ -25,6 +27,7 @@ class AppendOutage:
     def __init__(self, log: SessionLogPort) -> None:
         self._log = log
         self.on = False
+        self.calls: Counter[str] = Counter()
 
     async def append(
         self,
@@ -34,6 +37,7 @@ class AppendOutage:
     ) -> AppendResult:
         if self.on:
             raise Unavailable("SESSION_LOG_UNAVAILABLE", "the session log is unreachable")
+        self.calls["append"] += 1
         return await self._log.append(session_id, events, expected_last_seq)
 
     async def create_session(self, session_id: str | None, cwd: str) -> tuple[SessionSummary, bool]:
@@ -43,6 +47,7 @@ class AppendOutage:
         return await self._log.get_session(session_id)
 
     async def load_state(self, session_id: str) -> SessionState:
+        self.calls["load_state"] += 1
         return await self._log.load_state(session_id)
 
     async def read(
@@ -53,6 +58,7 @@ class AppendOutage:
         direction: Direction = Direction.FORWARD,
         limit: int = 1000,
     ) -> ReadResult:
+        self.calls["read"] += 1
         return await self._log.read(session_id, from_seq=from_seq, direction=direction, limit=limit)
 
     async def tail_page(

@@ -10,6 +10,7 @@ from services.planmode.config import DEFAULT_SECTION, PlanModeConfig
 from services.planmode.controller import PlanModeController, PlanState, SetOutcome
 from services.planmode.errors import PlanModeInactive
 from services.planmode.tests.builders import plan_mode
+from services.planmode.tests.failing_log import AppendOutage
 from services.planmode.tests.harness import RuntimeDriver, last_seq, plan_mode_values, read_all
 from services.sessionlog.domain import SessionLog
 
@@ -139,6 +140,70 @@ async def test_a_turn_started_by_another_writer_is_seen_before_deciding(
     await other.start_turn()
     assert (await controller.set(session_id, True)).outcome is SetOutcome.QUEUED
     assert await plan_mode_values(log, session_id) == []
+
+
+async def test_a_choice_asked_when_idle_is_deferred_while_the_log_shows_a_turn_open(
+    controller: PlanModeController, runtime: RuntimeDriver, log: SessionLog, session_id: str
+) -> None:
+    entered = await controller.set_when_idle(session_id, True)
+    assert entered is not None and entered.outcome is SetOutcome.COMMITTED
+    await RuntimeDriver(log, PlanModeController(log), session_id).start_turn()  # unseen here
+    before = await last_seq(log, session_id)
+    assert await controller.set_when_idle(session_id, False) is None
+    assert await last_seq(log, session_id) == before
+    await runtime.end_turn()
+    left = await controller.set_when_idle(session_id, False)
+    assert left is not None and left.state == PlanState(active=False)
+    assert await plan_mode_values(log, session_id) == [True, False]
+
+
+# -- the folded state is a cache: what reaches the log ---------------------------------------
+
+
+async def test_an_idle_commit_on_a_folded_session_is_one_append_and_no_read(
+    log: SessionLog, session_id: str
+) -> None:
+    counted = AppendOutage(log)
+    controller = PlanModeController(counted)
+    await controller.set(session_id, True)  # folds the log
+    counted.calls.clear()
+    left = await controller.set(session_id, False)
+    assert (left.outcome, left.state) == (SetOutcome.COMMITTED, PlanState(active=False))
+    assert left.as_of_seq == await last_seq(log, session_id)
+    assert counted.calls == {"append": 1}
+
+
+async def test_a_choice_that_records_nothing_is_checked_against_the_log(
+    log: SessionLog, session_id: str
+) -> None:
+    here, there = PlanModeController(log), PlanModeController(log)
+    await here.set(session_id, True)
+    await there.set(session_id, False)  # another replica; `here` still folds active
+    entered = await here.set(session_id, True)
+    assert (entered.outcome, entered.state) == (SetOutcome.COMMITTED, PlanState(active=True))
+    assert await plan_mode_values(log, session_id) == [True, False, True]
+
+
+async def test_an_exit_is_checked_against_the_log_before_it_fails(
+    log: SessionLog, session_id: str
+) -> None:
+    here, there = PlanModeController(log), PlanModeController(log)
+    await here.get(session_id)  # folds inactive
+    await there.set(session_id, True)
+    assert (await here.exit_plan_mode(session_id)).state == PlanState(active=False)
+    assert await plan_mode_values(log, session_id) == [True, False]
+
+
+async def test_a_boundary_with_nothing_pending_reads_the_log_once(
+    log: SessionLog, session_id: str
+) -> None:
+    counted = AppendOutage(log)
+    runtime = RuntimeDriver(log, PlanModeController(counted), session_id)
+    await runtime.start_turn()
+    await runtime.model_request()  # loads the session
+    counted.calls.clear()
+    await runtime.model_request()
+    assert counted.calls == {"read": 1}
 
 
 # -- the boundary ----------------------------------------------------------------------------

@@ -149,3 +149,18 @@ async def test_a_session_evicted_from_memory_comes_back_from_its_checkpoint(
 
         assert await engine.get("s1") == (5, {"messages": {"count": 5}, "title": "back"})
         assert engine.stats.events_read - read_before == 1  # not refolded from seq 0
+
+
+async def test_a_get_as_of_a_seq_already_folded_does_not_read_the_log(
+    log: SessionLog, engine_factory: EngineFactory
+) -> None:
+    await log.create_session("s1", "/w")
+    await log.append("s1", [user(), title("A")])
+    async with engine_factory(start=False) as engine:  # no feed: only reads fold
+        assert await engine.get("s1", min_seq=1) == (1, {"messages": {"count": 1}, "title": "A"})
+        reads = engine.stats.log_reads
+        assert await engine.get("s1", min_seq=1) == (1, {"messages": {"count": 1}, "title": "A"})
+        assert await engine.get("s1", min_seq=0) == (1, {"messages": {"count": 1}, "title": "A"})
+        assert engine.stats.log_reads == reads
+        await log.append("s1", [assistant()])
+        assert await engine.get("s1", min_seq=2) == (2, {"messages": {"count": 2}, "title": "A"})
