@@ -133,6 +133,16 @@ class PeerUnavailable(Unavailable):
         )
 
 
+class StorageUnavailable(Unavailable):
+    """The service's storage refused the work (read-only, full, gone): try
+    again; the service reports NOT_SERVING until it can write again."""
+
+    REASON = "STORAGE_UNAVAILABLE"
+
+    def __init__(self, error: str) -> None:
+        super().__init__(self.REASON, f"storage is unavailable: {error}; try again", error=error)
+
+
 class BadPageToken(InvalidArgument):
     """A page token the service did not hand out."""
 

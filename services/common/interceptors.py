@@ -147,10 +147,16 @@ class InFlight:
 
 class ServiceInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
     def __init__(
-        self, authenticate: Authenticate | None = None, ready: Ready | None = None
+        self,
+        authenticate: Authenticate | None = None,
+        ready: Ready | None = None,
+        on_error: Callable[[DomainError], None] | None = None,
     ) -> None:
         self.authenticate = authenticate
         self.ready = ready
+        # Told of every domain error a call ends with (the host watches for
+        # its storage failing).
+        self.on_error = on_error
         self.unary_calls = InFlight()
 
     async def intercept_service(
@@ -169,19 +175,23 @@ class ServiceInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         deserializer = lenient(handler.request_deserializer)
         if handler.unary_unary:
             return grpc.unary_unary_rpc_method_handler(
-                _unary(method, handler.unary_unary, self._admit, self.unary_calls),
+                _unary(method, handler.unary_unary, self),
                 request_deserializer=deserializer,
                 response_serializer=handler.response_serializer,
             )
         if handler.unary_stream:
             return grpc.unary_stream_rpc_method_handler(
-                _server_stream(method, handler.unary_stream, self._admit),
+                _server_stream(method, handler.unary_stream, self),
                 request_deserializer=deserializer,
                 response_serializer=handler.response_serializer,
             )
         return _checked(method, handler)  # no service of ours streams requests
 
-    def _admit(self, context: grpc.aio.ServicerContext) -> None:
+    def failed(self, error: DomainError) -> None:
+        if self.on_error is not None:
+            self.on_error(error)
+
+    def admit(self, context: grpc.aio.ServicerContext) -> None:
         """Refuse a call the host cannot serve yet, then authenticate it."""
         if self.ready is not None and not self.ready():
             raise NotReady()
@@ -237,14 +247,14 @@ async def _guarded_call(
     method: str,
     request: Message | Undecodable,
     context: grpc.aio.ServicerContext,
-    admit: Authenticate,
+    guard: ServiceInterceptor,
 ) -> AsyncIterator[None]:
     """Around every call: admit (ready, authenticated), refuse bad bytes and
     invalid requests, carry the deadline, turn a domain error into its status,
     and log the status code the call ended with."""
     started, code = time.monotonic(), "OK"
     try:
-        admit(context)
+        guard.admit(context)
         if isinstance(request, Undecodable):
             code = "INVALID_ARGUMENT"
             await _refuse_undecodable(method, request, context)
@@ -257,6 +267,7 @@ async def _guarded_call(
         set_deadline(context.time_remaining())
         yield
     except DomainError as error:
+        guard.failed(error)
         status = domain_error_status(error)
         code = _code_name(status.code)
         await context.abort(status.code, status.details, status.trailing_metadata)
@@ -288,19 +299,19 @@ async def _guarded_call(
             _log_call(method, started, code)
 
 
-def _unary(
-    method: str, behavior: UnaryBehavior, admit: Authenticate, in_flight: InFlight
-) -> UnaryBehavior:
+def _unary(method: str, behavior: UnaryBehavior, guard: ServiceInterceptor) -> UnaryBehavior:
     async def wrapped(request: Message, context: grpc.aio.ServicerContext) -> Any:
-        async with in_flight.call(), _guarded_call(method, request, context, admit):
+        async with guard.unary_calls.call(), _guarded_call(method, request, context, guard):
             return await behavior(request, context)
 
     return wrapped
 
 
-def _server_stream(method: str, behavior: StreamBehavior, admit: Authenticate) -> StreamBehavior:
+def _server_stream(
+    method: str, behavior: StreamBehavior, guard: ServiceInterceptor
+) -> StreamBehavior:
     async def wrapped(request: Message, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
-        async with _guarded_call(method, request, context, admit):
+        async with _guarded_call(method, request, context, guard):
             async for response in behavior(request, context):
                 yield response
 

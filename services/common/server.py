@@ -25,14 +25,17 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from .config import ServiceConfig
+from .errors import DomainError, StorageUnavailable
 from .interceptors import Authenticate, ServiceInterceptor
 from .internal_auth import require_token
 from .reflection import enable_reflection
-from .tasks import run_unless
+from .tasks import run_unless, spawn
 
 log = logging.getLogger("agenthost.server")
 
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024
+# Pauses between storage probes while the storage is unavailable.
+PROBE_FIRST_S, PROBE_MAX_S = 0.1, 2.0
 SERVER_OPTIONS = [
     ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
     ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
@@ -98,6 +101,10 @@ class ServiceDefinition:
     # others are internal and, with an internal token configured, answer only
     # calls that carry it (internal_auth.py).
     authenticate: Authenticate | None = None
+    # A write to the service's storage that raises while it is unavailable:
+    # after a call failed with STORAGE_UNAVAILABLE, health is NOT_SERVING
+    # until a probe succeeds.
+    probe: Hook | None = None
     # Counters of the work the service did (e.g. the session log's LogStats),
     # for tests and benchmarks that measure work rather than time.
     stats: object | None = None
@@ -116,6 +123,7 @@ class ServiceHost:
         self._serving = False
         self._started = False  # the server runs (and `open` may have begun)
         self._interceptor: ServiceInterceptor | None = None
+        self._recovery: asyncio.Task[None] | None = None
 
     @property
     def address(self) -> str:
@@ -128,7 +136,9 @@ class ServiceHost:
         if port_in_use(self.config.listen):
             raise PortInUse(self.config.listen)
         self.health = health.aio.HealthServicer()
-        self._interceptor = ServiceInterceptor(self._admission(), ready=lambda: self._serving)
+        self._interceptor = ServiceInterceptor(
+            self._admission(), ready=lambda: self._serving, on_error=self._on_error
+        )
         self.server = server = grpc.aio.server(
             interceptors=[self._interceptor],
             options=SERVER_OPTIONS,
@@ -184,6 +194,8 @@ class ServiceHost:
         # New calls are refused (UNAVAILABLE, retry) rather than cut off by the
         # server's stop; those already received finish, then the streams end.
         self._serving = False
+        if self._recovery is not None:
+            self._recovery.cancel()
         started = time.monotonic()
         if self._interceptor is not None:
             await self._interceptor.unary_calls.settle(self.config.grace_s)
@@ -207,6 +219,38 @@ class ServiceHost:
                 await signalled.wait()
         finally:
             await self.stop()
+
+    # -- storage failures --------------------------------------------------------
+
+    def _on_error(self, error: DomainError) -> None:
+        if (
+            isinstance(error, StorageUnavailable)
+            and self.definition.probe is not None
+            and self._recovery is None
+            and self._serving
+        ):
+            self._recovery = spawn(self._recover_storage(), name=f"{self.config.name}-storage")
+
+    async def _recover_storage(self) -> None:
+        """NOT_SERVING (balancers and orchestrators look elsewhere; calls are
+        still answered, reads may work) until a probe write succeeds."""
+        assert self.definition.probe is not None
+        log.warning("storage unavailable: NOT_SERVING until it can be written again")
+        await self._set_health(health_pb2.HealthCheckResponse.NOT_SERVING)
+        delay = PROBE_FIRST_S
+        while True:
+            await asyncio.sleep(delay)  # a pause between probes, not synchronisation
+            try:
+                await self.definition.probe()
+            except Exception as error:
+                log.debug("storage probe failed: %s", error)
+                delay = min(delay * 2, PROBE_MAX_S)
+                continue
+            break
+        self._recovery = None
+        if self._serving:
+            await self._set_health(health_pb2.HealthCheckResponse.SERVING)
+            log.warning("storage writable again: SERVING")
 
     async def _set_health(self, status: health_pb2.HealthCheckResponse.ServingStatus) -> None:
         assert self.health is not None

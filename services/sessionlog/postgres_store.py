@@ -26,7 +26,7 @@ from psycopg import sql
 from psycopg.pq import TransactionStatus
 from psycopg.rows import dict_row
 
-from services.common.errors import SessionNotFound
+from services.common.errors import SessionNotFound, StorageUnavailable
 
 from .append_plan import AppendRequest, Outcome, Stored, WavePlan, plan_wave, wanted_ids
 from .group_commit import CommitStats, GroupCommitter
@@ -148,12 +148,40 @@ class PostgresSessionStore:
         connection = self._write if write else self._read
         if connection is None:
             raise RuntimeError("session store is not open")
+        if connection.broken or connection.closed:  # a probe connects again
+            raise StorageUnavailable("the connection to PostgreSQL was lost")
         return connection
 
     async def _fetch(self, query: str, params: Sequence[Any] = ()) -> list[Row]:
-        async with self._read_lock:
+        async with self._read_lock, _storage_errors():
             cursor = await self._connection(write=False).execute(query, params)
             return await cursor.fetchall()
+
+    async def probe(self) -> None:
+        """Each connection answers, or is made again (PostgreSQL dropped it)."""
+
+        async def probe() -> None:
+            async with _storage_errors():
+                self._write = await self._answering(self._write)
+                async with self._read_lock:
+                    self._read = await self._answering(self._read)
+
+        await self._committer.alone(probe)
+
+    async def _answering(
+        self, connection: psycopg.AsyncConnection[Row] | None
+    ) -> psycopg.AsyncConnection[Row]:
+        if connection is not None and not (connection.broken or connection.closed):
+            try:
+                await connection.execute("SELECT 1")
+                return connection
+            except psycopg.OperationalError:
+                pass  # cut: psycopg may learn it only now
+        if connection is not None:
+            await connection.close()
+        fresh = await self._connect()
+        await fresh.execute("SELECT 1")
+        return fresh
 
     # -- changes from other replicas ---------------------------------------------
 
@@ -212,11 +240,12 @@ class PostgresSessionStore:
     async def _commit_wave(self, requests: Sequence[AppendRequest]) -> list[Outcome]:
         """One wave, one transaction, two round trips: BEGIN, the lock and the
         reads travel together; then the writes, NOTIFY and COMMIT."""
-        connection = self._connection(write=True)
-        async with _pipelined_transaction(connection):
-            await connection.execute("SELECT pg_advisory_xact_lock(%s)", (APPEND_LOCK,))
-            plan = plan_wave(await _stored(connection, requests), requests)
-            await _write_plan(connection, plan)
+        async with _storage_errors():
+            connection = self._connection(write=True)
+            async with _pipelined_transaction(connection):
+                await connection.execute("SELECT pg_advisory_xact_lock(%s)", (APPEND_LOCK,))
+                plan = plan_wave(await _stored(connection, requests), requests)
+                await _write_plan(connection, plan)
         return plan.outcomes
 
     # -- reads -------------------------------------------------------------------------------
@@ -293,7 +322,7 @@ class PostgresSessionStore:
     ) -> SessionSummary:
         async def fork() -> SessionSummary:
             connection = self._connection(write=True)
-            async with connection.transaction():
+            async with _storage_errors(), connection.transaction():
                 await connection.execute("SELECT pg_advisory_xact_lock(%s)", (APPEND_LOCK,))
                 return await _fork(connection, source_id, up_to_seq, header, now_us)
 
@@ -302,7 +331,7 @@ class PostgresSessionStore:
     async def delete(self, session_id: str) -> bool:
         async def delete() -> bool:
             connection = self._connection(write=True)
-            async with connection.transaction():
+            async with _storage_errors(), connection.transaction():
                 await connection.execute(
                     "DELETE FROM state_checkpoints WHERE session_id = %s", (session_id,)
                 )
@@ -327,17 +356,28 @@ class PostgresSessionStore:
 
     async def save_checkpoint(self, session_id: str, checkpoint: StateCheckpoint) -> None:
         async def save() -> None:
-            await self._connection(write=True).execute(
-                "INSERT INTO state_checkpoints (session_id, seq, version, state) "
-                "SELECT id, %s, %s, %s FROM sessions WHERE id = %s "
-                "ON CONFLICT (session_id) DO UPDATE SET seq = excluded.seq, "
-                "version = excluded.version, state = excluded.state "
-                "WHERE excluded.seq > state_checkpoints.seq "
-                "OR excluded.version <> state_checkpoints.version",
-                (checkpoint.seq, checkpoint.version, checkpoint.state, session_id),
-            )
+            async with _storage_errors():
+                await self._connection(write=True).execute(
+                    "INSERT INTO state_checkpoints (session_id, seq, version, state) "
+                    "SELECT id, %s, %s, %s FROM sessions WHERE id = %s "
+                    "ON CONFLICT (session_id) DO UPDATE SET seq = excluded.seq, "
+                    "version = excluded.version, state = excluded.state "
+                    "WHERE excluded.seq > state_checkpoints.seq "
+                    "OR excluded.version <> state_checkpoints.version",
+                    (checkpoint.seq, checkpoint.version, checkpoint.state, session_id),
+                )
 
         await self._committer.alone(save)
+
+
+@asynccontextmanager
+async def _storage_errors() -> AsyncIterator[None]:
+    """PostgreSQL unreachable or refusing work (lost connection, shutdown,
+    disk full) is the storage being unavailable, not a bug of the call."""
+    try:
+        yield
+    except psycopg.OperationalError as error:
+        raise StorageUnavailable(str(error).strip() or type(error).__name__) from error
 
 
 @asynccontextmanager

@@ -50,6 +50,7 @@ def session_log_service(
         open=open_store,
         close=close_store,
         before_stop=[log.end_streams],
+        probe=store.probe,
         stats=log.stats,
     )
 

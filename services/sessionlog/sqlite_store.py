@@ -16,13 +16,15 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import suppress
 from dataclasses import replace
 from pathlib import Path
 from typing import TypeVar
 
-from services.common.errors import SessionNotFound
+from services.common.errors import SessionNotFound, StorageUnavailable
 from services.common.sqlite import connect_wal, in_transaction
 
 from .append_plan import AppendRequest, Outcome, Stored, WavePlan, plan_wave, wanted_ids
@@ -70,6 +72,7 @@ CREATE TABLE IF NOT EXISTS events (
     UNIQUE (session_id, event_id)
 );
 CREATE INDEX IF NOT EXISTS events_messages ON events (session_id, is_message, seq);
+CREATE TABLE IF NOT EXISTS storage_probe (id INTEGER PRIMARY KEY, at_us INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS state_checkpoints (
     session_id TEXT PRIMARY KEY REFERENCES sessions (id),
     seq INTEGER NOT NULL,
@@ -122,6 +125,8 @@ class SqliteSessionStore:
         self._write_db: sqlite3.Connection | None = None
         self._read_db: sqlite3.Connection | None = None
         self._committer = GroupCommitter(self._commit_wave)
+        # The last write failed for the storage's sake (see _write_now).
+        self._write_failed = False
 
     @property
     def stats(self) -> CommitStats:
@@ -160,10 +165,43 @@ class SqliteSessionStore:
         return await asyncio.get_running_loop().run_in_executor(executor, work)
 
     async def _read(self, work: Callable[[sqlite3.Connection], T]) -> T:
-        return await self._on(self._reader, lambda: work(self._db()))
+        return await self._on(self._reader, lambda: _typed(lambda: work(self._db())))
 
     async def _write(self, work: Callable[[sqlite3.Connection], T]) -> T:
-        return await self._on(self._writer, lambda: in_transaction(self._db(write=True), work))
+        return await self._on(self._writer, lambda: self._write_now(work))
+
+    def _write_now(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        """On the writer thread. After a refused write the connection is
+        opened afresh: SQLite keeps a connection read-only that opened a
+        read-only file, so a disk made writable again needs a new one."""
+
+        def attempt() -> T:
+            if self._write_failed:
+                self._reopen_writer()
+            return in_transaction(self._db(write=True), work)
+
+        try:
+            result = _typed(attempt)
+        except StorageUnavailable:
+            self._write_failed = True
+            raise
+        self._write_failed = False
+        return result
+
+    def _reopen_writer(self) -> None:
+        if self._write_db is not None:
+            with suppress(sqlite3.Error):
+                self._write_db.close()
+            self._write_db = None
+        self._write_db = self._connect()
+
+    async def probe(self) -> None:
+        await self._write(
+            lambda db: db.execute(
+                "INSERT OR REPLACE INTO storage_probe (id, at_us) VALUES (1, ?)",
+                (time.time_ns() // 1000,),
+            )
+        )
 
     # -- sessions --------------------------------------------------------------
 
@@ -311,6 +349,15 @@ class SqliteSessionStore:
             )
 
         await self._committer.alone(lambda: self._write(save))
+
+
+def _typed(work: Callable[[], T]) -> T:
+    """SQLite refusing the work itself (read-only, full, I/O error, locked
+    for too long) is the storage being unavailable, not a bug of the call."""
+    try:
+        return work()
+    except sqlite3.OperationalError as error:
+        raise StorageUnavailable(str(error)) from error
 
 
 def _last_seq(db: sqlite3.Connection, session_id: str) -> int:

@@ -177,6 +177,11 @@ class SessionStore(Protocol):
         was not stored."""
         ...
 
+    async def probe(self) -> None:
+        """A write that reaches the storage, or StorageUnavailable: how a
+        service whose storage failed learns it may serve again."""
+        ...
+
     async def load_checkpoint(self, session_id: str) -> StateCheckpoint | None: ...
 
     async def save_checkpoint(self, session_id: str, checkpoint: StateCheckpoint) -> None:
