@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 from services.common.main import required, run_service
+from services.common.topology import PEERS
 from services.sessionlog.client import SessionLogClient
 
 from .config import PlanModeConfig, load_config
@@ -20,5 +21,5 @@ run_service(
     lambda config, peers: plan_mode_service(
         SessionLogClient(required(peers, "sessionlog")), plan_config
     ),
-    peers=["sessionlog"],
+    peers=PEERS["planmode"],
 )
