@@ -27,7 +27,7 @@ $(STAMP_GEN): $(STAMP_DEPS) $(PROTOS) tools/gen_protos.py
 
 gen: $(STAMP_GEN)
 
-# UP_FLAGS: e.g. --free-ports, --base-port N, --data-dir DIR (see `agenthost up --help`).
+# UP_FLAGS: e.g. --free-ports, --base-port N, --data-dir DIR, --processes (see `agenthost up --help`).
 run: gen
 	$(PY) -m clients.cli up $(UP_FLAGS)
 

@@ -7,7 +7,7 @@ import json
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 from agenthost.sessionlog.v1.session_log_pb2 import SessionSummary
@@ -27,6 +27,10 @@ from .common import (
 )
 from .config import DEFAULT_DATA_DIR, DEFAULT_GATEWAY, ENV_DATA_DIR, TOKEN_FILE
 from .sessions import row, sessions_app
+
+if TYPE_CHECKING:
+    from services.embedded import EmbeddedStack
+    from services.supervisor import Supervisor
 
 app = typer.Typer(help="agenthost: run the stack and talk to it.", no_args_is_help=True)
 workspace_app = typer.Typer(help="Workspaces: the folders sessions are grouped by.")
@@ -58,37 +62,54 @@ def up(
             max=65530,
         ),
     ] = None,
+    processes: Annotated[
+        bool,
+        typer.Option(
+            "--processes/--one-process",
+            help="Each service in a process of its own, supervised by this one (more "
+            "throughput under load, five times the memory), or all in this one.",
+        ),
+    ] = False,
 ) -> None:
-    """Start every service on loopback (the embedded default)."""
+    """Start every service on loopback: all in this process (the embedded
+    default), or each in its own with --processes."""
+    # Imported here: the client commands need none of the services.
     from services.common.logs import configure_logging
     from services.common.server import PortInUse
+    from services.supervisor import StackFailed
 
     configure_logging("agenthost", "WARNING")
     try:
-        asyncio.run(_run_stack(data_dir.resolve(), host, free_ports, base_port))
+        asyncio.run(_run_stack(data_dir.resolve(), host, free_ports, base_port, processes))
     except PortInUse as error:
-        errors.print(
-            f"port {error.port} is in use; is agenthost already running? use --free-ports",
-            markup=False,
-            highlight=False,
-            soft_wrap=True,
-        )
-        raise typer.Exit(1) from None
+        _fail(f"port {error.port} is in use; is agenthost already running? use --free-ports")
+    except StackFailed as error:
+        _fail(f"error: {error}; the other services are stopped")
 
 
-async def _run_stack(data_dir: Path, host: str, free_ports: bool, base_port: int | None) -> None:
-    # Imported here: the client commands need none of the services.
+def _fail(message: str) -> NoReturn:
+    errors.print(message, markup=False, highlight=False, soft_wrap=True)
+    raise typer.Exit(1) from None
+
+
+async def _run_stack(
+    data_dir: Path, host: str, free_ports: bool, base_port: int | None, processes: bool
+) -> None:
     from services.common.config import TlsFiles
     from services.common.topology import DEFAULT_PORTS
-    from services.embedded import EmbeddedStack
 
-    stack = EmbeddedStack(
-        data_dir=data_dir,
-        host=host,
-        port_override=0 if free_ports else None,
-        # The gateway over TLS when AGENTHOST_TLS_CERT_FILE and _KEY_FILE are set.
-        gateway_tls=TlsFiles.from_env(os.environ),
-    )
+    # The gateway over TLS when AGENTHOST_TLS_CERT_FILE and _KEY_FILE are set.
+    tls = TlsFiles.from_env(os.environ)
+    port_override = 0 if free_ports else None
+    stack: EmbeddedStack | Supervisor
+    if processes:
+        from services.supervisor import Supervisor
+
+        stack = Supervisor(data_dir, host, port_override, gateway_tls=tls)
+    else:  # imports every service, which the supervisor's children do instead
+        from services.embedded import EmbeddedStack
+
+        stack = EmbeddedStack(data_dir, host, port_override, gateway_tls=tls)
     if base_port is not None and not free_ports:
         shift = base_port - DEFAULT_PORTS["gateway"]
         stack.addresses = {name: f"{host}:{port + shift}" for name, port in DEFAULT_PORTS.items()}

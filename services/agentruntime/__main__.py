@@ -9,6 +9,7 @@ import os
 from services.common.config import ServiceConfig
 from services.common.main import Peers, required, run_service
 from services.common.server import ServiceDefinition
+from services.common.topology import PEERS
 from services.planmode.client import PlanModeClient
 from services.planmode.config import config_from_env
 from services.sessionlog.client import SessionLogClient
@@ -26,4 +27,4 @@ def build(config: ServiceConfig, peers: Peers) -> ServiceDefinition:
     return agent_runtime_service(log, adapter_from_env(), plan)
 
 
-run_service("agentruntime", build, peers=["sessionlog", "planmode"])
+run_service("agentruntime", build, peers=PEERS["agentruntime"])

@@ -12,6 +12,8 @@ import grpc
 from .internal_auth import token_from_env
 
 DEFAULT_DATA_DIR = Path(".agenthost")
+TLS_CERT_ENV = "AGENTHOST_TLS_CERT_FILE"
+TLS_KEY_ENV = "AGENTHOST_TLS_KEY_FILE"
 
 
 @dataclass(frozen=True)
@@ -23,11 +25,11 @@ class TlsFiles:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> TlsFiles | None:
-        cert, key = env.get("AGENTHOST_TLS_CERT_FILE"), env.get("AGENTHOST_TLS_KEY_FILE")
+        cert, key = env.get(TLS_CERT_ENV), env.get(TLS_KEY_ENV)
         if not cert and not key:
             return None
         if not (cert and key):
-            raise SystemExit("TLS needs both AGENTHOST_TLS_CERT_FILE and AGENTHOST_TLS_KEY_FILE")
+            raise SystemExit(f"TLS needs both {TLS_CERT_ENV} and {TLS_KEY_ENV}")
         return cls(Path(cert), Path(key))
 
     def credentials(self) -> grpc.ServerCredentials:

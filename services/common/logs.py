@@ -72,8 +72,15 @@ class RepeatLimit(logging.Filter):
 
 
 def configure_logging(service: str, level: str = "INFO") -> None:
+    """Log to stderr at `level`: a level name, optionally followed by
+    `logger=level` pairs, e.g. "WARNING,agenthost.server=INFO" (quiet, but
+    with the lifecycle lines a supervisor waits for)."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter(service))
     root = logging.getLogger()
     root.handlers[:] = [handler]
-    root.setLevel(level.upper())
+    default, *loggers = level.split(",")
+    root.setLevel(default.strip().upper())
+    for pair in loggers:
+        name, _, value = pair.partition("=")
+        logging.getLogger(name.strip()).setLevel(value.strip().upper())

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import ctypes
 import logging
 import os
+import signal
+import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -19,6 +22,11 @@ from .topology import ABSENT, ADDRESS_ENV, default_address
 
 log = logging.getLogger("agenthost.server")
 
+# Set by a supervisor (services/supervisor.py) to its pid: the service stops
+# when that process is gone, even when it was killed too hard to stop it.
+SUPERVISOR_ENV = "AGENTHOST_SUPERVISOR_PID"
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
 # Channels to the peers by name; None for an optional peer set to "none".
 Peers = dict[str, grpc.aio.Channel | None]
 Build = Callable[[ServiceConfig, Peers], ServiceDefinition]
@@ -29,6 +37,7 @@ def run_service(name: str, build: Build, peers: Sequence[str] = ()) -> None:
 
     Each peer's address comes from `--<peer>`, its AGENTHOST_<PEER>_ADDR
     variable, or the embedded default port on loopback."""
+    _stop_with_supervisor()
     parser = argparse.ArgumentParser(description=f"agenthost {name} service")
     parser.add_argument("--listen", help="host:port (env AGENTHOST_LISTEN)")
     parser.add_argument("--data-dir", type=Path, help="data folder (env AGENTHOST_DATA_DIR)")
@@ -51,6 +60,18 @@ def run_service(name: str, build: Build, peers: Sequence[str] = ()) -> None:
         # One JSON line (the traceback inside it), not a bare traceback.
         log.exception("the service failed")
         raise SystemExit(1) from None
+
+
+def _stop_with_supervisor() -> None:
+    """Have the kernel send SIGTERM when the supervisor dies (Linux); a
+    supervisor that died before this ran is noticed by the pid check."""
+    supervisor = os.environ.get(SUPERVISOR_ENV)
+    if not supervisor:
+        return
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    if os.getppid() != int(supervisor):
+        raise SystemExit(0)
 
 
 async def _serve(config: ServiceConfig, addresses: dict[str, str], build: Build) -> None:

@@ -23,6 +23,17 @@ ADDRESS_ENV = {
     "gateway": "AGENTHOST_GATEWAY_ADDR",
 }
 
+# The peers each service calls, so it starts after them (SERVICES order
+# respects this; a supervisor may start services that share peers at once).
+PEERS: dict[str, tuple[str, ...]] = {
+    "sessionlog": (),
+    "planmode": ("sessionlog",),
+    "projection": ("sessionlog",),
+    "workspace": ("sessionlog",),
+    "agentruntime": ("sessionlog", "planmode"),
+    "gateway": ("sessionlog", "planmode", "projection", "workspace", "agentruntime"),
+}
+
 # A peer address of "none" means the deployment runs without that service.
 ABSENT = "none"
 

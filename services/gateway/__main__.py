@@ -15,6 +15,7 @@ from agenthost.runtime.v1 import runtime_pb2_grpc
 from services.common.config import ServiceConfig
 from services.common.main import Peers, required, run_service
 from services.common.server import ServiceDefinition
+from services.common.topology import PEERS
 from services.planmode.client import PlanModeClient
 from services.sessionlog.client import SessionLogClient
 from services.workspace.client import WorkspaceClient
@@ -45,6 +46,4 @@ def build(config: ServiceConfig, peers: Peers) -> ServiceDefinition:
     )
 
 
-run_service(
-    "gateway", build, peers=["sessionlog", "planmode", "projection", "workspace", "agentruntime"]
-)
+run_service("gateway", build, peers=PEERS["gateway"])

@@ -6,6 +6,7 @@ policy text shown to the model in plan mode."""
 import os
 
 from services.common.main import required, run_service
+from services.common.topology import PEERS
 from services.sessionlog.client import SessionLogClient
 
 from .config import config_from_env
@@ -18,5 +19,5 @@ run_service(
     lambda config, peers: plan_mode_service(
         SessionLogClient(required(peers, "sessionlog")), plan_config
     ),
-    peers=["sessionlog"],
+    peers=PEERS["planmode"],
 )

@@ -7,7 +7,7 @@ absent everywhere."""
 import os
 
 from services.common.main import required, run_service
-from services.common.topology import ABSENT, ADDRESS_ENV
+from services.common.topology import ABSENT, ADDRESS_ENV, PEERS
 from services.sessionlog.client import SessionLogClient
 
 from .service import projection_service
@@ -21,5 +21,5 @@ run_service(
         SessionLogClient(required(peers, "sessionlog")),
         with_plan_mode=with_plan_mode,
     ),
-    peers=["sessionlog"],
+    peers=PEERS["projection"],
 )

@@ -1,6 +1,7 @@
 """Run the workspace service: `python -m services.workspace`."""
 
 from services.common.main import required, run_service
+from services.common.topology import PEERS
 from services.sessionlog.client import SessionLogClient
 
 from .service import workspace_service
@@ -10,5 +11,5 @@ run_service(
     lambda config, peers: workspace_service(
         config.data_dir, SessionLogClient(required(peers, "sessionlog"))
     ),
-    peers=["sessionlog"],
+    peers=PEERS["workspace"],
 )

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 
-from services.common.logs import RepeatLimit
+from services.common.logs import RepeatLimit, configure_logging
 
 
 class Clock:
@@ -41,3 +41,16 @@ def test_it_remembers_a_bounded_number_of_lines() -> None:
         assert limit.filter(_line(f"/{index}"))
     assert limit.filter(_line("/0")), "forgotten, so it passes again"
     assert len(limit._seen) == 10
+
+
+def test_a_level_may_name_loggers_that_log_more_or_less() -> None:
+    root, server = logging.getLogger(), logging.getLogger("agenthost.server")
+    saved = (root.handlers[:], root.level, server.level)
+    try:
+        configure_logging("test", "warning, agenthost.server=info")
+        assert root.level == logging.WARNING
+        assert server.isEnabledFor(logging.INFO)
+        assert not logging.getLogger("agenthost.rpc").isEnabledFor(logging.INFO)
+    finally:
+        root.handlers[:], root.level = saved[0], saved[1]
+        server.setLevel(saved[2])
