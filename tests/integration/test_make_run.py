@@ -13,8 +13,7 @@ from pathlib import Path
 
 import pexpect
 
-from services.common.server import port_in_use
-from tests.support.hosts import REPO
+from tests.support.hosts import REPO, free_base_port
 
 TIMEOUT_S = 30
 
@@ -130,25 +129,12 @@ def test_the_demo_script_plays_through_make_run_and_chat(tmp_path: Path) -> None
             up.wait()
 
 
-def _free_base_port() -> int:
-    """A port with the five after it free too (for `up --base-port`)."""
-    for _ in range(50):
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            base = int(probe.getsockname()[1])
-        if base <= 65530 and not any(
-            port_in_use(f"127.0.0.1:{base + offset}") for offset in range(6)
-        ):
-            return base
-    raise RuntimeError("no six free ports in a row")
-
-
 def test_make_run_twice_the_second_says_in_one_line_that_the_port_is_taken(
     tmp_path: Path,
 ) -> None:
     """Two stacks must not share ports (SO_REUSEPORT would let them) nor one
     data folder: the second `agenthost up` exits 1 with one line."""
-    base = _free_base_port()
+    base = free_base_port()
     command = [sys.executable, "-m", "clients.cli", "up", "--base-port", str(base)]
     env = {**os.environ, "AGENTHOST_DATA_DIR": str(tmp_path / "data")}
     first = subprocess.Popen(
@@ -176,7 +162,7 @@ def test_make_run_twice_the_second_says_in_one_line_that_the_port_is_taken(
 
 def test_up_on_a_port_another_program_holds_says_so_in_one_line(tmp_path: Path) -> None:
     with socket.socket() as holder:
-        holder.bind(("127.0.0.1", _free_base_port()))
+        holder.bind(("127.0.0.1", free_base_port()))
         holder.listen()
         port = int(holder.getsockname()[1])
         taken = subprocess.run(

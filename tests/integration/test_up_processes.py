@@ -28,8 +28,7 @@ from clients.cli.config import tls_roots
 from clients.sdk import AgentHostClient
 from services.common.topology import SERVICES
 from tests.integration.test_gateway_tls import self_signed
-from tests.integration.test_make_run import _free_base_port
-from tests.support.hosts import REPO
+from tests.support.hosts import REPO, free_base_port
 
 TIMEOUT_S = 60.0
 
@@ -214,7 +213,7 @@ async def test_the_gateway_alone_serves_tls_when_given_a_certificate(tmp_path: P
 
 
 def test_a_taken_port_of_an_internal_service_says_so_in_one_line(tmp_path: Path) -> None:
-    base = _free_base_port()
+    base = free_base_port()
     with socket.socket() as holder:
         holder.bind(("127.0.0.1", base + 1))  # the session log's
         holder.listen()

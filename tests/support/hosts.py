@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -18,7 +19,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from services.common.client import open_channel
 from services.common.config import ServiceConfig
-from services.common.server import ServiceDefinition, ServiceHost
+from services.common.server import ServiceDefinition, ServiceHost, port_in_use
 
 REPO = Path(__file__).resolve().parents[2]
 START_TIMEOUT_S = 30.0
@@ -125,3 +126,15 @@ class ServiceProcess:
         if self.process is not None and self.process.poll() is None:
             self.process.kill()
             self.process.wait()
+
+
+def free_base_port() -> int:
+    """A port with the five after it free (for `up --base-port`), below the
+    ephemeral range: the kernel gives ports of that range to outgoing
+    connections, which could take one of the six before the stack binds it."""
+    low, _ = (int(p) for p in Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+    for _ in range(200):
+        base = random.randrange(10_000, low - 6)
+        if not any(port_in_use(f"127.0.0.1:{base + offset}") for offset in range(6)):
+            return base
+    raise RuntimeError("no six free ports in a row")
