@@ -51,8 +51,11 @@ class Stack:
         return plan_mode_pb2_grpc.PlanModeServiceStub(self._channel("planmode"))
 
     async def restart(self, name: str) -> None:
-        """Restart one service on its address; the test's channels reconnect."""
+        """Restart one service on its address; returns once the test's channel
+        to it is connected again (until then it may hold the stopped service's
+        refused connection in back-off, and a call would fail on that)."""
         await self.embedded.restart(name)
+        await asyncio.wait_for(self._channel(name).channel_ready(), WAIT_S)
 
     async def close(self) -> None:
         for channel in self._channels.values():
