@@ -60,6 +60,7 @@ bench: gen
 
 bench-smoke: gen
 	$(PY) -m bench --smoke
+	$(PY) -m bench.processes --smoke
 
 # Container image, compose and Kubernetes targets live with the deploy files.
 -include deploy/image.mk
