@@ -5,9 +5,7 @@ deployment, with SQLite under one data folder. `agenthost up` (and so
 
 from __future__ import annotations
 
-import asyncio
 import os
-import signal
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,7 +22,7 @@ from services.common.client import open_channel
 from services.common.config import ServiceConfig, TlsFiles
 from services.common.internal_auth import new_token
 from services.common.server import PortInUse, ServiceDefinition, ServiceHost, port_in_use
-from services.common.tasks import run_unless
+from services.common.tasks import serve_until_signalled
 from services.common.topology import DEFAULT_PORTS, SERVICES
 from services.gateway.accounts import LOCAL_ACCOUNT, TokenStore, ensure_local_token
 from services.gateway.service import gateway_service
@@ -128,17 +126,7 @@ class EmbeddedStack:
     async def run_until_signalled(self, on_up: Callable[[], None] | None = None) -> None:
         """Start, call `on_up`, serve until SIGTERM or SIGINT, then stop; a
         signal during start-up cuts it short (a failed start is raised)."""
-        signalled = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(signum, signalled.set)
-        try:
-            if await run_unless(signalled, self.start()):
-                if on_up is not None:
-                    on_up()
-                await signalled.wait()
-        finally:
-            await self.stop()
+        await serve_until_signalled(self.start, self.stop, on_up=on_up)
 
     # -- wiring ----------------------------------------------------------------
 

@@ -45,7 +45,7 @@ from services.common.config import TLS_CERT_ENV, TLS_KEY_ENV, TlsFiles
 from services.common.internal_auth import TOKEN_ENV, new_token
 from services.common.main import SUPERVISOR_ENV
 from services.common.server import PortInUse, port_in_use
-from services.common.tasks import run_unless
+from services.common.tasks import serve_until_signalled
 from services.common.topology import ADDRESS_ENV, DEFAULT_PORTS, PEERS, SERVICES
 
 DEFAULT_HOST = "127.0.0.1"
@@ -267,17 +267,7 @@ class Supervisor:
         """Start, call `on_up`, supervise until SIGTERM or SIGINT, then stop.
         A signal during start-up cuts it short; a failed start or a child
         that ends on its own is raised (ChildExited) once all are stopped."""
-        signalled = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(signum, signalled.set)
-        try:
-            if await run_unless(signalled, self.start()):
-                if on_up is not None:
-                    on_up()
-                await self._supervise(signalled)
-        finally:
-            await self.stop()
+        await serve_until_signalled(self.start, self.stop, on_up=on_up, serve=self._supervise)
 
     async def _supervise(self, signalled: asyncio.Event) -> None:
         exited = asyncio.ensure_future(self.wait_for_exit())

@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import errno
 import logging
-import signal
 import socket
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -29,7 +28,7 @@ from .errors import DomainError, StorageUnavailable
 from .interceptors import Authenticate, ServiceInterceptor
 from .internal_auth import require_token
 from .reflection import enable_reflection
-from .tasks import run_unless, spawn
+from .tasks import serve_until_signalled, spawn
 
 log = logging.getLogger("agenthost.server")
 
@@ -210,15 +209,7 @@ class ServiceHost:
         """Serve until SIGTERM or SIGINT, then shut down gracefully. A signal
         during start-up cuts it short; a failed start-up is raised, after
         releasing what it had started."""
-        signalled = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(signum, signalled.set)
-        try:
-            if await run_unless(signalled, self.start()):
-                await signalled.wait()
-        finally:
-            await self.stop()
+        await serve_until_signalled(self.start, self.stop)
 
     # -- storage failures --------------------------------------------------------
 

@@ -13,7 +13,8 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
-from collections.abc import Coroutine
+import signal
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
 from .errors import DomainError
@@ -62,3 +63,26 @@ async def run_unless(stop: asyncio.Event, work: Coroutine[Any, Any, None]) -> bo
         return False
     task.result()
     return True
+
+
+async def serve_until_signalled(
+    start: Callable[[], Coroutine[Any, Any, None]],
+    stop: Callable[[], Awaitable[None]],
+    *,
+    on_up: Callable[[], None] | None = None,
+    serve: Callable[[asyncio.Event], Awaitable[None]] | None = None,
+) -> None:
+    """Start, call `on_up`, then `serve` (by default: wait) until SIGTERM or
+    SIGINT, and stop whatever happened. A signal during start-up cuts it
+    short; a failed start is raised once what it had started is stopped."""
+    signalled = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, signalled.set)
+    try:
+        if await run_unless(signalled, start()):
+            if on_up is not None:
+                on_up()
+            await (serve(signalled) if serve is not None else signalled.wait())
+    finally:
+        await stop()
