@@ -6,14 +6,13 @@ import asyncio
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pexpect
 
-from tests.support.hosts import REPO, free_base_port
+from tests.support.hosts import REPO, free_base_port, up_with_a_port_taken
 
 TIMEOUT_S = 30
 
@@ -161,19 +160,8 @@ def test_make_run_twice_the_second_says_in_one_line_that_the_port_is_taken(
 
 
 def test_up_on_a_port_another_program_holds_says_so_in_one_line(tmp_path: Path) -> None:
-    with socket.socket() as holder:
-        holder.bind(("127.0.0.1", free_base_port()))
-        holder.listen()
-        port = int(holder.getsockname()[1])
-        taken = subprocess.run(
-            [sys.executable, "-m", "clients.cli", "up", "--base-port", str(port)],
-            cwd=REPO,
-            env={**os.environ, "AGENTHOST_DATA_DIR": str(tmp_path / "data")},
-            capture_output=True,
-            text=True,
-            timeout=TIMEOUT_S,
-        )
-    assert taken.returncode == 1
-    assert taken.stderr.splitlines() == [
+    port = free_base_port()  # the gateway's
+    stderr = up_with_a_port_taken(port, ["--base-port", str(port)], tmp_path / "data")
+    assert stderr.splitlines() == [
         f"port {port} is in use; is agenthost already running? use --free-ports"
     ]

@@ -12,7 +12,6 @@ import json
 import os
 import select
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -28,7 +27,7 @@ from clients.cli.config import tls_roots
 from clients.sdk import AgentHostClient
 from services.common.topology import SERVICES
 from tests.integration.test_gateway_tls import self_signed
-from tests.support.hosts import REPO, free_base_port
+from tests.support.hosts import REPO, free_base_port, up_with_a_port_taken
 
 TIMEOUT_S = 60.0
 
@@ -214,19 +213,10 @@ async def test_the_gateway_alone_serves_tls_when_given_a_certificate(tmp_path: P
 
 def test_a_taken_port_of_an_internal_service_says_so_in_one_line(tmp_path: Path) -> None:
     base = free_base_port()
-    with socket.socket() as holder:
-        holder.bind(("127.0.0.1", base + 1))  # the session log's
-        holder.listen()
-        taken = subprocess.run(
-            [sys.executable, "-m", "clients.cli", "up", "--processes", "--base-port", str(base)],
-            cwd=REPO,
-            env={**os.environ, "AGENTHOST_DATA_DIR": str(tmp_path / "data")},
-            capture_output=True,
-            text=True,
-            timeout=TIMEOUT_S,
-        )
-    assert taken.returncode == 1
-    assert taken.stderr.splitlines() == [
-        f"port {base + 1} is in use; is agenthost already running? use --free-ports"
+    session_log = base + 1
+    stderr = up_with_a_port_taken(
+        session_log, ["--processes", "--base-port", str(base)], tmp_path / "data"
+    )
+    assert stderr.splitlines() == [
+        f"port {session_log} is in use; is agenthost already running? use --free-ports"
     ]
-    assert not (tmp_path / "data").exists(), "nothing was started"

@@ -7,6 +7,7 @@ import json
 import os
 import random
 import signal
+import socket
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -138,3 +139,22 @@ def free_base_port() -> int:
         if not any(port_in_use(f"127.0.0.1:{base + offset}") for offset in range(6)):
             return base
     raise RuntimeError("no six free ports in a row")
+
+
+def up_with_a_port_taken(port: int, up_args: list[str], data_dir: Path) -> str:
+    """`agenthost up <up_args>` while `port` is held: its stderr, after
+    checking it exited 1 having made nothing (not even its data folder)."""
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", port))
+        holder.listen()
+        taken = subprocess.run(
+            [sys.executable, "-m", "clients.cli", "up", *up_args],
+            cwd=REPO,
+            env={**os.environ, "AGENTHOST_DATA_DIR": str(data_dir)},
+            capture_output=True,
+            text=True,
+            timeout=START_TIMEOUT_S,
+        )
+    assert taken.returncode == 1, taken.stderr
+    assert not data_dir.exists(), "nothing was started"
+    return taken.stderr
