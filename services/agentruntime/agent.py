@@ -182,8 +182,8 @@ class Agent:
                     self._transcript.add(event)
 
     async def _messages(self) -> list[ChatMessage]:
-        """The conversation up to the folded state, read once from the log."""
-        await self._catch_up()
+        """The conversation up to the folded state (its caller has caught
+        up), read from the log the first time only."""
         async with self._reading:
             if self._transcript is None:
                 transcript = Transcript()

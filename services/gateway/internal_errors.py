@@ -68,7 +68,14 @@ def restating_internal_errors(cls: C) -> C:
     return cls
 
 
-async def _abort(status: grpc.Status, context: grpc.aio.ServicerContext) -> None:
+async def _restate(
+    name: str, request: Message, error: InvalidArgument, context: grpc.aio.ServicerContext
+) -> None:
+    """Abort with the error restated in the public request's terms, or raise
+    it as it is when it names nothing of that request."""
+    status = restated(name, request, error)
+    if status is None:
+        raise error
     await context.abort(status.code, status.details, status.trailing_metadata)
 
 
@@ -78,10 +85,7 @@ def _unary(name: str, behavior: Callable[..., Any]) -> Callable[..., Any]:
         try:
             return await behavior(self, request, context)
         except InvalidArgument as error:
-            status = restated(name, request, error)
-            if status is None:
-                raise
-            await _abort(status, context)
+            await _restate(name, request, error, context)
 
     return wrapped
 
@@ -95,9 +99,6 @@ def _stream(name: str, behavior: Callable[..., AsyncIterator[Any]]) -> Callable[
             async for reply in behavior(self, request, context):
                 yield reply
         except InvalidArgument as error:
-            status = restated(name, request, error)
-            if status is None:
-                raise
-            await _abort(status, context)
+            await _restate(name, request, error, context)
 
     return wrapped

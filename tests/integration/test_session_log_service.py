@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import grpc
@@ -15,9 +16,11 @@ from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from grpc_health.v1 import health_pb2
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
+from services.common.client import open_channel
+from services.common.config import ServiceConfig
 from services.common.errors import SessionConflict, SessionNotFound, WrongExpectedSeq
 from services.common.interceptors import violations_of
-from services.common.server import ServiceDefinition
+from services.common.server import ServiceDefinition, ServiceHost
 from services.common.status import MAX_VIOLATIONS, error_info
 from services.sessionlog.client import SessionLogClient
 from services.sessionlog.folds import SessionState, fold_events
@@ -213,24 +216,35 @@ async def test_reflection_lists_the_service(session_log_channel: grpc.aio.Channe
     assert "grpc.health.v1.Health" in names
 
 
-async def test_nothing_is_served_until_storage_opens(tmp_path: Path) -> None:
-    real = session_log_service(tmp_path / "sessionlog.db")
-    opening, release = asyncio.Event(), asyncio.Event()
+@dataclass
+class GatedLog:
+    """A session-log service whose storage opens only once `release` is set."""
+
+    definition: ServiceDefinition
+    opening: asyncio.Event = field(default_factory=asyncio.Event)
+    release: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+def gated_session_log(db: Path) -> GatedLog:
+    real = session_log_service(db)
+    gated = GatedLog(real)
 
     async def slow_open() -> None:
-        opening.set()
-        await release.wait()
+        gated.opening.set()
+        await gated.release.wait()
         assert real.open is not None
         await real.open()
 
-    gated = ServiceDefinition(real.service_names, real.register, open=slow_open, close=real.close)
-    from services.common.client import open_channel
-    from services.common.config import ServiceConfig
-    from services.common.server import ServiceHost
+    gated.definition = replace(real, open=slow_open)
+    return gated
 
-    host = ServiceHost(ServiceConfig(name="sessionlog", data_dir=tmp_path, grace_s=1), gated)
+
+async def test_nothing_is_served_until_storage_opens(tmp_path: Path) -> None:
+    gated = gated_session_log(tmp_path / "sessionlog.db")
+    config = ServiceConfig(name="sessionlog", data_dir=tmp_path, grace_s=1)
+    host = ServiceHost(config, gated.definition)
     starting = asyncio.create_task(host.start())
-    await asyncio.wait_for(opening.wait(), 10)
+    await asyncio.wait_for(gated.opening.wait(), 10)
     channel = open_channel(host.address)
     try:
         assert await health_status(channel) == health_pb2.HealthCheckResponse.NOT_SERVING
@@ -241,7 +255,7 @@ async def test_nothing_is_served_until_storage_opens(tmp_path: Path) -> None:
         create = pb.CreateSessionRequest(session_id="s-early", cwd="/work")
         error = await expect_rpc_error(log.CreateSession(create), grpc.StatusCode.UNAVAILABLE)
         assert reason_of(error) == "NOT_READY"
-        release.set()
+        gated.release.set()
         await asyncio.wait_for(starting, 10)
         assert await health_status(channel) == health_pb2.HealthCheckResponse.SERVING
         assert await health_status(channel, name) == health_pb2.HealthCheckResponse.SERVING
@@ -255,10 +269,6 @@ async def test_a_writer_rides_out_a_restart_of_the_log(tmp_path: Path) -> None:
     """The session log's client sends a batch again while the log answers
     UNAVAILABLE (here: restarted, still opening its storage), with the same
     event ids, so the batch is written once when the log serves again."""
-    from services.common.client import open_channel
-    from services.common.config import ServiceConfig
-    from services.common.server import ServiceHost
-
     db = tmp_path / "sessionlog.db"
     first = ServiceHost(
         ServiceConfig(name="sessionlog", data_dir=tmp_path, grace_s=1), session_log_service(db)
@@ -270,20 +280,11 @@ async def test_a_writer_rides_out_a_restart_of_the_log(tmp_path: Path) -> None:
     await log.append("s-1", [user("before")])
     await first.stop()
 
-    real = session_log_service(db)
-    opening, release = asyncio.Event(), asyncio.Event()
-
-    async def slow_open() -> None:
-        opening.set()
-        await release.wait()
-        assert real.open is not None
-        await real.open()
-
-    gated = ServiceDefinition(real.service_names, real.register, open=slow_open, close=real.close)
+    gated = gated_session_log(db)
     config = ServiceConfig(name="sessionlog", listen=first.address, data_dir=tmp_path, grace_s=1)
-    second = ServiceHost(config, gated)
+    second = ServiceHost(config, gated.definition)
     starting = asyncio.create_task(second.start())
-    await asyncio.wait_for(opening.wait(), 10)
+    await asyncio.wait_for(gated.opening.wait(), 10)
     try:
         writing = asyncio.create_task(log.append("s-1", [user("one"), user("two")]))
         # The log refuses while it opens; the writer keeps trying.
@@ -292,7 +293,7 @@ async def test_a_writer_rides_out_a_restart_of_the_log(tmp_path: Path) -> None:
             stub.ListSessions(pb.ListSessionsRequest()), grpc.StatusCode.UNAVAILABLE
         )
         assert not writing.done()
-        release.set()
+        gated.release.set()
         await asyncio.wait_for(starting, 10)
         written = await asyncio.wait_for(writing, 10)
         assert written.seqs == [1, 2]
