@@ -42,6 +42,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
+from services.common.tasks import spawn
+
 from .append_plan import AppendRequest, Outcome
 from .port import AppendResult
 
@@ -108,18 +110,29 @@ class GroupCommitter:
             raise RuntimeError("session store is closed")
         self._queue.append(pending)
         if self._drainer is None:
-            self._drainer = asyncio.get_running_loop().create_task(
-                self._drain(), name="sessionlog-group-commit"
-            )
+            # spawn: no caller's context (deadline, account), and a drainer
+            # that dies is logged.
+            self._drainer = spawn(self._drain(), name="sessionlog-group-commit")
 
     async def _drain(self) -> None:
+        taken: list[_Append | _Alone[Any]] = []
         try:
             while self._queue:
                 head = self._queue.popleft()
                 if isinstance(head, _Alone):
+                    taken = [head]
                     await self._run_alone(head)
                 else:
-                    await self._run_wave(self._wave_from(head))
+                    wave = self._wave_from(head)
+                    taken = list(wave)
+                    await self._run_wave(wave)
+        except BaseException as error:
+            # Whatever stopped the drainer, no caller is left waiting on it.
+            failure = error if isinstance(error, Exception) else RuntimeError("write abandoned")
+            for pending in [*taken, *self._queue]:
+                _settle(pending.future, failure)
+            self._queue.clear()
+            raise
         finally:
             self._drainer = None
 
