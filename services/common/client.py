@@ -1,13 +1,17 @@
-"""Client-side helpers: channels, deadlines and domain errors from statuses."""
+"""Client-side helpers: channels, deadlines, and what a failed call to a peer
+raises (its domain error, or PEER_UNAVAILABLE naming it: a service edge
+never answers UNKNOWN for a peer that went away)."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, NoReturn, ParamSpec, TypeVar
 
 import grpc
 
 from .deadlines import downstream_timeout
+from .errors import DomainError, PeerUnavailable
 from .internal_auth import token_interceptors
 from .server import MAX_MESSAGE_BYTES
 from .status import domain_error_from
@@ -36,40 +40,58 @@ def call_timeout(default: float | None = DEFAULT_TIMEOUT_S) -> float | None:
     return downstream_timeout(default)
 
 
-def raising_domain_errors(
-    call: Callable[P, Awaitable[T]],
-) -> Callable[P, Coroutine[Any, Any, T]]:
-    """Turn a status that carries our ErrorInfo back into the domain error."""
-
-    async def wrapped(*args: P.args, **kwargs: P.kwargs) -> T:
-        try:
-            return await call(*args, **kwargs)
-        except grpc.aio.AioRpcError as error:
-            domain_error = domain_error_from(error)
-            if domain_error is None:
-                raise
-            raise domain_error from error
-
-    return wrapped
+def peer_error(error: grpc.aio.AioRpcError, peer: str) -> DomainError | None:
+    """What a failed call to `peer` means to this service: the domain error
+    the peer raised, or PEER_UNAVAILABLE naming `peer` (it is down,
+    restarting, or failed without a reason of ours). None for a missed
+    deadline: the gRPC error stays, and the service edge answers it
+    DEADLINE_EXCEEDED."""
+    domain_error = domain_error_from(error)
+    if domain_error is not None:
+        return domain_error
+    code: grpc.StatusCode = error.code()
+    if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+        return None
+    return PeerUnavailable(peer, code.name)
 
 
-async def domain_errors(call: Awaitable[T]) -> T:
-    """Await a gRPC call, raising the domain error its status carries."""
+def _reraise(error: grpc.aio.AioRpcError, peer: str) -> NoReturn:
+    typed = peer_error(error, peer)
+    if typed is None:
+        raise error
+    raise typed from error
+
+
+def raising_peer_errors(
+    peer: str,
+) -> Callable[[Callable[P, Awaitable[T]]], Callable[P, Coroutine[Any, Any, T]]]:
+    """Decorate a port's calls to `peer` so they raise what `peer_error` says."""
+
+    def decorate(call: Callable[P, Awaitable[T]]) -> Callable[P, Coroutine[Any, Any, T]]:
+        @functools.wraps(call)
+        async def wrapped(*args: P.args, **kwargs: P.kwargs) -> T:
+            try:
+                return await call(*args, **kwargs)
+            except grpc.aio.AioRpcError as error:
+                _reraise(error, peer)
+
+        return wrapped
+
+    return decorate
+
+
+async def peer_call(call: Awaitable[T], peer: str) -> T:
+    """Await a gRPC call to `peer`, raising what `peer_error` says."""
     try:
         return await call
     except grpc.aio.AioRpcError as error:
-        domain_error = domain_error_from(error)
-        if domain_error is None:
-            raise
-        raise domain_error from error
+        _reraise(error, peer)
 
 
-async def stream_raising_domain_errors(stream: AsyncIterator[T]) -> AsyncIterator[T]:
+async def peer_stream(stream: AsyncIterator[T], peer: str) -> AsyncIterator[T]:
+    """A server stream from `peer`, raising what `peer_error` says."""
     try:
         async for item in stream:
             yield item
     except grpc.aio.AioRpcError as error:
-        domain_error = domain_error_from(error)
-        if domain_error is None:
-            raise
-        raise domain_error from error
+        _reraise(error, peer)

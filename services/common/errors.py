@@ -121,14 +121,21 @@ class BadPageSize(InvalidArgument):
 
 
 class PeerUnavailable(Unavailable):
-    """A service this one depends on failed or could not be reached (retry)."""
+    """A service this one depends on failed or could not be reached (retry).
+
+    `peer` names it (a service name: `sessionlog`, `agentruntime`, …), so
+    whoever reads the error knows which process to look at; `peer_code` is
+    the status that service's call ended with."""
 
     REASON = "PEER_UNAVAILABLE"
+    # When the failed call's target is not known (the edge's last resort).
+    UNNAMED = "a service behind this one"
 
-    def __init__(self, peer_code: str) -> None:
+    def __init__(self, peer: str, peer_code: str) -> None:
         super().__init__(
             self.REASON,
-            f"a service behind this one is unavailable ({peer_code}); try again",
+            f"{peer} is unavailable ({peer_code}); try again",
+            peer=peer,
             peer_code=peer_code,
         )
 

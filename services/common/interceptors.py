@@ -280,7 +280,9 @@ async def _guarded_call(
                 grpc.StatusCode.DEADLINE_EXCEEDED,
                 "a service behind this one did not answer in time",
             )
-        status = domain_error_status(PeerUnavailable(_code_name(error.code())))
+        status = domain_error_status(
+            PeerUnavailable(PeerUnavailable.UNNAMED, _code_name(error.code()))
+        )
         code = _code_name(status.code)
         await context.abort(status.code, status.details, status.trailing_metadata)
     except grpc.aio.AbortError:

@@ -28,7 +28,7 @@ from agenthost.workspace.v1 import workspace_pb2 as ws
 from google.protobuf import json_format, struct_pb2
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from services.common.client import call_timeout, domain_errors
+from services.common.client import call_timeout, peer_call
 from services.common.errors import DomainError, InvalidArgument, SessionNotFound
 from services.common.recent import Recent
 from services.common.tasks import spawn
@@ -50,6 +50,8 @@ SERVICE_NAME = gw.DESCRIPTOR.services_by_name["GatewayService"].full_name
 HEARTBEAT_S = 15.0
 # How long OpenSession waits for the projection block.
 SIDE_READ_TIMEOUT_S = 2.0
+# The peers this servicer calls through raw stubs (the others through ports).
+RUNTIME, PROJECTION = "agentruntime", "projection"
 PLAN_KEY = "plan"
 # A reconnect whose cursor is further behind than this reopens the session.
 MAX_CATCH_UP = 10_000
@@ -126,12 +128,13 @@ class GatewayServicer(gw_grpc.GatewayServiceServicer):
         return await asyncio.shield(task)
 
     async def _resume_once(self, session_id: str) -> rt.AgentStatus:
-        reply: rt.ResumeAgentResponse = await domain_errors(
+        reply: rt.ResumeAgentResponse = await peer_call(
             self.runtime.ResumeAgent(
                 rt.ResumeAgentRequest(session_id=session_id),
                 timeout=call_timeout(),
                 wait_for_ready=True,
-            )
+            ),
+            RUNTIME,
         )
         status: rt.AgentStatus = reply.status
         return status
@@ -149,12 +152,13 @@ class GatewayServicer(gw_grpc.GatewayServiceServicer):
         request = pj.GetProjectionRequest(session_id=session_id, keys=keys or [])
         if min_seq >= 0:
             request.min_seq = min_seq
-        reply: pj.GetProjectionResponse = await domain_errors(
+        reply: pj.GetProjectionResponse = await peer_call(
             self.projection.GetProjection(
                 request,
                 timeout=call_timeout(within_s) if within_s else call_timeout(),
                 wait_for_ready=True,
-            )
+            ),
+            PROJECTION,
         )
         return reply
 
@@ -388,10 +392,13 @@ class GatewayServicer(gw_grpc.GatewayServiceServicer):
         """A running turn is cancelled; the session leaves its workspace first
         (so it is never recreated), then its log goes."""
         async with self._mutating(request.fence, request.session_id) as account:
-            await domain_errors(
+            await peer_call(
                 self.runtime.Cancel(
-                    rt.CancelRequest(session_id=request.session_id), timeout=call_timeout()
-                )
+                    rt.CancelRequest(session_id=request.session_id),
+                    timeout=call_timeout(),
+                    wait_for_ready=True,
+                ),
+                RUNTIME,
             )
             await self.workspaces.remove_session(account, request.session_id)
             await self.log.delete_session(request.session_id)
@@ -503,13 +510,15 @@ class GatewayServicer(gw_grpc.GatewayServiceServicer):
                 rollback = before.pending if before.HasField("pending") else before.active
                 await self.plan.set(request.session_id, request.plan_target)
             try:
-                reply: rt.PromptResponse = await domain_errors(
+                reply: rt.PromptResponse = await peer_call(
                     self.runtime.Prompt(
                         rt.PromptRequest(
                             session_id=request.session_id, text=request.text, mode=request.mode
                         ),
                         timeout=call_timeout(),
-                    )
+                        wait_for_ready=True,
+                    ),
+                    RUNTIME,
                 )
             except DomainError:
                 if rollback is not None and self.plan is not None:
@@ -523,10 +532,13 @@ class GatewayServicer(gw_grpc.GatewayServiceServicer):
         self, request: gw.CancelRequest, context: grpc.aio.ServicerContext
     ) -> gw.CancelResponse:
         async with self._mutating(request.fence, request.session_id):
-            reply: rt.CancelResponse = await domain_errors(
+            reply: rt.CancelResponse = await peer_call(
                 self.runtime.Cancel(
-                    rt.CancelRequest(session_id=request.session_id), timeout=call_timeout()
-                )
+                    rt.CancelRequest(session_id=request.session_id),
+                    timeout=call_timeout(),
+                    wait_for_ready=True,
+                ),
+                RUNTIME,
             )
             return gw.CancelResponse(cancelled=reply.cancelled, seq=reply.status.last_seq)
 
@@ -534,10 +546,13 @@ class GatewayServicer(gw_grpc.GatewayServiceServicer):
         self, request: gw.ListCommandsRequest, context: grpc.aio.ServicerContext
     ) -> gw.ListCommandsResponse:
         await self._own(request.session_id)
-        reply: rt.ListCommandsResponse = await domain_errors(
+        reply: rt.ListCommandsResponse = await peer_call(
             self.runtime.ListCommands(
-                rt.ListCommandsRequest(session_id=request.session_id), timeout=call_timeout()
-            )
+                rt.ListCommandsRequest(session_id=request.session_id),
+                timeout=call_timeout(),
+                wait_for_ready=True,
+            ),
+            RUNTIME,
         )
         return gw.ListCommandsResponse(commands=reply.commands)
 
@@ -549,8 +564,9 @@ class GatewayServicer(gw_grpc.GatewayServiceServicer):
             command = rt.ExecuteCommandRequest(session_id=request.session_id, name=request.name)
             if request.HasField("args"):
                 command.args = request.args
-            reply: rt.ExecuteCommandResponse = await domain_errors(
-                self.runtime.ExecuteCommand(command, timeout=call_timeout())
+            reply: rt.ExecuteCommandResponse = await peer_call(
+                self.runtime.ExecuteCommand(command, timeout=call_timeout(), wait_for_ready=True),
+                RUNTIME,
             )
             return gw.ExecuteCommandResponse(ok=reply.ok, message=reply.message, seq=reply.last_seq)
 
@@ -558,7 +574,7 @@ class GatewayServicer(gw_grpc.GatewayServiceServicer):
         self, request: gw.AnswerQuestionRequest, context: grpc.aio.ServicerContext
     ) -> gw.AnswerQuestionResponse:
         async with self._mutating(request.fence, request.session_id):
-            reply: rt.AnswerQuestionResponse = await domain_errors(
+            reply: rt.AnswerQuestionResponse = await peer_call(
                 self.runtime.AnswerQuestion(
                     rt.AnswerQuestionRequest(
                         session_id=request.session_id,
@@ -566,7 +582,9 @@ class GatewayServicer(gw_grpc.GatewayServiceServicer):
                         answer=request.answer,
                     ),
                     timeout=call_timeout(),
-                )
+                    wait_for_ready=True,
+                ),
+                RUNTIME,
             )
             return gw.AnswerQuestionResponse(seq=reply.seq)
 
@@ -579,8 +597,9 @@ class GatewayServicer(gw_grpc.GatewayServiceServicer):
                 update.sandbox = request.sandbox
             if request.HasField("approvals"):
                 update.approvals = request.approvals
-            reply: rt.UpdateSettingsResponse = await domain_errors(
-                self.runtime.UpdateSettings(update, timeout=call_timeout())
+            reply: rt.UpdateSettingsResponse = await peer_call(
+                self.runtime.UpdateSettings(update, timeout=call_timeout(), wait_for_ready=True),
+                RUNTIME,
             )
             return gw.UpdateSessionSettingsResponse(settings=reply.settings, seq=reply.seq)
 

@@ -6,16 +6,20 @@ import grpc
 from agenthost.planmode.v1 import plan_mode_pb2 as pb
 from agenthost.planmode.v1 import plan_mode_pb2_grpc as pb_grpc
 
-from services.common.client import call_timeout, raising_domain_errors
+from services.common.client import call_timeout, raising_peer_errors
 
 BOUNDARY_TIMEOUT_S = 1.0
+
+
+PEER = "planmode"
+calls_peer = raising_peer_errors(PEER)
 
 
 class PlanModeClient:
     def __init__(self, channel: grpc.aio.Channel) -> None:
         self.stub = pb_grpc.PlanModeServiceStub(channel)
 
-    @raising_domain_errors
+    @calls_peer
     async def get(self, session_id: str) -> pb.GetPlanModeResponse:
         reply: pb.GetPlanModeResponse = await self.stub.GetPlanMode(
             pb.GetPlanModeRequest(session_id=session_id),
@@ -24,7 +28,7 @@ class PlanModeClient:
         )
         return reply
 
-    @raising_domain_errors
+    @calls_peer
     async def set(
         self, session_id: str, active: bool, *, when_idle: bool = False
     ) -> pb.SetPlanModeResponse:
@@ -35,7 +39,7 @@ class PlanModeClient:
         )
         return reply
 
-    @raising_domain_errors
+    @calls_peer
     async def apply_at_boundary(self, session_id: str) -> pb.ApplyAtBoundaryResponse:
         reply: pb.ApplyAtBoundaryResponse = await self.stub.ApplyAtBoundary(
             pb.ApplyAtBoundaryRequest(session_id=session_id),
@@ -47,7 +51,7 @@ class PlanModeClient:
         )
         return reply
 
-    @raising_domain_errors
+    @calls_peer
     async def exit_plan_mode(self, session_id: str) -> pb.ExitPlanModeResponse:
         reply: pb.ExitPlanModeResponse = await self.stub.ExitPlanMode(
             pb.ExitPlanModeRequest(session_id=session_id),
@@ -56,7 +60,7 @@ class PlanModeClient:
         )
         return reply
 
-    @raising_domain_errors
+    @calls_peer
     async def run_plan_command(
         self, session_id: str, args: str | None
     ) -> pb.RunPlanCommandResponse:

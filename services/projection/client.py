@@ -15,7 +15,7 @@ from agenthost.projection.v1 import projection_pb2 as pb
 from agenthost.projection.v1 import projection_pb2_grpc as pb_grpc
 from google.protobuf import json_format, struct_pb2
 
-from services.common.client import call_timeout, raising_domain_errors, stream_raising_domain_errors
+from services.common.client import call_timeout, peer_stream, raising_peer_errors
 
 from .model import CaughtUp, Change, Snapshot, WatchItem
 from .registry import UnitInfo
@@ -33,11 +33,15 @@ def _item(response: pb.WatchProjectionResponse) -> WatchItem:
     return Change(change.key, view_from_value(change.value), change.seq)
 
 
+PEER = "projection"
+calls_peer = raising_peer_errors(PEER)
+
+
 class ProjectionClient:
     def __init__(self, channel: grpc.aio.Channel) -> None:
         self._stub = pb_grpc.ProjectionServiceStub(channel)
 
-    @raising_domain_errors
+    @calls_peer
     async def get(self, session_id: str, keys: Sequence[str] = ()) -> Snapshot:
         """The session's views as of `as_of_seq` (every unit when `keys` is
         empty; unknown keys are left out). Raises SessionNotFound."""
@@ -59,12 +63,12 @@ class ProjectionClient:
             pb.WatchProjectionRequest(session_id=session_id, after_seq=after_seq)
         )
         try:
-            async for response in stream_raising_domain_errors(call):
+            async for response in peer_stream(call, PEER):
                 yield _item(response)
         finally:
             call.cancel()
 
-    @raising_domain_errors
+    @calls_peer
     async def units(self) -> list[UnitInfo]:
         reply: pb.ListUnitsResponse = await self._stub.ListUnits(
             pb.ListUnitsRequest(), timeout=call_timeout(), wait_for_ready=True

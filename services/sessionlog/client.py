@@ -14,8 +14,8 @@ from agenthost.sessionlog.v1 import session_log_pb2_grpc as pb_grpc
 from services.common.client import (
     DEFAULT_TIMEOUT_S,
     call_timeout,
-    raising_domain_errors,
-    stream_raising_domain_errors,
+    peer_stream,
+    raising_peer_errors,
 )
 
 from . import folds
@@ -32,6 +32,9 @@ from .port import (
     SubscriptionItem,
     TailPage,
 )
+
+PEER = "sessionlog"
+calls_peer = raising_peer_errors(PEER)
 
 _DIRECTIONS = {
     Direction.FORWARD: pb.READ_DIRECTION_FORWARD,
@@ -65,7 +68,7 @@ class SessionLogClient:
     def __init__(self, channel: grpc.aio.Channel) -> None:
         self._stub = pb_grpc.SessionLogServiceStub(channel)
 
-    @raising_domain_errors
+    @calls_peer
     async def create_session(self, session_id: str | None, cwd: str) -> tuple[SessionSummary, bool]:
         reply = await self._stub.CreateSession(
             pb.CreateSessionRequest(session_id=session_id or "", cwd=cwd),
@@ -74,14 +77,14 @@ class SessionLogClient:
         )
         return reply.session, reply.created
 
-    @raising_domain_errors
+    @calls_peer
     async def get_session(self, session_id: str) -> SessionSummary:
         reply: pb.GetSessionResponse = await self._stub.GetSession(
             pb.GetSessionRequest(session_id=session_id), timeout=call_timeout(), wait_for_ready=True
         )
         return reply.session
 
-    @raising_domain_errors
+    @calls_peer
     async def load_state(self, session_id: str) -> folds.SessionState:
         reply: pb.LoadStateResponse = await self._stub.LoadState(
             pb.LoadStateRequest(session_id=session_id), timeout=call_timeout(), wait_for_ready=True
@@ -91,7 +94,7 @@ class SessionLogClient:
             return folds.SessionState()
         return folds.load_state(reply.state)
 
-    @raising_domain_errors
+    @calls_peer
     async def append(
         self, session_id: str, events: Sequence[Event], expected_last_seq: int | None = None
     ) -> AppendResult:
@@ -119,7 +122,7 @@ class SessionLogClient:
             await asyncio.sleep(delay)  # back off before the same batch again
             delay = min(delay * 2, RETRY_MAX_S)
 
-    @raising_domain_errors
+    @calls_peer
     async def read(
         self,
         session_id: str,
@@ -136,7 +139,7 @@ class SessionLogClient:
         reply = await self._stub.ReadEvents(request, timeout=call_timeout(), wait_for_ready=True)
         return ReadResult(list(reply.events), reply.last_seq)
 
-    @raising_domain_errors
+    @calls_peer
     async def tail_page(
         self,
         session_id: str,
@@ -156,9 +159,7 @@ class SessionLogClient:
         request = pb.SubscribeRequest(
             session_id=session_id, after_seq=after_seq, heartbeat_ms=int(heartbeat_s * 1000)
         )
-        async for response in stream_raising_domain_errors(
-            self._stub.Subscribe(request, wait_for_ready=True)
-        ):
+        async for response in peer_stream(self._stub.Subscribe(request, wait_for_ready=True), PEER):
             yield _item(response)
 
     async def subscribe_all(
@@ -173,10 +174,10 @@ class SessionLogClient:
             from_end=from_end,
         )
         stream = self._stub.SubscribeAll(request, wait_for_ready=True)
-        async for response in stream_raising_domain_errors(stream):
+        async for response in peer_stream(stream, PEER):
             yield _item(response)
 
-    @raising_domain_errors
+    @calls_peer
     async def list_sessions(
         self,
         page_size: int = 100,
@@ -197,7 +198,7 @@ class SessionLogClient:
         )
         return list(reply.sessions), reply.next_page_token
 
-    @raising_domain_errors
+    @calls_peer
     async def delete_session(self, session_id: str) -> None:
         await self._stub.DeleteSession(
             pb.DeleteSessionRequest(session_id=session_id),
@@ -205,7 +206,7 @@ class SessionLogClient:
             wait_for_ready=True,
         )
 
-    @raising_domain_errors
+    @calls_peer
     async def fork(
         self, session_id: str, up_to_seq: int | None = None, new_session_id: str | None = None
     ) -> SessionSummary:

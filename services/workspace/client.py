@@ -12,17 +12,21 @@ import grpc
 from agenthost.workspace.v1 import workspace_pb2 as pb
 from agenthost.workspace.v1 import workspace_pb2_grpc as pb_grpc
 
-from services.common.client import call_timeout, raising_domain_errors
+from services.common.client import call_timeout, raising_peer_errors
 from services.sessionlog.port import SessionSummary
 
 Workspace = pb.Workspace
+
+
+PEER = "workspace"
+calls_peer = raising_peer_errors(PEER)
 
 
 class WorkspaceClient:
     def __init__(self, channel: grpc.aio.Channel) -> None:
         self._stub = pb_grpc.WorkspaceServiceStub(channel)
 
-    @raising_domain_errors
+    @calls_peer
     async def create(self, account_id: str, path: str) -> tuple[Workspace, bool]:
         """The account's workspace at `path` (canonicalised), and whether it
         was created by this call."""
@@ -33,7 +37,7 @@ class WorkspaceClient:
         )
         return reply.workspace, reply.created
 
-    @raising_domain_errors
+    @calls_peer
     async def get(self, account_id: str, workspace_id: str) -> Workspace:
         reply: pb.GetWorkspaceResponse = await self._stub.GetWorkspace(
             pb.GetWorkspaceRequest(account_id=account_id, workspace_id=workspace_id),
@@ -42,7 +46,7 @@ class WorkspaceClient:
         )
         return reply.workspace
 
-    @raising_domain_errors
+    @calls_peer
     async def list(self, account_id: str) -> list[Workspace]:
         """In creation order."""
         reply: pb.ListWorkspacesResponse = await self._stub.ListWorkspaces(
@@ -52,7 +56,7 @@ class WorkspaceClient:
         )
         return [*reply.workspaces]
 
-    @raising_domain_errors
+    @calls_peer
     async def connect(self, account_id: str, workspace_id: str) -> tuple[SessionSummary, bool]:
         """The session "New Session" lands in, and whether it was reused."""
         reply: pb.ConnectWorkspaceResponse = await self._stub.ConnectWorkspace(
@@ -62,7 +66,7 @@ class WorkspaceClient:
         )
         return reply.session, reply.reused
 
-    @raising_domain_errors
+    @calls_peer
     async def create_session(
         self, account_id: str, workspace_id: str, session_id: str | None = None
     ) -> SessionSummary:
@@ -76,7 +80,7 @@ class WorkspaceClient:
         )
         return reply.session
 
-    @raising_domain_errors
+    @calls_peer
     async def create_session_at(
         self, account_id: str, path: str, session_id: str | None = None
     ) -> tuple[str, SessionSummary]:
@@ -92,7 +96,7 @@ class WorkspaceClient:
         )
         return reply.workspace_id, reply.session
 
-    @raising_domain_errors
+    @calls_peer
     async def archive(
         self, account_id: str, workspace_id: str, session_id: str, archived: bool = True
     ) -> Workspace:
@@ -117,7 +121,7 @@ class WorkspaceClient:
             )
         return reply.workspace
 
-    @raising_domain_errors
+    @calls_peer
     async def add_session(self, account_id: str, workspace_id: str, session_id: str) -> Workspace:
         reply: pb.AddSessionResponse = await self._stub.AddSession(
             pb.AddSessionRequest(
@@ -128,7 +132,7 @@ class WorkspaceClient:
         )
         return reply.workspace
 
-    @raising_domain_errors
+    @calls_peer
     async def remove_session(self, account_id: str, session_id: str) -> None:
         await self._stub.RemoveSession(
             pb.RemoveSessionRequest(account_id=account_id, session_id=session_id),
@@ -136,7 +140,7 @@ class WorkspaceClient:
             wait_for_ready=True,
         )
 
-    @raising_domain_errors
+    @calls_peer
     async def recent(self, account_id: str) -> Workspace | None:
         """The workspace the account was active in last; None without any."""
         reply: pb.RecentWorkspaceResponse = await self._stub.RecentWorkspace(
@@ -146,7 +150,7 @@ class WorkspaceClient:
         )
         return reply.workspace if reply.HasField("workspace") else None
 
-    @raising_domain_errors
+    @calls_peer
     async def find_session_workspace(self, account_id: str, session_id: str) -> Workspace | None:
         reply: pb.FindSessionWorkspaceResponse = await self._stub.FindSessionWorkspace(
             pb.FindSessionWorkspaceRequest(account_id=account_id, session_id=session_id),
