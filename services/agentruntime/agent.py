@@ -243,16 +243,20 @@ class Agent:
         return mode
 
     async def _open_turn(self, input_id: str, text: str) -> bool:
-        """Record turn/start and the user's message; False for a retried input."""
+        """Record turn/start and the user's message; whether that turn is open
+        now. A duplicate answer is no reason to leave it unrun: the log gives
+        it to a batch re-sent after a lost answer (its first send wrote it) as
+        to a retried input; only the latter's turn may have run, and then it
+        is closed."""
         turn = ev.Event(id=f"{input_id}-turn", turn_start=ev.TurnStart(turn_id=new_id("turn")))
         events = [turn, _user_message(input_id, text)]
         if not self._state.title:
             # A session is named after its first message until someone renames it.
             title = ev.SessionTitle(title=title_from_message(text))
             events.append(ev.Event(id=f"{input_id}-title", session_title=title))
-        result = await self._log.append(self.session_id, events)
+        await self._log.append(self.session_id, events)
         await self._catch_up()
-        return not result.duplicate
+        return self._state.turn.open
 
     async def cancel(self) -> bool:
         """Stop the running turn (recorded as cancelled). Queued inputs stay."""

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from pathlib import Path
+from typing import cast
 
 import pytest
 from agenthost.sessionlog.v1 import events_pb2 as ev
@@ -16,6 +18,7 @@ from services.agentruntime.runtime import AgentRuntime
 from services.common.errors import SessionNotFound
 from services.sessionlog.domain import SessionLog
 from services.sessionlog.folds import Question
+from services.sessionlog.port import AppendResult, Event, SessionLogPort
 from tests.support.events import kinds
 
 WAIT_S = 10.0
@@ -170,6 +173,47 @@ async def test_resume_closes_a_turn_left_open_and_restores_the_conversation(
     await idle(runtime, session)
     texts = [getattr(m, "text", "") for m in model.requests[0].messages]
     assert texts == ["before the crash", "after"]
+
+
+class LostFirstAnswers:
+    """The session log as a runtime sees it through a restart of the log: the
+    first send of each batch is written but its answer is lost, so the batch
+    is sent again and answered as a duplicate."""
+
+    def __init__(self, log: SessionLog) -> None:
+        self._log = log
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._log, name)
+
+    async def append(
+        self, session_id: str, events: Sequence[Event], expected_last_seq: int | None = None
+    ) -> AppendResult:
+        await self._log.append(session_id, events, expected_last_seq)
+        return await self._log.append(session_id, events)
+
+
+async def test_a_prompt_whose_append_answer_was_lost_still_runs(
+    session_log: SessionLog, session: str
+) -> None:
+    runtime = AgentRuntime(cast(SessionLogPort, LostFirstAnswers(session_log)), BuiltinAdapter())
+    await runtime.prompt(session, "hello")
+    await idle(runtime, session)
+    events = (await session_log.read(session, limit=100)).events
+    assert kinds(events)[-1] == "turn_end"
+    assert events[-1].turn_end.reason == ev.TURN_END_REASON_COMPLETED
+
+
+async def test_a_retried_input_whose_turn_ran_runs_no_second_turn(
+    session_log: SessionLog, session: str
+) -> None:
+    runtime = AgentRuntime(session_log, BuiltinAdapter())
+    await runtime.prompt(session, "once", input_id="input-1")
+    await idle(runtime, session)
+    before = await log_kinds(session_log, session)
+    await runtime.prompt(session, "once", input_id="input-1")
+    await idle(runtime, session)
+    assert await log_kinds(session_log, session) == before
 
 
 async def test_concurrent_resumes_share_one_agent(session_log: SessionLog, session: str) -> None:
