@@ -6,10 +6,12 @@ import asyncio
 import time
 import uuid
 from collections.abc import AsyncIterator, Sequence
+from typing import Any
 
 import grpc
 from agenthost.sessionlog.v1 import session_log_pb2 as pb
 from agenthost.sessionlog.v1 import session_log_pb2_grpc as pb_grpc
+from google.protobuf.message import Message
 
 from services.common.client import (
     DEFAULT_TIMEOUT_S,
@@ -17,6 +19,8 @@ from services.common.client import (
     peer_stream,
     raising_peer_errors,
 )
+from services.common.errors import NotReady
+from services.common.status import error_info
 
 from . import folds
 from .port import (
@@ -46,6 +50,13 @@ _DIRECTIONS = {
 RETRY_FIRST_S, RETRY_MAX_S = 0.05, 1.0
 
 
+def _refused(error: grpc.aio.AioRpcError) -> bool:
+    """The log answered, refusing the call before doing anything (starting,
+    or stopping gracefully)."""
+    info = error_info(error)
+    return info is not None and info.reason == NotReady.REASON
+
+
 def _outcome_unknown(error: grpc.aio.AioRpcError) -> bool:
     """The log went away or was not serving (restarting): the batch may or may
     not have been written, and sending it again is safe."""
@@ -68,26 +79,46 @@ class SessionLogClient:
     def __init__(self, channel: grpc.aio.Channel) -> None:
         self._stub = pb_grpc.SessionLogServiceStub(channel)
 
+    async def _call(self, rpc: Any, request: Message, *, idempotent: bool = True) -> Any:
+        """One unary call, sent again with back-off while the log restarts,
+        until the call's time runs out: a restart of the log never fails a
+        turn or a writer. A call the log refused unread (NOT_READY) is always
+        sent again; one whose outcome is unknown only when sending it twice
+        does what sending it once does (appends are, by their event ids)."""
+        deadline = time.monotonic() + (call_timeout() or DEFAULT_TIMEOUT_S)
+        delay = RETRY_FIRST_S
+        while True:
+            try:
+                return await rpc(
+                    request, timeout=max(deadline - time.monotonic(), 0.0), wait_for_ready=True
+                )
+            except grpc.aio.AioRpcError as error:
+                again = _refused(error) or (idempotent and _outcome_unknown(error))
+                if not again or time.monotonic() + delay >= deadline:
+                    raise
+            await asyncio.sleep(delay)  # back off before sending it again
+            delay = min(delay * 2, RETRY_MAX_S)
+
     @calls_peer
     async def create_session(self, session_id: str | None, cwd: str) -> tuple[SessionSummary, bool]:
-        reply = await self._stub.CreateSession(
+        reply = await self._call(
+            self._stub.CreateSession,
             pb.CreateSessionRequest(session_id=session_id or "", cwd=cwd),
-            timeout=call_timeout(),
-            wait_for_ready=True,
+            idempotent=bool(session_id),
         )
         return reply.session, reply.created
 
     @calls_peer
     async def get_session(self, session_id: str) -> SessionSummary:
-        reply: pb.GetSessionResponse = await self._stub.GetSession(
-            pb.GetSessionRequest(session_id=session_id), timeout=call_timeout(), wait_for_ready=True
+        reply: pb.GetSessionResponse = await self._call(
+            self._stub.GetSession, pb.GetSessionRequest(session_id=session_id)
         )
         return reply.session
 
     @calls_peer
     async def load_state(self, session_id: str) -> folds.SessionState:
-        reply: pb.LoadStateResponse = await self._stub.LoadState(
-            pb.LoadStateRequest(session_id=session_id), timeout=call_timeout(), wait_for_ready=True
+        reply: pb.LoadStateResponse = await self._call(
+            self._stub.LoadState, pb.LoadStateRequest(session_id=session_id)
         )
         if reply.fold_version != folds.STATE_VERSION:
             # A log of another release: the caller folds the log from the start.
@@ -108,19 +139,8 @@ class SessionLogClient:
             event.id = event.id or f"e-{batch_id}-{n}"
         if expected_last_seq is not None:
             request.expected_last_seq = expected_last_seq
-        deadline = time.monotonic() + (call_timeout() or DEFAULT_TIMEOUT_S)
-        delay = RETRY_FIRST_S
-        while True:
-            try:
-                reply = await self._stub.Append(
-                    request, timeout=max(deadline - time.monotonic(), 0.0), wait_for_ready=True
-                )
-                return AppendResult(list(reply.seqs), reply.last_seq, reply.duplicate)
-            except grpc.aio.AioRpcError as error:
-                if not _outcome_unknown(error) or time.monotonic() + delay >= deadline:
-                    raise
-            await asyncio.sleep(delay)  # back off before the same batch again
-            delay = min(delay * 2, RETRY_MAX_S)
+        reply = await self._call(self._stub.Append, request)
+        return AppendResult(list(reply.seqs), reply.last_seq, reply.duplicate)
 
     @calls_peer
     async def read(
@@ -136,7 +156,7 @@ class SessionLogClient:
         )
         if from_seq is not None:
             request.from_seq = from_seq
-        reply = await self._stub.ReadEvents(request, timeout=call_timeout(), wait_for_ready=True)
+        reply = await self._call(self._stub.ReadEvents, request)
         return ReadResult(list(reply.events), reply.last_seq)
 
     @calls_peer
@@ -150,7 +170,7 @@ class SessionLogClient:
         request = pb.TailPageRequest(session_id=session_id, message_limit=message_limit)
         if before_seq is not None:
             request.before_seq = before_seq
-        reply = await self._stub.TailPage(request, timeout=call_timeout(), wait_for_ready=True)
+        reply = await self._call(self._stub.TailPage, request)
         return TailPage(list(reply.events), reply.has_more, reply.before_seq, reply.last_seq)
 
     async def subscribe(
@@ -186,24 +206,23 @@ class SessionLogClient:
         *,
         running_only: bool = False,
     ) -> tuple[list[SessionSummary], str]:
-        reply = await self._stub.ListSessions(
+        reply = await self._call(
+            self._stub.ListSessions,
             pb.ListSessionsRequest(
                 page_size=page_size,
                 page_token=page_token,
                 session_ids=session_ids,
                 running_only=running_only,
             ),
-            timeout=call_timeout(),
-            wait_for_ready=True,
         )
         return list(reply.sessions), reply.next_page_token
 
     @calls_peer
     async def delete_session(self, session_id: str) -> None:
-        await self._stub.DeleteSession(
+        await self._call(
+            self._stub.DeleteSession,
             pb.DeleteSessionRequest(session_id=session_id),
-            timeout=call_timeout(),
-            wait_for_ready=True,
+            idempotent=False,
         )
 
     @calls_peer
@@ -213,7 +232,7 @@ class SessionLogClient:
         request = pb.ForkSessionRequest(session_id=session_id, new_session_id=new_session_id or "")
         if up_to_seq is not None:
             request.up_to_seq = up_to_seq
-        reply: pb.ForkSessionResponse = await self._stub.ForkSession(
-            request, timeout=call_timeout(), wait_for_ready=True
+        reply: pb.ForkSessionResponse = await self._call(
+            self._stub.ForkSession, request, idempotent=bool(new_session_id)
         )
         return reply.session
