@@ -226,10 +226,18 @@ class Agent:
 
     async def prompt(self, text: str, mode: PromptMode, input_id: str = "") -> PromptMode:
         """Take an input, once it is in the log; the mode it was taken in
-        (SEND when idle). A retry with the same input id takes nothing twice."""
-        input_id = input_id or new_id("input")
+        (SEND when idle). A retry with the same input id takes nothing twice.
+
+        The admission runs to its end even when the caller goes away (its
+        gateway died, its deadline passed): cut between the append and the
+        start, it would leave a turn open in the log that nothing runs."""
+        admission = self._admit(text, mode, input_id or new_id("input"))
+        return await asyncio.shield(spawn(admission, name=f"prompt-{self.session_id}"))
+
+    async def _admit(self, text: str, mode: PromptMode, input_id: str) -> PromptMode:
         async with self._admitting:
             await self._catch_up()
+            self._run_unrun_turn()
             if not self._state.turn.open:
                 # Idle, or the last turn just ended: this input opens the next
                 # one (a runner still finishing picks it up).
@@ -241,6 +249,15 @@ class Agent:
             await self._append([_queued(input_id, text, mode)])
         self._publish_status()
         return mode
+
+    def _run_unrun_turn(self) -> None:
+        """Start the open turn if nothing runs it: an admission whose append
+        outcome was unknown to it (the log restarting past its deadline)
+        may have opened it in the log without starting it."""
+        turn = self._state.turn
+        if turn.open and not self.running and not self._closing:
+            log.warning("running a turn left unstarted", extra={"session_id": self.session_id})
+            self._start(turn.turn_id, resuming=turn.step >= 0)
 
     async def _open_turn(self, input_id: str, text: str) -> bool:
         """Record turn/start and the user's message; whether that turn is open

@@ -204,6 +204,53 @@ async def test_a_prompt_whose_append_answer_was_lost_still_runs(
     assert events[-1].turn_end.reason == ev.TURN_END_REASON_COMPLETED
 
 
+class HeldAfterWriting:
+    """The session log with a switch: while `holding`, an append is written,
+    then its answer waits for `release` (a caller may give up meanwhile)."""
+
+    def __init__(self, log: SessionLog) -> None:
+        self._log = log
+        self.holding = False
+        self.written = asyncio.Event()
+        self.release = asyncio.Event()
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._log, name)
+
+    async def append(
+        self, session_id: str, events: Sequence[Event], expected_last_seq: int | None = None
+    ) -> AppendResult:
+        result = await self._log.append(session_id, events, expected_last_seq)
+        if self.holding:
+            self.written.set()
+            await self.release.wait()
+        return result
+
+
+async def turn_end(log: SessionLog, session_id: str) -> ev.TurnEnd:
+    """The next turn/end in the log, followed live."""
+    async with asyncio.timeout(WAIT_S):
+        async for item in log.subscribe(session_id):
+            if isinstance(item, Event) and item.HasField("turn_end"):
+                return item.turn_end
+    raise AssertionError("the subscription ended")
+
+
+async def test_a_prompt_whose_caller_went_away_mid_admission_still_runs(
+    session_log: SessionLog, session: str
+) -> None:
+    held = HeldAfterWriting(session_log)
+    runtime = AgentRuntime(cast(SessionLogPort, held), BuiltinAdapter())
+    await runtime.resume(session)
+    held.holding = True
+    prompt = asyncio.create_task(runtime.prompt(session, "hello"))
+    await asyncio.wait_for(held.written.wait(), WAIT_S)
+    prompt.cancel()  # its gateway died, say, with turn/start written
+    held.holding = False
+    held.release.set()
+    assert (await turn_end(session_log, session)).reason == ev.TURN_END_REASON_COMPLETED
+
+
 async def test_a_retried_input_whose_turn_ran_runs_no_second_turn(
     session_log: SessionLog, session: str
 ) -> None:
