@@ -10,6 +10,8 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
+from collections import deque
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -80,6 +82,9 @@ class ServiceProcess:
     address: str = ""
     # Extra environment, e.g. the peers' AGENTHOST_<PEER>_ADDR.
     env: dict[str, str] = field(default_factory=dict)
+    # The process's last log lines (stderr is drained, so a chatty service
+    # never blocks on a full pipe).
+    lines: deque[str] = field(default_factory=lambda: deque(maxlen=500))
 
     async def start(self) -> str:
         env = {
@@ -107,13 +112,20 @@ class ServiceProcess:
         assert self.process is not None and self.process.stderr is not None
         for raw in self.process.stderr:
             line = raw.decode(errors="replace").strip()
+            self.lines.append(line)
             try:
                 entry = json.loads(line)
             except json.JSONDecodeError:
                 continue
             if entry.get("msg") == "listening":
+                threading.Thread(target=self._drain, args=(self.process,), daemon=True).start()
                 return str(entry["address"])
         raise RuntimeError(f"{self.module} exited with {self.process.wait()} before listening")
+
+    def _drain(self, process: subprocess.Popen[bytes]) -> None:
+        assert process.stderr is not None
+        for raw in process.stderr:
+            self.lines.append(raw.decode(errors="replace").rstrip())
 
     def signal(self, signum: signal.Signals) -> None:
         assert self.process is not None
