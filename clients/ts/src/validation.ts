@@ -1,8 +1,9 @@
 // Replies and frames are checked with the contract's own rules (the
 // protovalidate annotations in proto/) before the SDK uses them.
 
-import type { DescMessage, MessageShape } from "@bufbuild/protobuf";
+import { createRegistry, type DescMessage, type MessageShape } from "@bufbuild/protobuf";
 import { createValidator } from "@bufbuild/protovalidate";
+import { file_agenthost_common_v1_rules } from "../gen/agenthost/common/v1/rules_pb.js";
 import { EventSchema, type Event } from "../gen/agenthost/sessionlog/v1/events_pb.js";
 import type { PlanModeValue, SessionEvent } from "../gen/agenthost/gateway/v1/gateway_pb.js";
 import { PlanModeValueSchema } from "../gen/agenthost/gateway/v1/gateway_pb.js";
@@ -10,7 +11,9 @@ import { AgentHostError, Reason } from "./errors.js";
 import { UNAVAILABLE, planState, type PlanValue } from "./plan.js";
 import type { JsonValue } from "./projection.js";
 
-const validator = createValidator();
+// Our protos use predefined rules (agenthost/common/v1/rules.proto): the
+// validator must know their extensions.
+const validator = createValidator({ registry: createRegistry(file_agenthost_common_v1_rules) });
 
 /** The rules `message` breaks, as text ([] when none). */
 export function violationsOf<Desc extends DescMessage>(schema: Desc, message: MessageShape<Desc>): string[] {
