@@ -11,7 +11,7 @@ import { after, before, describe, test } from "node:test";
 import { Code } from "@connectrpc/connect";
 import { PromptMode, TextKind } from "../gen/agenthost/runtime/v1/runtime_pb.js";
 import { SetOutcome } from "../gen/agenthost/planmode/v1/plan_mode_pb.js";
-import { AgentHostClient, AgentHostError, LiveText, Reason, codePointLength, jsonOf, type Update } from "../src/index.js";
+import { AgentHostClient, AgentHostError, LiveText, Reason, codePointLength, jsonOf, sameJson, type Update } from "../src/index.js";
 import { createNodeTransport } from "../src/node.js";
 import { FrameReader, GatedTransport, TIMEOUT_MS, eventOf, gatewayAddress, rawClient, type RawClient } from "./support.js";
 
@@ -192,8 +192,9 @@ describe("against a running gateway", { timeout: 4 * TIMEOUT_MS }, () => {
       await session.waitUntil((s) => s.plan.state?.pending === true, TIMEOUT_MS, "the pending choice");
       assert.deepEqual(session.plan.state, { active: false, pending: true });
       assert.ok(
-        updates.some((u) => u.kind === "projectionChanged" && u.key === "plan" && JSON.stringify(u.value) === JSON.stringify({ active: false, pending: true })),
-        "the pending choice came as a plan projection frame",
+        // Struct keys come in no fixed order: compare as JSON values.
+        updates.some((u) => u.kind === "projectionChanged" && u.key === "plan" && sameJson(u.value, { active: false, pending: true })),
+        `the pending choice came as a plan projection frame: ${JSON.stringify(updates.filter((u) => u.kind === "projectionChanged"))}`,
       );
       // The turn ends without another model request: the choice stays pending.
       await session.waitUntil((s) => !s.running, TIMEOUT_MS, "the turn's end");
