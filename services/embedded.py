@@ -21,12 +21,11 @@ from services.agentruntime.models.factory import adapter_from_env
 from services.agentruntime.plan_port import RemotePlanMode
 from services.agentruntime.service import agent_runtime_service
 from services.common.client import open_channel
-from services.common.config import ServiceConfig, TlsFiles
+from services.common.config import LOOPBACK, ServiceConfig, TlsFiles
 from services.common.internal_auth import new_token
 from services.common.server import PortInUse, ServiceDefinition, ServiceHost, port_in_use
 from services.common.tasks import serve_until_signalled
 from services.common.topology import DEFAULT_PORTS, DEFAULT_WEB_PORT, SERVICES
-from services.common.web import LOOPBACK
 from services.gateway.accounts import LOCAL_ACCOUNT, TokenStore, ensure_local_token
 from services.gateway.service import gateway_service
 from services.planmode.client import PlanModeClient

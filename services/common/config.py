@@ -17,6 +17,10 @@ TLS_KEY_ENV = "AGENTHOST_TLS_KEY_FILE"
 WEB_LISTEN_ENV = "AGENTHOST_WEB_LISTEN"
 WEB_ORIGINS_ENV = "AGENTHOST_WEB_ORIGINS"
 WEB_FILES_ENV = "AGENTHOST_WEB_FILES_DIR"
+# In the origins setting: the web port's own origins under loopback names
+# (http://127.0.0.1:PORT, http://localhost:PORT, http://[::1]:PORT), known
+# only once the port is bound (it may be picked free).
+LOOPBACK = "loopback"
 
 
 @dataclass(frozen=True)

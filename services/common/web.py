@@ -65,7 +65,7 @@ from starlette.middleware.cors import CORSMiddleware
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from .config import TlsFiles
+from .config import LOOPBACK, TlsFiles
 from .interceptors import ServiceInterceptor, Undecodable
 
 log = logging.getLogger("agenthost.server")
@@ -97,10 +97,6 @@ EXPOSED_HEADERS = (
 )
 # How long a browser may reuse a preflight's answer (Chromium caps it at 2 h).
 PREFLIGHT_MAX_AGE_S = 7200
-# In the origins setting: the web port's own origins under loopback names
-# (http://127.0.0.1:PORT, http://localhost:PORT, http://[::1]:PORT), known
-# only once the port is bound (it may be picked free).
-LOOPBACK = "loopback"
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 
 Register = Callable[[Any], None]
