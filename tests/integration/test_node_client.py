@@ -8,10 +8,7 @@ never skipped."""
 from __future__ import annotations
 
 import asyncio
-import json
 import os
-import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -20,6 +17,14 @@ from pathlib import Path
 import pytest
 
 from tests.support.hosts import REPO
+from tests.support.node import (
+    INSTALL_TIMEOUT_S,
+    assert_passed,
+    install_dependencies,
+    read_up_line,
+    run,
+    tool,
+)
 
 NODE_DIR = REPO / "clients" / "node"
 DESCRIPTOR_SET = REPO / "gen" / "agenthost.binpb"
@@ -33,62 +38,13 @@ NODE_TESTS = (
     "offsets count code points, not UTF-16 units",
 )
 TIMEOUT_S = 30
-INSTALL_TIMEOUT_S = 240
-
-
-def _tool(name: str) -> str:
-    path = shutil.which(name)
-    assert path, f"`{name}` is not on PATH: the Node client test needs Node 20+ and npm"
-    return path
-
-
-async def _run(argv: list[str], env: dict[str, str] | None, timeout_s: float) -> tuple[int, str]:
-    process = await asyncio.create_subprocess_exec(
-        *argv,
-        cwd=NODE_DIR,
-        env=env,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-    )
-    try:
-        output, _ = await asyncio.wait_for(process.communicate(), timeout_s)
-    except TimeoutError:
-        process.kill()
-        await process.wait()
-        raise
-    assert process.returncode is not None
-    return process.returncode, output.decode(errors="replace")
-
-
-async def _install_dependencies() -> None:
-    """`npm ci` when node_modules is missing or older than the lockfile."""
-    installed = NODE_DIR / "node_modules" / ".package-lock.json"
-    lock = NODE_DIR / "package-lock.json"
-    if installed.exists() and installed.stat().st_mtime >= lock.stat().st_mtime:
-        return
-    code, output = await _run(
-        [_tool("npm"), "ci", "--no-audit", "--no-fund"], None, INSTALL_TIMEOUT_S
-    )
-    assert code == 0, f"npm ci failed:\n{output}"
-
-
-def _read_up_line(process: subprocess.Popen[str]) -> dict[str, str]:
-    assert process.stdout is not None
-    for line in process.stdout:
-        if line.startswith('{"agenthost": "up"'):
-            return dict(json.loads(line)["addresses"])
-    raise RuntimeError(f"agenthost up exited with {process.wait()}")
-
-
-def _tap_counts(output: str) -> dict[str, int]:
-    return {name: int(n) for name, n in re.findall(r"^# (\w+) (\d+)$", output, re.MULTILINE)}
 
 
 @pytest.mark.timeout(INSTALL_TIMEOUT_S + 3 * TIMEOUT_S)
 async def test_node_client_sets_plan_mode_and_reads_it_from_the_stream(tmp_path: Path) -> None:
-    node = _tool("node")
+    node = tool("node")
     assert DESCRIPTOR_SET.exists(), "run `make gen` first"
-    await _install_dependencies()
+    await install_dependencies(NODE_DIR)
     data_dir = tmp_path / "data"
     stack_env = {**os.environ, "AGENTHOST_BUILTIN_SCRIPT": str(BUILTIN_SCRIPT)}
     # The built-in model, not a real one the environment might name.
@@ -101,22 +57,17 @@ async def test_node_client_sets_plan_mode_and_reads_it_from_the_stream(tmp_path:
         text=True,
     )
     try:
-        addresses = await asyncio.wait_for(asyncio.to_thread(_read_up_line, up), TIMEOUT_S)
+        up_line = await asyncio.wait_for(asyncio.to_thread(read_up_line, up), TIMEOUT_S)
+        addresses = up_line["addresses"]
+        assert isinstance(addresses, dict)
         env = {
             **os.environ,
             "AGENTHOST_GATEWAY": addresses["gateway"],
             "AGENTHOST_TOKEN": (data_dir / "token").read_text().strip(),
             "AGENTHOST_DESCRIPTOR_SET": str(DESCRIPTOR_SET),
         }
-        code, output = await _run([node, "--test", "--test-reporter=tap"], env, TIMEOUT_S)
-        counts = _tap_counts(output)
-        assert code == 0, output
-        assert counts.get("tests", 0) > 0, f"node --test ran no test:\n{output}"
-        assert counts.get("pass") == counts["tests"], output
-        for name in NODE_TESTS:
-            assert re.search(rf"^\s*ok \d+ - {re.escape(name)}$", output, re.MULTILINE), (
-                f"node test {name!r} did not pass:\n{output}"
-            )
+        code, output = await run([node, "--test", "--test-reporter=tap"], NODE_DIR, env, TIMEOUT_S)
+        assert_passed(code, output, NODE_TESTS)
         up.send_signal(signal.SIGINT)
         assert await asyncio.wait_for(asyncio.to_thread(up.wait), TIMEOUT_S) == 0
     finally:
