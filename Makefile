@@ -14,8 +14,14 @@ TS_SOURCES := $(shell find $(TS)/src $(TS)/test -name '*.ts' 2>/dev/null) $(TS)/
 TS_STAMP_DEPS := $(TS)/node_modules/.package-lock.json
 TS_STAMP_GEN := $(TS)/gen/.generated
 TS_STAMP_BUILD := $(TS)/build/.built
+# The web client: a Vite + React page on the SDK, built to $(WEB)/dist, which
+# `agenthost up` serves on the gateway's web port.
+WEB := clients/web
+WEB_SOURCES := $(shell find $(WEB)/src -type f 2>/dev/null) $(WEB)/index.html $(WEB)/vite.config.ts $(WEB)/tsconfig.json
+WEB_STAMP_DEPS := $(WEB)/node_modules/.package-lock.json
+WEB_BUILT := $(WEB)/dist/index.html
 
-.PHONY: all venv gen ts-gen ts run test lint fmt bench bench-smoke clean install
+.PHONY: all venv gen ts-gen ts web run test lint fmt bench bench-smoke clean install
 
 all: gen
 
@@ -52,11 +58,23 @@ $(TS_STAMP_BUILD): $(TS_STAMP_GEN) $(TS_SOURCES)
 
 ts: $(TS_STAMP_BUILD)
 
+$(WEB_STAMP_DEPS): $(WEB)/package.json $(WEB)/package-lock.json
+	cd $(WEB) && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+# Type-checks (tsc --noEmit), then bundles the page into $(WEB)/dist.
+$(WEB_BUILT): $(TS_STAMP_BUILD) $(WEB_STAMP_DEPS) $(WEB_SOURCES)
+	cd $(WEB) && npx --no-install tsc --noEmit -p . && npx --no-install vite build --logLevel warn
+	touch $@
+
+web: $(WEB_BUILT)
+
 # UP_FLAGS: e.g. --free-ports, --base-port N, --data-dir DIR, --processes (see `agenthost up --help`).
-run: gen
+# The page is at the web address it prints (its token in the fragment).
+run: gen web
 	$(PY) -m clients.cli up $(UP_FLAGS)
 
-test: gen ts
+test: gen ts web
 	@tools/need-postgres
 	@tools/need-docker
 	$(BIN)/pytest
@@ -93,3 +111,4 @@ bench-smoke: gen
 clean:
 	rm -rf $(VENV) gen gen.tmp build .pytest_cache .mypy_cache .ruff_cache clients/node/node_modules
 	rm -rf $(TS)/node_modules $(TS)/gen $(TS)/build
+	rm -rf $(WEB)/node_modules $(WEB)/dist

@@ -21,7 +21,7 @@ from services.agentruntime.models.factory import adapter_from_env
 from services.agentruntime.plan_port import RemotePlanMode
 from services.agentruntime.service import agent_runtime_service
 from services.common.client import open_channel
-from services.common.config import LOOPBACK, ServiceConfig, TlsFiles
+from services.common.config import LOOPBACK, ServiceConfig, TlsFiles, web_client_files
 from services.common.internal_auth import new_token
 from services.common.server import PortInUse, ServiceDefinition, ServiceHost, port_in_use
 from services.common.tasks import serve_until_signalled
@@ -60,11 +60,12 @@ class EmbeddedStack:
     gateway_tls: TlsFiles | None = None
     # Browsers: whether the gateway serves them, where (None: the default
     # port, or a free one with port_override 0), the origins allowed to call
-    # it, and the web client's files it serves.
+    # it, and the web client's files it serves (by default the built
+    # clients/web, so `make run` serves the page).
     web: bool = True
     web_listen: str | None = None
     web_origins: tuple[str, ...] = (LOOPBACK,)
-    web_files: Path | None = None
+    web_files: Path | None = field(default_factory=lambda: web_client_files(os.environ))
     # What the services present to each other (fresh each start of the stack).
     internal_token: str = field(default_factory=new_token)
     hosts: dict[str, ServiceHost] = field(default_factory=dict)

@@ -46,9 +46,11 @@ from services.common.config import (
     LOOPBACK,
     TLS_CERT_ENV,
     TLS_KEY_ENV,
+    WEB_FILES_ENV,
     WEB_LISTEN_ENV,
     WEB_ORIGINS_ENV,
     TlsFiles,
+    web_client_files,
 )
 from services.common.internal_auth import TOKEN_ENV, new_token
 from services.common.main import SUPERVISOR_ENV
@@ -119,6 +121,8 @@ class Supervisor:
     # port_override 0) and the origins allowed to call it (as embedded.py).
     web_listen: str | None = None
     web_origins: tuple[str, ...] = (LOOPBACK,)
+    # The web client's files the gateway serves there (as embedded.py).
+    web_files: Path | None = field(default_factory=lambda: web_client_files(os.environ))
     children: dict[str, Child] = field(default_factory=dict)
     # Where the children's warnings and errors go.
     relay: Callable[[str], None] = field(default=lambda line: print(line, file=sys.stderr))
@@ -219,6 +223,8 @@ class Supervisor:
         if name == "gateway":
             env[WEB_LISTEN_ENV] = self._web_listen()
             env[WEB_ORIGINS_ENV] = ",".join(self.web_origins)
+            if self.web_files is not None:
+                env[WEB_FILES_ENV] = str(self.web_files)
         if name == "gateway" and self.gateway_tls is not None:
             env[TLS_CERT_ENV] = str(self.gateway_tls.cert)
             env[TLS_KEY_ENV] = str(self.gateway_tls.key)

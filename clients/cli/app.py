@@ -8,6 +8,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, NoReturn
+from urllib.parse import quote
 
 import typer
 from agenthost.sessionlog.v1.session_log_pb2 import SessionSummary
@@ -102,6 +103,17 @@ def up(
         _fail(f"error: {error}; the other services are stopped")
 
 
+def _page_url(web_url: str | None, token_file: Path) -> str | None:
+    """The web client's address with the bearer token in its fragment: a
+    fragment never leaves the browser (no request, log or Referer carries
+    it), and the page moves it to the tab's sessionStorage and off the
+    address bar at once. It is the token file's, shown to whoever started
+    the stack (who can read that file anyway)."""
+    if web_url is None or not token_file.is_file():
+        return None
+    return f"{web_url}/#token={quote(token_file.read_text().strip(), safe='')}"
+
+
 def _fail(message: str) -> NoReturn:
     errors.print(message, markup=False, highlight=False, soft_wrap=True)
     raise typer.Exit(1) from None
@@ -142,7 +154,16 @@ async def _run_stack(
         token_file = data_dir / TOKEN_FILE
         console.print(f"[bold green]agenthost is up[/] (data in {data_dir})")
         console.print(f"  gateway      grpc://{addresses['gateway']}   <- clients talk to this")
-        console.print(f"  {'web':<12} {stack.web_url}   <- browsers (gRPC-Web, Connect)")
+        page = _page_url(stack.web_url, data_dir / TOKEN_FILE) if stack.web_files else None
+        if page is not None:
+            # Never wrapped: the address is copied or clicked whole.
+            console.print(
+                f"  {'web':<12} {page}   <- open in a browser (the web client)",
+                soft_wrap=True,
+                highlight=False,
+            )
+        else:
+            console.print(f"  {'web':<12} {stack.web_url}   <- browsers (gRPC-Web, Connect)")
         for name, address in addresses.items():
             if name != "gateway":
                 console.print(f"  {name:<12} grpc://{address}   (internal)")
@@ -150,7 +171,7 @@ async def _run_stack(
         console.print("Try, in the folder you want to work in: agenthost chat")
         console.print("Stop with Ctrl-C.")
         # A machine-readable line for scripts and tests.
-        up = {"agenthost": "up", "addresses": addresses, "web": stack.web_url}
+        up = {"agenthost": "up", "addresses": addresses, "web": stack.web_url, "page": page}
         print(json.dumps(up), flush=True)
 
     await stack.run_until_signalled(on_up=announce)

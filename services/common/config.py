@@ -21,6 +21,8 @@ WEB_FILES_ENV = "AGENTHOST_WEB_FILES_DIR"
 # (http://127.0.0.1:PORT, http://localhost:PORT, http://[::1]:PORT), known
 # only once the port is bound (it may be picked free).
 LOOPBACK = "loopback"
+# The web client as `make web` builds it (clients/web/dist in this checkout).
+BUILT_WEB_CLIENT = Path(__file__).resolve().parents[2] / "clients" / "web" / "dist"
 
 
 @dataclass(frozen=True)
@@ -96,6 +98,15 @@ class ServiceConfig:
         }
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)  # type: ignore[arg-type]
+
+
+def web_client_files(env: Mapping[str, str]) -> Path | None:
+    """What the stacks of `agenthost up` serve on the web port:
+    AGENTHOST_WEB_FILES_DIR when set, else the built web client when there
+    is one (None: no page, the port serves calls only)."""
+    if env.get(WEB_FILES_ENV):
+        return Path(env[WEB_FILES_ENV])
+    return BUILT_WEB_CLIENT if (BUILT_WEB_CLIENT / "index.html").is_file() else None
 
 
 def split_origins(text: str) -> tuple[str, ...]:

@@ -62,6 +62,7 @@ from hypercorn.asyncio import serve
 from hypercorn.config import Config as HypercornConfig
 from protobuf.wkt import Any as WireAny
 from starlette.middleware.cors import CORSMiddleware
+from starlette.middleware.exceptions import ExceptionMiddleware
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -368,7 +369,13 @@ def web_app(
     for clients/web) behind CORS for `origins`."""
     # A same-origin page (the web client served from files_dir) needs no
     # CORS; `origins` are the others allowed to call.
-    files = StaticFiles(directory=files_dir, html=True) if files_dir is not None else None
+    # StaticFiles raises HTTPException for a missing file (a 404 is an
+    # answer, not a server error): ExceptionMiddleware writes it as one.
+    files = (
+        ExceptionMiddleware(StaticFiles(directory=files_dir, html=True))
+        if files_dir is not None
+        else None
+    )
     return CORSMiddleware(
         _Routes(services, files),
         allow_origins=list(origins),

@@ -1,4 +1,4 @@
-import { useEffect, useSyncExternalStore } from "react";
+import { useEffect, useState, useSyncExternalStore } from "react";
 import { Composer } from "./Composer.js";
 import { sessionInUrl, showSessionInUrl } from "./location.js";
 import type { AppModel } from "./model.js";
@@ -31,15 +31,18 @@ export function useModel(model: AppModel): void {
 
 function Connected({ model }: { model: AppModel }) {
   useModel(model);
+  // Read at the first render, before the effect below rewrites the address.
+  const [wanted] = useState(sessionInUrl);
   useEffect(() => {
     // Started once per page; the session in the address reopens after a reload.
     void model.start().then(() => {
-      const wanted = sessionInUrl();
       if (wanted !== undefined) void model.openSession(wanted);
     });
     return () => void model.close();
-  }, [model]);
-  useEffect(() => showSessionInUrl(model.session?.id ?? model.opening), [model.session, model.opening]);
+  }, [model, wanted]);
+  useEffect(() => {
+    showSessionInUrl(model.session?.id ?? model.opening);
+  }, [model.session, model.opening]);
   return (
     <div className="app">
       <Sidebar model={model} />

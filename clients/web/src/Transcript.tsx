@@ -9,7 +9,10 @@ export function Transcript({ session }: { session: Session }) {
   const results = resultsByCall(session.events);
   const live = session.live.steps();
   const lastSeq = session.lastSeq;
-  useEffect(() => end.current?.scrollIntoView({ block: "end" }), [lastSeq, live.length]);
+  useEffect(() => {
+    // A block, not an expression: newer browsers return a promise from scrollIntoView.
+    void end.current?.scrollIntoView({ block: "end" });
+  }, [lastSeq, live.length]);
   return (
     <div className="transcript" data-testid="transcript">
       {session.events.map((event) => (
