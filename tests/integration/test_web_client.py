@@ -7,7 +7,8 @@ and clients/web/test/browser.test.mjs drives it in Debian's Chromium
 the built-in model plays clients/web/test/builtin-script.json: a workspace
 and its reusable blank session, streamed text, /plan in the composer, a plan
 choice pending during a turn and committed at the boundary, a reload
-mid-turn, two tabs seeing each other's choices, the plan review, cancel.
+mid-turn, two tabs seeing each other's choices, the plan review, a
+reconnect after missed choices, cancel.
 Screenshots of each state go to build/screenshots/. Needs node, npm and
 chromium (.ci/prepare-chromium installs it); never skipped."""
 
@@ -40,7 +41,9 @@ BROWSER_TESTS = (
     "a second tab on the session sees the pending choice, and its approval reaches the first",
     "the plan review card: approving in one tab leaves plan mode in both",
     "a plan choice made in one tab shows in the other",
+    "after a reconnect a tab reads the state it missed",
     "cancel stops a running turn",
+    "the pages raised no errors",
 )
 SCREENSHOT_NAMES = ("03-streaming", "04-plan-pending", "05-after-reload", "07-plan-review")
 TIMEOUT_S = 60

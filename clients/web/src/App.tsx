@@ -1,6 +1,6 @@
-import { useEffect, useState, useSyncExternalStore } from "react";
+import { useEffect, useSyncExternalStore } from "react";
 import { Composer } from "./Composer.js";
-import { sessionInUrl, showSessionInUrl } from "./location.js";
+import { showSessionInUrl } from "./location.js";
 import type { AppModel } from "./model.js";
 import { SessionHeader } from "./SessionHeader.js";
 import { QuestionCards } from "./Questions.js";
@@ -31,15 +31,6 @@ export function useModel(model: AppModel): void {
 
 function Connected({ model }: { model: AppModel }) {
   useModel(model);
-  // Read at the first render, before the effect below rewrites the address.
-  const [wanted] = useState(sessionInUrl);
-  useEffect(() => {
-    // Started once per page; the session in the address reopens after a reload.
-    void model.start().then(() => {
-      if (wanted !== undefined) void model.openSession(wanted);
-    });
-    return () => void model.close();
-  }, [model, wanted]);
   useEffect(() => {
     showSessionInUrl(model.session?.id ?? model.opening);
   }, [model.session, model.opening]);
@@ -62,6 +53,9 @@ function StatusBar({ model }: { model: AppModel }) {
       <span className={`connection connection-${state}`} data-testid="connection" data-state={state}>
         {state}
       </span>
+      <button className="link" data-testid="reconnect" onClick={() => model.client.cut()} title="Drop the stream and connect again">
+        Reconnect
+      </button>
       {model.error !== undefined && (
         <span className="error" data-testid="error" role="alert">
           {model.error}
