@@ -7,8 +7,21 @@ BIN := $(VENV)/bin
 PROTOS := $(shell find proto -name '*.proto')
 STAMP_DEPS := $(VENV)/.deps-installed
 STAMP_GEN := gen/.generated
+# The TypeScript SDK: npm packages pinned in its lockfile, stubs generated
+# from gen/agenthost.binpb by the npm package's protoc-gen-es, then tsc.
+TS := clients/ts
+TS_SOURCES := $(shell find $(TS)/src $(TS)/test -name '*.ts' 2>/dev/null) $(TS)/tsconfig.json
+TS_STAMP_DEPS := $(TS)/node_modules/.package-lock.json
+TS_STAMP_GEN := $(TS)/gen/.generated
+TS_STAMP_BUILD := $(TS)/build/.built
+# The web client: a Vite + React page on the SDK, built to $(WEB)/dist, which
+# `agenthost up` serves on the gateway's web port.
+WEB := clients/web
+WEB_SOURCES := $(shell find $(WEB)/src -type f 2>/dev/null) $(WEB)/index.html $(WEB)/vite.config.ts $(WEB)/tsconfig.json
+WEB_STAMP_DEPS := $(WEB)/node_modules/.package-lock.json
+WEB_BUILT := $(WEB)/dist/index.html
 
-.PHONY: all venv gen run test lint fmt bench bench-smoke clean install
+.PHONY: all venv gen ts-gen ts web run test lint fmt bench bench-smoke clean install
 
 all: gen
 
@@ -27,11 +40,41 @@ $(STAMP_GEN): $(STAMP_DEPS) $(PROTOS) tools/gen_protos.py
 
 gen: $(STAMP_GEN)
 
+$(TS_STAMP_DEPS): $(TS)/package.json $(TS)/package-lock.json
+	cd $(TS) && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+$(TS_STAMP_GEN): $(STAMP_GEN) $(TS_STAMP_DEPS) $(TS)/buf.gen.yaml
+	rm -rf $(TS)/gen
+	cd $(TS) && ../../$(BIN)/buf generate ../../gen/agenthost.binpb --template buf.gen.yaml --exclude-path google/protobuf
+	touch $@
+
+ts-gen: $(TS_STAMP_GEN)
+
+# Type-checks (tsc --noEmit) and compiles the SDK and its tests to $(TS)/build.
+$(TS_STAMP_BUILD): $(TS_STAMP_GEN) $(TS_SOURCES)
+	cd $(TS) && npx --no-install tsc --noEmit -p . && rm -rf build && npx --no-install tsc -p .
+	touch $@
+
+ts: $(TS_STAMP_BUILD)
+
+$(WEB_STAMP_DEPS): $(WEB)/package.json $(WEB)/package-lock.json
+	cd $(WEB) && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+# Type-checks (tsc --noEmit), then bundles the page into $(WEB)/dist.
+$(WEB_BUILT): $(TS_STAMP_BUILD) $(WEB_STAMP_DEPS) $(WEB_SOURCES)
+	cd $(WEB) && npx --no-install tsc --noEmit -p . && npx --no-install vite build --logLevel warn
+	touch $@
+
+web: $(WEB_BUILT)
+
 # UP_FLAGS: e.g. --free-ports, --base-port N, --data-dir DIR, --processes (see `agenthost up --help`).
-run: gen
+# The page is at the web address it prints (its token in the fragment).
+run: gen web
 	$(PY) -m clients.cli up $(UP_FLAGS)
 
-test: gen
+test: gen ts web
 	@tools/need-postgres
 	@tools/need-docker
 	$(BIN)/pytest
@@ -67,3 +110,5 @@ bench-smoke: gen
 
 clean:
 	rm -rf $(VENV) gen gen.tmp build .pytest_cache .mypy_cache .ruff_cache clients/node/node_modules
+	rm -rf $(TS)/node_modules $(TS)/gen $(TS)/build
+	rm -rf $(WEB)/node_modules $(WEB)/dist

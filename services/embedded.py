@@ -1,7 +1,9 @@
 """The embedded default: every service in one process, each on its own
 loopback port and reached by the others through gRPC exactly as in a
 deployment, with SQLite under one data folder. `agenthost up` (and so
-`make run`) starts this; the integration suites start it too."""
+`make run`) starts this; the integration suites start it too. The gateway
+also serves browsers (gRPC-Web and Connect) on a port of its own, allowing
+its own loopback origins and any others given."""
 
 from __future__ import annotations
 
@@ -19,11 +21,11 @@ from services.agentruntime.models.factory import adapter_from_env
 from services.agentruntime.plan_port import RemotePlanMode
 from services.agentruntime.service import agent_runtime_service
 from services.common.client import open_channel
-from services.common.config import ServiceConfig, TlsFiles
+from services.common.config import LOOPBACK, ServiceConfig, TlsFiles, web_client_files
 from services.common.internal_auth import new_token
 from services.common.server import PortInUse, ServiceDefinition, ServiceHost, port_in_use
 from services.common.tasks import serve_until_signalled
-from services.common.topology import DEFAULT_PORTS, SERVICES
+from services.common.topology import DEFAULT_PORTS, DEFAULT_WEB_PORT, SERVICES
 from services.gateway.accounts import LOCAL_ACCOUNT, TokenStore, ensure_local_token
 from services.gateway.service import gateway_service
 from services.planmode.client import PlanModeClient
@@ -56,6 +58,14 @@ class EmbeddedStack:
     wrap_plan_log: Callable[[SessionLogPort], SessionLogPort] | None = None
     # The gateway's certificate and key: clients then reach it over TLS.
     gateway_tls: TlsFiles | None = None
+    # Browsers: whether the gateway serves them, where (None: the default
+    # port, or a free one with port_override 0), the origins allowed to call
+    # it, and the web client's files it serves (by default the built
+    # clients/web, so `make run` serves the page).
+    web: bool = True
+    web_listen: str | None = None
+    web_origins: tuple[str, ...] = (LOOPBACK,)
+    web_files: Path | None = field(default_factory=lambda: web_client_files(os.environ))
     # What the services present to each other (fresh each start of the stack).
     internal_token: str = field(default_factory=new_token)
     hosts: dict[str, ServiceHost] = field(default_factory=dict)
@@ -68,6 +78,12 @@ class EmbeddedStack:
         # SERVICES is in start order: each service only needs those before it.
         return [n for n in SERVICES if self.with_plan_mode or n != "planmode"]
 
+    @property
+    def web_url(self) -> str | None:
+        """Where browsers reach the gateway (http://host:port), once it serves."""
+        gateway = self.hosts.get("gateway")
+        return gateway.web_url if gateway is not None else None
+
     def token(self) -> str:
         """The embedded default's bearer token (account "local")."""
         return ensure_local_token(self.data_dir / TOKEN_FILE)
@@ -76,9 +92,10 @@ class EmbeddedStack:
         """Start every service; raises PortInUse, having started none, when
         a port is taken (the gateway's, the one people know, asked first).
         A failed or cancelled start stops what it had started."""
-        for name in sorted(self.names, key=lambda n: n != "gateway"):
-            if port_in_use(self._listen(name)):
-                raise PortInUse(self._listen(name))
+        listens = [self._listen(n) for n in sorted(self.names, key=lambda n: n != "gateway")]
+        for listen in [*listens, self._web_listen()]:
+            if listen is not None and port_in_use(listen):
+                raise PortInUse(listen)
         self.data_dir.mkdir(parents=True, exist_ok=True)
         if self.tokens is None:
             self.tokens = TokenStore({self.token(): LOCAL_ACCOUNT})
@@ -93,6 +110,12 @@ class EmbeddedStack:
         port = DEFAULT_PORTS[name] if self.port_override is None else self.port_override
         return self.addresses.get(name, f"{self.host}:{port}")
 
+    def _web_listen(self) -> str | None:
+        if not self.web:
+            return None
+        port = DEFAULT_WEB_PORT if self.port_override is None else self.port_override
+        return self.web_listen or f"{self.host}:{port}"
+
     async def start_service(self, name: str) -> None:
         config = ServiceConfig(
             name=name,
@@ -101,6 +124,9 @@ class EmbeddedStack:
             grace_s=2.0,
             internal_token=self.internal_token,
             tls=self.gateway_tls if name == "gateway" else None,
+            web_listen=self._web_listen() if name == "gateway" else None,
+            web_origins=self.web_origins,
+            web_files=self.web_files,
         )
         definition = self._definition(name)
         service_host = ServiceHost(config, definition)
@@ -108,6 +134,8 @@ class EmbeddedStack:
         self.hosts[name], self.definitions[name] = service_host, definition
         await service_host.start()
         self.addresses[name] = service_host.address
+        if service_host.web_listen is not None:
+            self.web_listen = service_host.web_listen  # kept on a restart
 
     async def stop_service(self, name: str) -> None:
         await self.hosts.pop(name).stop()

@@ -16,7 +16,8 @@ It is for a machine with cores to spare under sustained load.
 
 What stays as in the embedded default: one command, one Ctrl-C, the same
 ports, data folder, bearer token (the gateway makes DATA_DIR/token for the
-account "local"), TLS for the gateway, model settings and output. The
+account "local"), TLS for the gateway, its port for browsers and their
+origins, model settings and output. The
 supervisor starts each service as `python -m services.<name>` once the peers
 it calls are serving (topology.PEERS), hands it its address (port 0 with
 --free-ports: the child's "listening" log line says which port it got), the
@@ -41,12 +42,21 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from services.common.config import TLS_CERT_ENV, TLS_KEY_ENV, TlsFiles
+from services.common.config import (
+    LOOPBACK,
+    TLS_CERT_ENV,
+    TLS_KEY_ENV,
+    WEB_FILES_ENV,
+    WEB_LISTEN_ENV,
+    WEB_ORIGINS_ENV,
+    TlsFiles,
+    web_client_files,
+)
 from services.common.internal_auth import TOKEN_ENV, new_token
 from services.common.main import SUPERVISOR_ENV
 from services.common.server import PortInUse, port_in_use
 from services.common.tasks import serve_until_signalled
-from services.common.topology import ADDRESS_ENV, DEFAULT_PORTS, PEERS, SERVICES
+from services.common.topology import ADDRESS_ENV, DEFAULT_PORTS, DEFAULT_WEB_PORT, PEERS, SERVICES
 
 DEFAULT_HOST = "127.0.0.1"
 START_TIMEOUT_S = 60.0
@@ -90,6 +100,8 @@ class Child:
     process: asyncio.subprocess.Process
     listening: asyncio.Future[str]
     serving: asyncio.Event = field(default_factory=asyncio.Event)
+    # Where it serves browsers (its "web listening" line), if it does.
+    web_url: str | None = None
     reader: asyncio.Task[None] | None = None
 
 
@@ -105,6 +117,12 @@ class Supervisor:
     env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
     # Preset entries choose those services' addresses (`up --base-port`).
     addresses: dict[str, str] = field(default_factory=dict)
+    # The gateway's port for browsers (None: the default, or a free one with
+    # port_override 0) and the origins allowed to call it (as embedded.py).
+    web_listen: str | None = None
+    web_origins: tuple[str, ...] = (LOOPBACK,)
+    # The web client's files the gateway serves there (as embedded.py).
+    web_files: Path | None = field(default_factory=lambda: web_client_files(os.environ))
     children: dict[str, Child] = field(default_factory=dict)
     # Where the children's warnings and errors go.
     relay: Callable[[str], None] = field(default=lambda line: print(line, file=sys.stderr))
@@ -113,9 +131,10 @@ class Supervisor:
         """Start every service; raises PortInUse, having started none, when a
         port is taken (the gateway's first), ChildExited when a child ends
         before it serves. A failed or cancelled start stops what it started."""
-        for name in sorted(SERVICES, key=lambda n: n != "gateway"):
-            if port_in_use(self._listen(name)):
-                raise PortInUse(self._listen(name))
+        listens = [self._listen(n) for n in sorted(SERVICES, key=lambda n: n != "gateway")]
+        for listen in [*listens, self._web_listen()]:
+            if port_in_use(listen):
+                raise PortInUse(listen)
         self.data_dir.mkdir(parents=True, exist_ok=True)
         try:
             await self._start_in_waves()
@@ -142,6 +161,16 @@ class Supervisor:
     def _listen(self, name: str) -> str:
         port = DEFAULT_PORTS[name] if self.port_override is None else self.port_override
         return self.addresses.get(name, f"{self.host}:{port}")
+
+    def _web_listen(self) -> str:
+        port = DEFAULT_WEB_PORT if self.port_override is None else self.port_override
+        return self.web_listen or f"{self.host}:{port}"
+
+    @property
+    def web_url(self) -> str | None:
+        """Where browsers reach the gateway, once it serves."""
+        gateway = self.children.get("gateway")
+        return gateway.web_url if gateway is not None else None
 
     async def _start_child(self, name: str, peers: Mapping[str, str]) -> str:
         """Spawn one service and wait until it serves; its address."""
@@ -191,6 +220,11 @@ class Supervisor:
             }
         )
         env.update({ADDRESS_ENV[peer]: address for peer, address in peers.items()})
+        if name == "gateway":
+            env[WEB_LISTEN_ENV] = self._web_listen()
+            env[WEB_ORIGINS_ENV] = ",".join(self.web_origins)
+            if self.web_files is not None:
+                env[WEB_FILES_ENV] = str(self.web_files)
         if name == "gateway" and self.gateway_tls is not None:
             env[TLS_CERT_ENV] = str(self.gateway_tls.cert)
             env[TLS_KEY_ENV] = str(self.gateway_tls.key)
@@ -220,6 +254,8 @@ class Supervisor:
             return
         if entry.get("msg") == "listening" and not child.listening.done():
             child.listening.set_result(str(entry.get("address")))
+        elif entry.get("msg") == "web listening":
+            child.web_url = str(entry.get("address"))
         elif entry.get("msg") == "serving":
             child.serving.set()
         if entry.get("level") in RELAYED_LEVELS:

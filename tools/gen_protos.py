@@ -20,15 +20,29 @@ from google.protobuf import (
     struct_pb2,
     timestamp_pb2,
 )
+from google.rpc import error_details_pb2
 from protovalidate._gen.buf.validate import validate_pb
 
 VALIDATE_PROTO = "buf/validate/validate.proto"
+# The rich error details (ErrorInfo, BadRequest) every service sends: in the
+# image too, so clients in other languages generate their types from it
+# (googleapis-common-protos carries the descriptor; nothing is copied).
+ERROR_DETAILS_PROTO = "google/rpc/error_details.proto"
 
 
 def dependency_descriptor_set() -> bytes:
-    """validate.proto plus the well-known files it needs, as a FileDescriptorSet."""
+    """validate.proto, google/rpc/error_details.proto and the well-known files
+    they need, as a FileDescriptorSet."""
     files = descriptor_pb2.FileDescriptorSet()
-    for module in (descriptor_pb2, duration_pb2, field_mask_pb2, timestamp_pb2, struct_pb2):
+    modules = (
+        descriptor_pb2,
+        duration_pb2,
+        field_mask_pb2,
+        timestamp_pb2,
+        struct_pb2,
+        error_details_pb2,
+    )
+    for module in modules:
         proto = descriptor_pb2.FileDescriptorProto()
         module.DESCRIPTOR.CopyToProto(proto)
         files.file.append(proto)
@@ -66,7 +80,16 @@ def main() -> None:
     if options.image:
         # A FileDescriptorSet with every import: buf reads it as an image, and
         # clients in other languages load their stubs from it.
-        protoc([*base, "--include_imports", "--include_source_info", f"-o{image}", *sources])
+        protoc(
+            [
+                *base,
+                "--include_imports",
+                "--include_source_info",
+                f"-o{image}",
+                *sources,
+                ERROR_DETAILS_PROTO,
+            ]
+        )
     if options.image_only:
         _move_image(image, options.image)
         shutil.rmtree(work)

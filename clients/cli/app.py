@@ -8,6 +8,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, NoReturn
+from urllib.parse import quote
 
 import typer
 from agenthost.sessionlog.v1.session_log_pb2 import SessionSummary
@@ -57,7 +58,8 @@ def up(
     base_port: Annotated[
         int | None,
         typer.Option(
-            help="The gateway's port; the internal services take the next five.",
+            help="The gateway's port; the internal services take the next five, "
+            "browsers (gRPC-Web, Connect) the one after.",
             min=1,
             max=65530,
         ),
@@ -70,21 +72,46 @@ def up(
             "throughput under load, five times the memory), or all in this one.",
         ),
     ] = False,
+    web_origin: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Another origin (scheme://host:port) whose pages may call the gateway "
+            "from a browser; repeatable; also AGENTHOST_WEB_ORIGINS, comma-separated. "
+            "The gateway's own loopback origins always may.",
+        ),
+    ] = None,
 ) -> None:
     """Start every service on loopback: all in this process (the embedded
     default), or each in its own with --processes."""
     # Imported here: the client commands need none of the services.
+    from services.common.config import LOOPBACK, WEB_ORIGINS_ENV, split_origins
     from services.common.logs import configure_logging
     from services.common.server import PortInUse
     from services.supervisor import StackFailed
 
     configure_logging("agenthost", "WARNING")
+    origins = (
+        LOOPBACK,
+        *split_origins(os.environ.get(WEB_ORIGINS_ENV, "")),
+        *(web_origin or []),
+    )
     try:
-        asyncio.run(_run_stack(data_dir.resolve(), host, free_ports, base_port, processes))
+        asyncio.run(_run_stack(data_dir.resolve(), host, free_ports, base_port, processes, origins))
     except PortInUse as error:
         _fail(f"port {error.port} is in use; is agenthost already running? use --free-ports")
     except StackFailed as error:
         _fail(f"error: {error}; the other services are stopped")
+
+
+def _page_url(web_url: str | None, token_file: Path) -> str | None:
+    """The web client's address with the bearer token in its fragment: a
+    fragment never leaves the browser (no request, log or Referer carries
+    it), and the page moves it to the tab's sessionStorage and off the
+    address bar at once. It is the token file's, shown to whoever started
+    the stack (who can read that file anyway)."""
+    if web_url is None or not token_file.is_file():
+        return None
+    return f"{web_url}/#token={quote(token_file.read_text().strip(), safe='')}"
 
 
 def _fail(message: str) -> NoReturn:
@@ -93,10 +120,15 @@ def _fail(message: str) -> NoReturn:
 
 
 async def _run_stack(
-    data_dir: Path, host: str, free_ports: bool, base_port: int | None, processes: bool
+    data_dir: Path,
+    host: str,
+    free_ports: bool,
+    base_port: int | None,
+    processes: bool,
+    web_origins: tuple[str, ...],
 ) -> None:
     from services.common.config import TlsFiles
-    from services.common.topology import DEFAULT_PORTS
+    from services.common.topology import DEFAULT_PORTS, DEFAULT_WEB_PORT
 
     # The gateway over TLS when AGENTHOST_TLS_CERT_FILE and _KEY_FILE are set.
     tls = TlsFiles.from_env(os.environ)
@@ -105,20 +137,33 @@ async def _run_stack(
     if processes:
         from services.supervisor import Supervisor
 
-        stack = Supervisor(data_dir, host, port_override, gateway_tls=tls)
+        stack = Supervisor(data_dir, host, port_override, gateway_tls=tls, web_origins=web_origins)
     else:  # imports every service, which the supervisor's children do instead
         from services.embedded import EmbeddedStack
 
-        stack = EmbeddedStack(data_dir, host, port_override, gateway_tls=tls)
+        stack = EmbeddedStack(
+            data_dir, host, port_override, gateway_tls=tls, web_origins=web_origins
+        )
     if base_port is not None and not free_ports:
         shift = base_port - DEFAULT_PORTS["gateway"]
         stack.addresses = {name: f"{host}:{port + shift}" for name, port in DEFAULT_PORTS.items()}
+        stack.web_listen = f"{host}:{DEFAULT_WEB_PORT + shift}"
 
     def announce() -> None:
         addresses = stack.addresses
         token_file = data_dir / TOKEN_FILE
         console.print(f"[bold green]agenthost is up[/] (data in {data_dir})")
         console.print(f"  gateway      grpc://{addresses['gateway']}   <- clients talk to this")
+        page = _page_url(stack.web_url, data_dir / TOKEN_FILE) if stack.web_files else None
+        if page is not None:
+            # Never wrapped: the address is copied or clicked whole.
+            console.print(
+                f"  {'web':<12} {page}   <- open in a browser (the web client)",
+                soft_wrap=True,
+                highlight=False,
+            )
+        else:
+            console.print(f"  {'web':<12} {stack.web_url}   <- browsers (gRPC-Web, Connect)")
         for name, address in addresses.items():
             if name != "gateway":
                 console.print(f"  {name:<12} grpc://{address}   (internal)")
@@ -126,7 +171,8 @@ async def _run_stack(
         console.print("Try, in the folder you want to work in: agenthost chat")
         console.print("Stop with Ctrl-C.")
         # A machine-readable line for scripts and tests.
-        print(json.dumps({"agenthost": "up", "addresses": addresses}), flush=True)
+        up = {"agenthost": "up", "addresses": addresses, "web": stack.web_url, "page": page}
+        print(json.dumps(up), flush=True)
 
     await stack.run_until_signalled(on_up=announce)
 

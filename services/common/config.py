@@ -14,6 +14,15 @@ from .internal_auth import token_from_env
 DEFAULT_DATA_DIR = Path(".agenthost")
 TLS_CERT_ENV = "AGENTHOST_TLS_CERT_FILE"
 TLS_KEY_ENV = "AGENTHOST_TLS_KEY_FILE"
+WEB_LISTEN_ENV = "AGENTHOST_WEB_LISTEN"
+WEB_ORIGINS_ENV = "AGENTHOST_WEB_ORIGINS"
+WEB_FILES_ENV = "AGENTHOST_WEB_FILES_DIR"
+# In the origins setting: the web port's own origins under loopback names
+# (http://127.0.0.1:PORT, http://localhost:PORT, http://[::1]:PORT), known
+# only once the port is bound (it may be picked free).
+LOOPBACK = "loopback"
+# The web client as `make web` builds it (clients/web/dist in this checkout).
+BUILT_WEB_CLIENT = Path(__file__).resolve().parents[2] / "clients" / "web" / "dist"
 
 
 @dataclass(frozen=True)
@@ -45,7 +54,11 @@ class ServiceConfig:
     health reports NOT_SERVING while still serving, before shutdown starts,
     so a load balancer can stop routing), AGENTHOST_LOG_LEVEL, and the
     stack's internal token (AGENTHOST_INTERNAL_TOKEN or _FILE: see
-    internal_auth.py).
+    internal_auth.py). A public service (the gateway) also serves browsers
+    (gRPC-Web and Connect, see web.py) at AGENTHOST_WEB_LISTEN when it is
+    set, allowing the origins in AGENTHOST_WEB_ORIGINS (comma-separated;
+    `loopback` stands for the web port's own origins on loopback) and
+    serving the files of AGENTHOST_WEB_FILES_DIR (the web client) there.
     """
 
     name: str
@@ -58,6 +71,11 @@ class ServiceConfig:
     # TLS for this service's port: PEM certificate chain and key files (the
     # gateway's, in a deployment; AGENTHOST_TLS_CERT_FILE, AGENTHOST_TLS_KEY_FILE).
     tls: TlsFiles | None = None
+    # Where browsers reach a public service (None: nowhere), the other
+    # origins allowed to call it, and the web client's files served there.
+    web_listen: str | None = None
+    web_origins: tuple[str, ...] = ()
+    web_files: Path | None = None
     extra: dict[str, str] = field(default_factory=dict)
 
     @classmethod
@@ -74,6 +92,23 @@ class ServiceConfig:
             "log_level": env.get("AGENTHOST_LOG_LEVEL", "INFO"),
             "internal_token": token_from_env(env),
             "tls": TlsFiles.from_env(env),
+            "web_listen": env.get(WEB_LISTEN_ENV) or None,
+            "web_origins": split_origins(env.get(WEB_ORIGINS_ENV, "")),
+            "web_files": Path(env[WEB_FILES_ENV]) if env.get(WEB_FILES_ENV) else None,
         }
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)  # type: ignore[arg-type]
+
+
+def web_client_files(env: Mapping[str, str]) -> Path | None:
+    """What the stacks of `agenthost up` serve on the web port:
+    AGENTHOST_WEB_FILES_DIR when set, else the built web client when there
+    is one (None: no page, the port serves calls only)."""
+    if env.get(WEB_FILES_ENV):
+        return Path(env[WEB_FILES_ENV])
+    return BUILT_WEB_CLIENT if (BUILT_WEB_CLIENT / "index.html").is_file() else None
+
+
+def split_origins(text: str) -> tuple[str, ...]:
+    """Origins from a comma-separated list."""
+    return tuple(origin.strip() for origin in text.split(",") if origin.strip())

@@ -6,6 +6,10 @@ and goes back to NOT_SERVING as soon as SIGTERM arrives, so load balancers stop
 sending before the grace period ends; SIGTERM during start-up (a gateway
 waiting for its peers) stops it at once. Reflection lists every hosted service.
 
+A public service may also be served to browsers, over gRPC-Web and the
+Connect protocol, on a port of its own (web.py): the same servicers behind
+the same interceptor, started and stopped with the gRPC server.
+
 Ports are bound without SO_REUSEPORT: with it (gRPC's default on Linux) a
 second stack started on the same ports shares them silently with the first.
 """
@@ -29,6 +33,7 @@ from .interceptors import Authenticate, ServiceInterceptor
 from .internal_auth import require_token
 from .reflection import enable_reflection
 from .tasks import serve_until_signalled, spawn
+from .web import PortTaken, WebServer, bind, expand_origins, service_apps, web_app
 
 log = logging.getLogger("agenthost.server")
 
@@ -107,6 +112,8 @@ class ServiceDefinition:
     # Counters of the work the service did (e.g. the session log's LogStats),
     # for tests and benchmarks that measure work rather than time.
     stats: object | None = None
+    # Public: also served to browsers where the config names a web address.
+    web: bool = False
 
 
 class ServiceHost:
@@ -123,17 +130,34 @@ class ServiceHost:
         self._started = False  # the server runs (and `open` may have begun)
         self._interceptor: ServiceInterceptor | None = None
         self._recovery: asyncio.Task[None] | None = None
+        self.web: WebServer | None = None
 
     @property
     def address(self) -> str:
         host = self.config.listen.rsplit(":", 1)[0]
         return f"{host}:{self.port}"
 
+    @property
+    def web_listen(self) -> str | None:
+        """Where browsers are served, if they are (config.web_listen with
+        its port once bound): keeps the port on a restart."""
+        if not self.definition.web or self.config.web_listen is None:
+            return None
+        if self.web is None:
+            return self.config.web_listen
+        return f"{self.config.web_listen.rsplit(':', 1)[0]}:{self.web.port}"
+
+    @property
+    def web_url(self) -> str | None:
+        """The browsers' base URL (http://host:port), once serving them."""
+        return self.web.url if self.web is not None else None
+
     async def start(self) -> None:
         """Bind, serve health, open storage, then report SERVING. Raises
         PortInUse, before binding anything, when the port is taken."""
-        if port_in_use(self.config.listen):
-            raise PortInUse(self.config.listen)
+        for listen in (self.config.listen, self.web_listen):
+            if listen is not None and port_in_use(listen):
+                raise PortInUse(listen)
         self.health = health.aio.HealthServicer()
         self._interceptor = ServiceInterceptor(
             self._admission(), ready=lambda: self._serving, on_error=self._on_error
@@ -160,11 +184,31 @@ class ServiceHost:
         await server.start()
         self._started = True
         log.info("listening", extra={"address": self.address})
+        await self._serve_browsers()
         if self.definition.open is not None:
             await self.definition.open()
         self._serving = True
         await self._set_health(health_pb2.HealthCheckResponse.SERVING)
         log.info("serving", extra={"address": self.address})
+
+    async def _serve_browsers(self) -> None:
+        """Serve the definition to browsers at web_listen, if it is public
+        and one is configured: its servicers behind this host's interceptor."""
+        listen = self.web_listen
+        if listen is None:
+            return
+        assert self._interceptor is not None
+        try:
+            sock = bind(listen)
+        except PortTaken as error:  # taken since we asked
+            raise PortInUse(listen) from error
+        self.web = WebServer(sock, self.config.tls, self.config.grace_s)
+        apps = await service_apps(
+            self.definition.service_names, self.definition.register, self._interceptor
+        )
+        origins = expand_origins(self.config.web_origins, self.web.port, self.web.scheme)
+        self.web.start(web_app(apps, origins, self.config.web_files))
+        log.info("web listening", extra={"address": self.web.url, "origins": origins})
 
     def _admission(self) -> Authenticate | None:
         if self.definition.authenticate is not None:
@@ -200,6 +244,8 @@ class ServiceHost:
             await self._interceptor.unary_calls.settle(self.config.grace_s)
         for hook in self.definition.before_stop:
             await hook()
+        if self.web is not None:
+            await self.web.stop()
         await self.server.stop(max(self.config.grace_s - (time.monotonic() - started), 0))
         if self.definition.close is not None:
             await self.definition.close()

@@ -13,6 +13,10 @@ DEFAULT_PORTS = {
     "agentruntime": 7105,
 }
 
+# Where `agenthost up` serves browsers (gRPC-Web, Connect): the port after
+# the internal services'.
+DEFAULT_WEB_PORT = 7106
+
 # The environment variable naming each service's address for its peers.
 ADDRESS_ENV = {
     "sessionlog": "AGENTHOST_SESSIONLOG_ADDR",

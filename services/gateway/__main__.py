@@ -3,6 +3,9 @@
 Peers by AGENTHOST_<PEER>_ADDR (plan mode may be "none": a deployment without
 it). Tokens: AGENTHOST_TOKENS_FILE, a JSON object of token -> account; without
 it a local token is made in AGENTHOST_DATA_DIR/token for the account "local".
+Browsers (gRPC-Web, Connect): at AGENTHOST_WEB_LISTEN when it is set, for the
+origins in AGENTHOST_WEB_ORIGINS (see services/common/config.py); its log
+line "web listening" gives the URL.
 """
 
 import logging

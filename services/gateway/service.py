@@ -47,6 +47,7 @@ def gateway_service(
         open=servicer.hub.start,
         before_stop=[servicer.hub.stop],
         authenticate=authenticate,
+        web=True,
         servicer=servicer,
     )
 

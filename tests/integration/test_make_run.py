@@ -8,7 +8,9 @@ import os
 import signal
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
+from typing import Any
 
 import pexpect
 
@@ -17,12 +19,17 @@ from tests.support.hosts import REPO, free_base_port, up_with_a_port_taken
 TIMEOUT_S = 30
 
 
-def _read_up_line(process: subprocess.Popen[str]) -> dict[str, str]:
+def _read_up_line(process: subprocess.Popen[str]) -> dict[str, Any]:
     assert process.stdout is not None
     for line in process.stdout:
         if line.startswith('{"agenthost": "up"'):
-            return dict(json.loads(line)["addresses"])
+            return dict(json.loads(line))
     raise RuntimeError(f"agenthost up exited with {process.wait()}")
+
+
+def _fetch(url: str) -> str:
+    with urllib.request.urlopen(url, timeout=TIMEOUT_S) as reply:  # loopback only
+        return str(reply.read().decode())
 
 
 async def test_make_run_serves_the_first_call(tmp_path: Path) -> None:
@@ -37,7 +44,12 @@ async def test_make_run_serves_the_first_call(tmp_path: Path) -> None:
         start_new_session=True,
     )
     try:
-        addresses = await asyncio.wait_for(asyncio.to_thread(_read_up_line, up), TIMEOUT_S)
+        up_line = await asyncio.wait_for(asyncio.to_thread(_read_up_line, up), TIMEOUT_S)
+        addresses = up_line["addresses"]
+        # make run built the web client; the printed page is it, with the token.
+        token = (tmp_path / "data" / "token").read_text().strip()
+        assert up_line["page"] == f"{up_line['web']}/#token={token}"
+        assert '<div id="root">' in await asyncio.to_thread(_fetch, up_line["page"])
         first_call = await asyncio.create_subprocess_exec(
             sys.executable,
             "examples/first_call.py",
@@ -87,7 +99,7 @@ def test_the_demo_script_plays_through_make_run_and_chat(tmp_path: Path) -> None
         start_new_session=True,
     )
     try:
-        addresses = _read_up_line(up)
+        addresses = _read_up_line(up)["addresses"]
         child = pexpect.spawn(
             str(REPO / ".venv" / "bin" / "agenthost"),
             ["chat"],
@@ -140,7 +152,7 @@ def test_make_run_twice_the_second_says_in_one_line_that_the_port_is_taken(
         command, cwd=REPO, env=env, stdout=subprocess.PIPE, text=True, start_new_session=True
     )
     try:
-        addresses = _read_up_line(first)
+        addresses = _read_up_line(first)["addresses"]
         assert addresses["gateway"] == f"127.0.0.1:{base}"
         second = subprocess.run(
             command, cwd=REPO, env=env, capture_output=True, text=True, timeout=TIMEOUT_S

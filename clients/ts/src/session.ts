@@ -1,0 +1,530 @@
+// A live session as a client application holds it.
+//
+// Opening loads the page and the projection block as of one log position
+// (history, plan, running status, the text so far of a running step), then
+// queries the full plan state. From then on the connection's frames keep it
+// current: events enter the history exactly once (gaps are repaired from
+// history pages), projection values keep the one with the higher seq, the
+// plan state moves behind the fences of PlanTracker, streamed text merges by
+// offset. After a reconnect the session refreshes (a small page and a plan
+// query); after a `resync` it reopens and replaces its history window.
+
+import { create } from "@bufbuild/protobuf";
+import type { ConnectResponse, OpenSessionResponse } from "../gen/agenthost/gateway/v1/gateway_pb.js";
+import { PromptMode, type AssistantDelta, type ToolOutputDelta } from "../gen/agenthost/runtime/v1/runtime_pb.js";
+import { QuestionAnswerSchema, type Event, type QuestionAnswer } from "../gen/agenthost/sessionlog/v1/events_pb.js";
+import type { SessionSummary } from "../gen/agenthost/sessionlog/v1/session_log_pb.js";
+import type { MessageInitShape } from "@bufbuild/protobuf";
+import type { AgentHostClient } from "./connection.js";
+import { AgentHostError, Reason } from "./errors.js";
+import { History } from "./history.js";
+import { LiveText, TextKind } from "./live.js";
+import { PlanTracker, UNAVAILABLE, sameView, type Decision, type PlanTicket, type PlanValue, type PlanView } from "./plan.js";
+import { jsonOf, ProjectionStore, type JsonValue } from "./projection.js";
+import { Changes } from "./wait.js";
+import { frameEvent, isObject, planValueOf, planValueOfView, validEvents } from "./validation.js";
+
+export { PromptMode };
+
+/** What changed; `Session.onUpdate` listeners get them in order. */
+export type Update =
+  | { kind: "historyLoaded"; replaced: boolean }
+  | { kind: "eventAppended"; event: Event }
+  | { kind: "planChanged"; plan: PlanView }
+  | { kind: "statusChanged"; running: boolean }
+  | { kind: "projectionChanged"; key: string; value: JsonValue }
+  | { kind: "commandsChanged" }
+  | { kind: "connectionChanged"; connected: boolean; generation: number }
+  | { kind: "textStreamed"; turnId: string; step: number; textKind: TextKind; delta: string; text: string }
+  | { kind: "outputStreamed"; callId: string; delta: string; text: string };
+
+/** One plan query or selection: what the gateway said and what the fences made of it. */
+export interface PlanReply {
+  readonly value: PlanValue;
+  readonly seq: bigint;
+  readonly decision: Decision;
+  /** Selections only: the SetOutcome. */
+  readonly outcome?: number;
+}
+
+// A refresh after a reconnect only needs the newest messages: the stream's catch-up brings the events.
+const REFRESH_MESSAGE_LIMIT = 1;
+const REPAIR_MESSAGE_LIMIT = 500;
+
+type LoadMode = "refresh" | "replace";
+
+export class Session {
+  readonly id: string;
+  readonly messageLimit: number;
+  summary: SessionSummary | undefined = undefined;
+  readonly history: History;
+  running = false;
+  readonly live: LiveText;
+  readonly projections = new ProjectionStore();
+  readonly planTracker: PlanTracker;
+  /** The last failed plan query or selection (undefined after a successful reply). */
+  planError: AgentHostError | undefined = undefined;
+  /** The last failed (re)load. */
+  loadError: AgentHostError | undefined = undefined;
+  closed = false;
+  /** Frames dropped as malformed, loads superseded by a reconnect, loads, gap repairs. */
+  ignoredFrames = 0;
+  droppedLoads = 0;
+  loads = 0;
+  repairs = 0;
+  readonly #client: AgentHostClient;
+  readonly #changes = new Changes();
+  readonly #listeners = new Set<(update: Update) => void>();
+  #runningSeq = -1n;
+  #lastEventSeq = -1n;
+  #loadWanted: LoadMode | undefined = undefined;
+  #loader: Promise<void> | undefined = undefined;
+  #planTask: Promise<void> | undefined = undefined;
+  #planAgain = false;
+  #selecting = 0;
+  #planDeferred = false;
+  #repairing = false;
+
+  /** @internal created by AgentHostClient.openSession. */
+  constructor(client: AgentHostClient, id: string, messageLimit: number) {
+    this.#client = client;
+    this.id = id;
+    this.messageLimit = messageLimit;
+    this.history = new History(id);
+    this.live = new LiveText(id);
+    this.planTracker = new PlanTracker(client.generation);
+  }
+
+  /** The history window, contiguous, each event once, oldest first. */
+  get events(): readonly Event[] {
+    return this.history.events;
+  }
+
+  get lastSeq(): bigint {
+    return this.history.lastSeq;
+  }
+
+  /** The plan view behind the fences. */
+  get plan(): PlanView {
+    return this.planTracker.view;
+  }
+
+  /** What the connection presents on reconnect: the last seq held. */
+  get cursor(): bigint | undefined {
+    return this.history.based ? this.history.lastSeq : undefined;
+  }
+
+  // -- observing ------------------------------------------------------------------
+
+  /** Calls `listener` with every update from now on; returns its remover. */
+  onUpdate(listener: (update: Update) => void): () => void {
+    this.#listeners.add(listener);
+    return () => this.#listeners.delete(listener);
+  }
+
+  /** Waits (at most `timeoutMs`) until `holds(this)`; checked after every change. */
+  waitUntil(holds: (session: Session) => boolean, timeoutMs: number, what?: string): Promise<void> {
+    return this.#changes.until(() => holds(this), timeoutMs, what);
+  }
+
+  #notify(updates: Update[]): void {
+    for (const update of updates) for (const listener of this.#listeners) listener(update);
+    this.#changes.notify();
+  }
+
+  // -- opening and reloading ------------------------------------------------------
+
+  /** @internal the first load (REPLACE), then the plan query. */
+  async open(): Promise<void> {
+    this.#requestLoad("replace");
+    await this.#loader;
+    if (this.loads === 0) throw this.loadError ?? this.#client.failure ?? new AgentHostError("the session did not load");
+    while (this.#planTask !== undefined) await this.#planTask;
+  }
+
+  #requestLoad(mode: LoadMode): void {
+    if (this.closed) return;
+    this.#loadWanted = this.#loadWanted === "replace" ? "replace" : mode;
+    this.#loader ??= this.#runLoads().finally(() => {
+      this.#loader = undefined;
+      // Asked for while the loop was finishing.
+      if (this.#loadWanted !== undefined && this.loads > 0) this.#requestLoad(this.#loadWanted);
+    });
+  }
+
+  async #runLoads(): Promise<void> {
+    while (this.#loadWanted !== undefined && !this.closed) {
+      const mode = this.#loadWanted;
+      this.#loadWanted = undefined;
+      try {
+        if (!(await this.#loadOnce(mode))) {
+          // Superseded by a reconnect: load again in the new generation.
+          this.droppedLoads += 1;
+          if (this.#client.failure !== undefined) return;
+          this.#loadWanted = this.#loadWanted === "replace" ? "replace" : mode;
+          await this.#client.waitFor(() => this.#client.connected || this.#client.failure !== undefined, this.#client.callTimeoutMs).catch(() => undefined);
+          continue;
+        }
+      } catch (error) {
+        this.loadError = AgentHostError.from(error);
+        if (this.loads === 0) return;
+        continue;
+      }
+      this.loadError = undefined;
+      this.#queryPlanSoon();
+    }
+  }
+
+  /** One OpenSession; false when a reconnect superseded it (the generation fence). */
+  async #loadOnce(mode: LoadMode): Promise<boolean> {
+    const client = this.#client;
+    const generation = client.generation;
+    const limit = mode === "replace" ? this.messageLimit : REFRESH_MESSAGE_LIMIT;
+    let reply: OpenSessionResponse;
+    try {
+      reply = await client.gateway.openSession({ fence: client.fence(), sessionId: this.id, messageLimit: limit }, client.callOptions());
+    } catch (error) {
+      if (AgentHostError.from(error).stale && client.generation !== generation) return false;
+      throw error;
+    }
+    if (client.generation !== generation) return false;
+    this.#applyOpen(reply, mode);
+    return true;
+  }
+
+  #applyOpen(reply: OpenSessionResponse, mode: LoadMode): void {
+    this.loads += 1;
+    this.summary = reply.session;
+    const before = this.plan;
+    const events = validEvents(reply.events, this.id);
+    const updates: Update[] = [];
+    if (mode === "replace") {
+      const replaced = this.history.based;
+      if (replaced) this.#forgetForReplace();
+      updates.push(...this.#appended(this.history.replace(events, { hasMore: reply.hasMore, beforeSeq: reply.beforeSeq, lastSeq: reply.seq })));
+      updates.push({ kind: "historyLoaded", replaced });
+    } else {
+      updates.push(...this.#appended(this.history.ingest(events)));
+    }
+    updates.push(...this.#setRunning(reply.running, reply.seq));
+    updates.push(...this.#applyBlock(reply));
+    for (const delta of reply.live) updates.push(...this.#onText(delta));
+    for (const delta of reply.liveOutput) updates.push(...this.#onOutput(delta));
+    this.#notify([...updates, ...this.#planChange(before)]);
+    this.#repairSoon();
+  }
+
+  #forgetForReplace(): void {
+    this.planTracker.reset();
+    this.projections.clear();
+    this.live.clear();
+  }
+
+  #applyBlock(reply: OpenSessionResponse): Update[] {
+    if (reply.projectionError) {
+      this.planError = new AgentHostError(reply.projectionError, { reason: "PROJECTION_UNAVAILABLE" });
+      return [];
+    }
+    // A block without `plan`: this deployment has no plan mode.
+    if (!("plan" in reply.projections)) this.planTracker.onProjection(UNAVAILABLE, reply.seq);
+    return Object.keys(reply.projections).sort().flatMap((key) => this.#onProjection(key, jsonOf(reply.projections[key]!), reply.seq));
+  }
+
+  // -- connection events (called by the client) ------------------------------------
+
+  /** @internal a reconnect attempt begins: requests begun before are superseded. */
+  onGeneration(generation: number): void {
+    this.planTracker.reconnected(generation);
+  }
+
+  /** @internal */
+  onConnected(generation: number): void {
+    this.planTracker.reconnected(generation);
+    this.#notify([{ kind: "connectionChanged", connected: true, generation }]);
+    if (this.history.based) this.#requestLoad("refresh");
+  }
+
+  /** @internal */
+  onDisconnected(): void {
+    this.#notify([{ kind: "connectionChanged", connected: false, generation: this.#client.generation }]);
+  }
+
+  /** @internal one frame of this session. */
+  onFrame(frame: ConnectResponse): void {
+    if (this.closed) return;
+    const before = this.plan;
+    this.#notify([...this.#frameUpdates(frame), ...this.#planChange(before)]);
+  }
+
+  #frameUpdates(frame: ConnectResponse): Update[] {
+    const { case: kind, value } = frame.frame;
+    switch (kind) {
+      case "sessionEvent":
+        return this.#onEventFrame(frameEvent(value, this.id));
+      case "sessionStatus":
+        // It follows the turn event it reflects: the newest event seen.
+        return this.#setRunning(value.running, this.#lastEventSeq);
+      case "sessionProjection":
+        if (value.value === undefined) return this.#ignored();
+        return this.#onProjection(value.key, jsonOf(value.value), value.seq);
+      case "assistantDelta":
+        return this.#onText(value);
+      case "toolOutput":
+        return this.#onOutput(value);
+      case "resync":
+        this.#requestLoad("replace");
+        return [];
+      case "commandsChanged":
+        return [{ kind: "commandsChanged" }];
+      default:
+        return [];
+    }
+  }
+
+  #onEventFrame(event: Event | undefined): Update[] {
+    if (event === undefined) return this.#ignored();
+    if (event.seq > this.#lastEventSeq) this.#lastEventSeq = event.seq;
+    const updates = this.#appended(this.history.ingest([event]));
+    this.#repairSoon();
+    return updates;
+  }
+
+  #ignored(): Update[] {
+    this.ignoredFrames += 1;
+    return [];
+  }
+
+  #setRunning(running: boolean, seq: bigint): Update[] {
+    if (seq < this.#runningSeq) return [];
+    this.#runningSeq = seq;
+    if (running === this.running) return [];
+    this.running = running;
+    return [{ kind: "statusChanged", running }];
+  }
+
+  #planChange(before: PlanView): Update[] {
+    return sameView(before, this.plan) ? [] : [{ kind: "planChanged", plan: this.plan }];
+  }
+
+  /** One projection value: the higher seq wins, then what it means. */
+  #onProjection(key: string, value: JsonValue, seq: bigint): Update[] {
+    if (!this.projections.update(key, value, seq)) return [];
+    const updates: Update[] = [{ kind: "projectionChanged", key, value }];
+    try {
+      if (key === "plan") this.planTracker.onProjection(planValueOfView(value), seq);
+      else if (key === "status" && isObject(value)) updates.push(...this.#setRunning(value["running"] === true, seq));
+    } catch {
+      // A malformed value is ignored: the state stays as it was.
+      this.ignoredFrames += 1;
+    }
+    // Another client's pending choice shows no log event: ask for the full state.
+    if (key === "plan") this.#queryPlanSoon();
+    return updates;
+  }
+
+  #onText(delta: AssistantDelta): Update[] {
+    const fresh = this.live.add(delta);
+    if (!fresh) return [];
+    const text = this.live.textOf(delta.turnId, delta.step, delta.kind);
+    return [{ kind: "textStreamed", turnId: delta.turnId, step: delta.step, textKind: delta.kind, delta: fresh, text }];
+  }
+
+  #onOutput(delta: ToolOutputDelta): Update[] {
+    const fresh = this.live.addOutput(delta);
+    return fresh ? [{ kind: "outputStreamed", callId: delta.callId, delta: fresh, text: this.live.outputOf(delta.callId) }] : [];
+  }
+
+  // -- events ---------------------------------------------------------------------
+
+  /** Events newly in the window: they end streamed text, move `running` and commit plan mode. */
+  #appended(events: Event[]): Update[] {
+    return events.flatMap((event) => {
+      this.live.followEvent(event);
+      const updates: Update[] = [{ kind: "eventAppended", event }];
+      const body = event.body;
+      if (body.case === "turnStart") updates.push(...this.#setRunning(true, event.seq));
+      if (body.case === "turnEnd") updates.push(...this.#setRunning(false, event.seq));
+      // The event-version fence: a commit newer than the state wins over older replies.
+      if (body.case === "planMode") this.planTracker.onCommit(body.value.active, event.seq);
+      return updates;
+    });
+  }
+
+  #repairSoon(): void {
+    if (this.closed || this.#repairing || this.history.missing() === undefined) return;
+    this.#repairing = true;
+    void this.#repair().finally(() => (this.#repairing = false));
+  }
+
+  /** Fetches the events missing before ones that arrived beyond a gap. */
+  async #repair(): Promise<void> {
+    const client = this.#client;
+    for (let gap = this.history.missing(); gap !== undefined && !this.closed; ) {
+      let page;
+      try {
+        page = await client.gateway.historyPage({ sessionId: this.id, beforeSeq: gap.before, messageLimit: REPAIR_MESSAGE_LIMIT }, client.callOptions());
+      } catch {
+        return; // the next event that arrives beyond the gap retries
+      }
+      this.repairs += 1;
+      const before = this.plan;
+      this.#notify([...this.#appended(this.history.ingest(validEvents(page.events, this.id))), ...this.#planChange(before)]);
+      const now = this.history.missing();
+      if (now !== undefined && now.after === gap.after) return; // the log does not have them (yet)
+      gap = now;
+    }
+  }
+
+  // -- plan mode ------------------------------------------------------------------
+
+  /**
+   * A background query (after a load, a plan projection frame). Coalesced,
+   * and deferred while a selection is in flight: begun after it, the query
+   * would be the newer request, and its reply read before the selection took
+   * effect would shadow the selection's own reply.
+   */
+  #queryPlanSoon(): void {
+    if (this.closed) return;
+    if (this.#selecting > 0) {
+      this.#planDeferred = true;
+      return;
+    }
+    if (this.#planTask !== undefined) {
+      this.#planAgain = true;
+      return;
+    }
+    this.#planTask = this.#planLoop().finally(() => {
+      this.#planTask = undefined;
+      if (this.#planAgain && this.#selecting === 0) this.#queryPlanSoon();
+    });
+  }
+
+  async #planLoop(): Promise<void> {
+    do {
+      if (this.#selecting > 0) {
+        this.#planDeferred = true;
+        return;
+      }
+      this.#planAgain = false;
+      await this.refreshPlan().catch(() => undefined); // recorded in planError
+    } while (this.#planAgain && !this.closed);
+  }
+
+  /** Queries the full plan state. A failure throws and leaves the state as it was. */
+  async refreshPlan(timeoutMs?: number): Promise<PlanReply> {
+    const client = this.#client;
+    const ticket = this.planTracker.begin("query", client.generation);
+    let value: PlanValue;
+    let seq: bigint;
+    try {
+      const reply = await client.gateway.planMode({ fence: client.fence(), sessionId: this.id }, client.callOptions(timeoutMs));
+      [value, seq] = [planValueOf(reply.plan), reply.seq];
+    } catch (error) {
+      throw this.#planFailed(ticket, error);
+    }
+    return this.#planReply(ticket, value, seq);
+  }
+
+  /**
+   * Selects plan mode on or off: committed now when idle, pending until the
+   * next model request while a turn runs. A failure (STALE, transport,
+   * business error) throws and leaves the state as it was.
+   */
+  async setPlan(active: boolean, timeoutMs?: number): Promise<PlanReply> {
+    const client = this.#client;
+    const ticket = this.planTracker.begin("select", client.generation);
+    this.#selecting += 1;
+    try {
+      const reply = await client.gateway.setPlanMode({ fence: client.fence(), sessionId: this.id, active }, client.callOptions(timeoutMs));
+      return this.#planReply(ticket, planValueOf(reply.plan), reply.seq, reply.outcome);
+    } catch (error) {
+      throw this.#planFailed(ticket, error);
+    } finally {
+      this.#selecting -= 1;
+      if (this.#selecting === 0 && this.#planDeferred) {
+        this.#planDeferred = false;
+        this.#queryPlanSoon();
+      }
+    }
+  }
+
+  #planFailed(ticket: PlanTicket, thrown: unknown): AgentHostError {
+    const error = AgentHostError.from(thrown);
+    if (this.planTracker.onFailure(ticket).verdict === "failed") this.planError = error;
+    this.#notify([]);
+    return error;
+  }
+
+  #planReply(ticket: PlanTicket, value: PlanValue, seq: bigint, outcome?: number): PlanReply {
+    const before = this.plan;
+    const decision = this.planTracker.onReply(ticket, value, seq);
+    if (decision.verdict !== "superseded" && decision.verdict !== "older-request") this.planError = undefined;
+    this.#notify(this.#planChange(before));
+    return { value, seq, decision, ...(outcome === undefined ? {} : { outcome }) };
+  }
+
+  // -- turns, commands, questions ------------------------------------------------------
+
+  /**
+   * Sends (AGENT_BUSY while a turn runs), queues or steers a user message;
+   * with `planTarget`, plan mode is set to it first. Refused unsent
+   * (PLAN_SELECTION_FAILED) when it targets plan mode while the latest
+   * selection failed: select again first.
+   */
+  async prompt(text: string, mode: PromptMode = PromptMode.SEND, planTarget?: boolean): Promise<{ mode: PromptMode; running: boolean; seq: bigint }> {
+    const failed = this.planTracker.selectionFailed;
+    if (planTarget !== undefined && failed !== undefined) {
+      throw new AgentHostError(`the last plan selection (request ${failed.number}) failed; select again`, { reason: Reason.PLAN_SELECTION_FAILED });
+    }
+    const client = this.#client;
+    const reply = await client.gateway.prompt({ fence: client.fence(), sessionId: this.id, text, mode, ...(planTarget === undefined ? {} : { planTarget }) }, client.callOptions());
+    this.#notify(this.#setRunning(reply.running, reply.seq));
+    if (planTarget !== undefined) this.#queryPlanSoon();
+    return { mode: reply.mode, running: reply.running, seq: reply.seq };
+  }
+
+  /** Stops the running request; a pending plan selection is kept. */
+  async cancel(): Promise<boolean> {
+    const client = this.#client;
+    return (await client.gateway.cancel({ fence: client.fence(), sessionId: this.id }, client.callOptions())).cancelled;
+  }
+
+  /** Runs a slash command (`plan` with "", "<message>" or "off"); after `/plan` the plan state is queried. */
+  async executeCommand(name: string, args?: string): Promise<{ ok: boolean; message: string; seq: bigint }> {
+    const client = this.#client;
+    const reply = await client.gateway.executeCommand({ fence: client.fence(), sessionId: this.id, name, ...(args === undefined ? {} : { args }) }, client.callOptions());
+    if (name === "plan") await this.refreshPlan().catch(() => undefined);
+    return { ok: reply.ok, message: reply.message, seq: reply.seq };
+  }
+
+  /** Answers an open question (the first answer wins); returns its seq. */
+  async answerQuestion(questionId: string, answer: MessageInitShape<typeof QuestionAnswerSchema>["kind"]): Promise<bigint> {
+    const client = this.#client;
+    const body: QuestionAnswer = create(QuestionAnswerSchema, { kind: answer });
+    return (await client.gateway.answerQuestion({ fence: client.fence(), sessionId: this.id, questionId, answer: body }, client.callOptions())).seq;
+  }
+
+  /** The page before the window; returns the events added (HISTORY_GAP when it does not fit). */
+  async loadOlder(messageLimit = this.messageLimit): Promise<Event[]> {
+    if (!this.history.hasMore) return [];
+    const client = this.#client;
+    const page = await client.gateway.historyPage({ sessionId: this.id, beforeSeq: this.history.beforeSeq, messageLimit }, client.callOptions());
+    try {
+      const added = this.history.prepend(validEvents(page.events, this.id), page);
+      this.#notify([]);
+      return added;
+    } catch (error) {
+      throw new AgentHostError(String(error), { reason: Reason.HISTORY_GAP, cause: error });
+    }
+  }
+
+  /** Stops following the session (the client keeps running). */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    this.#client.forget(this);
+    await Promise.allSettled([this.#loader, this.#planTask]);
+    this.#listeners.clear();
+    this.#changes.notify();
+  }
+}

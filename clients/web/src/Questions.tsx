@@ -1,0 +1,78 @@
+import type { Session } from "@agenthost/sdk/web";
+import { useState } from "react";
+import { openQuestions, type AppModel, type QuestionView } from "./model.js";
+
+/** The open questions of the `questions` projection: plan reviews and tool approvals. */
+export function QuestionCards({ model, session }: { model: AppModel; session: Session }) {
+  return (
+    <div className="questions">
+      {openQuestions(session.projections.get("questions")).map((question) =>
+        question.presentation === "plan-review" ? (
+          <PlanReview key={question.question_id} model={model} question={question} />
+        ) : question.presentation === "tool-approval" ? (
+          <ToolApproval key={question.question_id} model={model} question={question} />
+        ) : (
+          <GenericQuestion key={question.question_id} model={model} question={question} />
+        ),
+      )}
+    </div>
+  );
+}
+
+function PlanReview({ model, question }: { model: AppModel; question: QuestionView }) {
+  const [feedback, setFeedback] = useState("");
+  const answer = (kind: Parameters<AppModel["answer"]>[1]) => void model.answer(question.question_id, kind);
+  return (
+    <section className="card plan-review" data-testid="plan-review" data-question-id={question.question_id}>
+      <h3>{question.title || "Review the plan"}</h3>
+      <pre data-testid="plan-body">{question.body}</pre>
+      <div className="actions">
+        <button data-testid="plan-approve" onClick={() => answer({ case: "approve", value: true })}>
+          {question.approve_label || "Approve"}
+        </button>
+        <button data-testid="plan-dismiss" onClick={() => answer({ case: "dismiss", value: true })}>
+          Dismiss
+        </button>
+      </div>
+      <div className="feedback">
+        <textarea data-testid="plan-feedback" placeholder="What should change?" value={feedback} onChange={(event) => setFeedback(event.target.value)} />
+        <button data-testid="plan-keep-planning" disabled={!feedback.trim()} onClick={() => answer({ case: "feedback", value: feedback.trim() })}>
+          Keep planning
+        </button>
+      </div>
+    </section>
+  );
+}
+
+function ToolApproval({ model, question }: { model: AppModel; question: QuestionView }) {
+  const answer = (kind: Parameters<AppModel["answer"]>[1]) => void model.answer(question.question_id, kind);
+  const approval = question.approval;
+  return (
+    <section className="card tool-approval" data-testid="tool-approval" data-question-id={question.question_id} data-tool={approval?.tool}>
+      <h3>{question.title || `Allow ${approval?.tool ?? "this tool"}?`}</h3>
+      <p>{approval?.summary}</p>
+      {approval?.detail && <pre>{approval.detail}</pre>}
+      <div className="actions">
+        <button data-testid="approval-allow-once" onClick={() => answer({ case: "allowOnce", value: true })}>
+          Allow once
+        </button>
+        <button data-testid="approval-allow-session" onClick={() => answer({ case: "allowForSession", value: true })} title={approval?.grant}>
+          Allow for this session
+        </button>
+        <button data-testid="approval-deny" onClick={() => answer({ case: "deny", value: "" })}>
+          Deny
+        </button>
+      </div>
+    </section>
+  );
+}
+
+function GenericQuestion({ model, question }: { model: AppModel; question: QuestionView }) {
+  return (
+    <section className="card" data-testid="question" data-question-id={question.question_id}>
+      <h3>{question.title}</h3>
+      <pre>{question.body}</pre>
+      <button onClick={() => void model.answer(question.question_id, { case: "dismiss", value: true })}>Dismiss</button>
+    </section>
+  );
+}

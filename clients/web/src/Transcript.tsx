@@ -1,0 +1,96 @@
+import { TextKind, eventsV1, type Session } from "@agenthost/sdk/web";
+import { useEffect, useRef, type ReactNode } from "react";
+
+type Event = Session["events"][number];
+
+/** The logged events of the window, then the text of the step running now. */
+export function Transcript({ session }: { session: Session }) {
+  const end = useRef<HTMLDivElement>(null);
+  const results = resultsByCall(session.events);
+  const live = session.live.steps();
+  const lastSeq = session.lastSeq;
+  useEffect(() => {
+    // A block, not an expression: newer browsers return a promise from scrollIntoView.
+    void end.current?.scrollIntoView({ block: "end" });
+  }, [lastSeq, live.length]);
+  return (
+    <div className="transcript" data-testid="transcript">
+      {session.events.map((event) => (
+        <EventView key={String(event.seq)} event={event} results={results} />
+      ))}
+      {live.map((step) => (
+        <div
+          key={`${step.turnId}/${step.step}/${step.kind}`}
+          className={step.kind === TextKind.REASONING ? "message assistant reasoning live" : "message assistant live"}
+          data-testid={step.kind === TextKind.REASONING ? "live-reasoning" : "live-text"}
+        >
+          {step.text}
+        </div>
+      ))}
+      <div ref={end} />
+    </div>
+  );
+}
+
+function resultsByCall(events: readonly Event[]): Map<string, eventsV1.ToolResult> {
+  const results = new Map<string, eventsV1.ToolResult>();
+  for (const event of events) if (event.body.case === "toolResult") results.set(event.body.value.callId, event.body.value);
+  return results;
+}
+
+function EventView({ event, results }: { event: Event; results: Map<string, eventsV1.ToolResult> }): ReactNode {
+  const body = event.body;
+  switch (body.case) {
+    case "userMessage":
+      return body.value.source?.kind === eventsV1.SourceKind.PLUGIN ? (
+        <div className="notice" data-testid="notice">
+          {body.value.text}
+        </div>
+      ) : (
+        <div className="message user" data-testid="user-message">
+          {body.value.text}
+        </div>
+      );
+    case "assistantMessage":
+      return body.value.text ? (
+        <div className="message assistant" data-testid="assistant-message">
+          {body.value.text}
+        </div>
+      ) : null;
+    case "toolCall":
+      return <ToolCallView call={body.value} result={results.get(body.value.callId)} />;
+    case "planMode":
+      return (
+        <div className="notice plan" data-testid="plan-event" data-active={body.value.active}>
+          Plan mode {body.value.active ? "on" : "off"}
+        </div>
+      );
+    case "commandDone":
+      return body.value.message ? (
+        <div className="notice" data-testid="command-done">
+          {body.value.message}
+        </div>
+      ) : null;
+    case "turnEnd":
+      return body.value.reason === eventsV1.TurnEndReason.COMPLETED ? null : (
+        <div className="notice" data-testid="turn-ended" data-reason={eventsV1.TurnEndReason[body.value.reason]}>
+          Turn ended: {eventsV1.TurnEndReason[body.value.reason]?.toLowerCase()} {body.value.error}
+        </div>
+      );
+    default:
+      return null;
+  }
+}
+
+function ToolCallView({ call, result }: { call: eventsV1.ToolCall; result: eventsV1.ToolResult | undefined }) {
+  const state = result === undefined ? "running" : result.ok ? "ok" : "failed";
+  return (
+    <details className={`tool-call ${state}`} data-testid="tool-call" data-tool={call.name} data-state={state}>
+      <summary>
+        {call.name} <span className="tool-state">{state}</span> {result?.display?.summary}
+      </summary>
+      <pre className="tool-args">{call.argsJson}</pre>
+      {result !== undefined && <pre data-testid="tool-result">{result.ok ? result.output : result.error}</pre>}
+    </details>
+  );
+}

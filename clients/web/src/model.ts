@@ -1,0 +1,270 @@
+// The page's state: one AgentHostClient (one Connect stream over gRPC-Web
+// to the page's own origin), the account's workspaces and session list, and
+// the open Session object of the TypeScript SDK. It shows only what the host
+// returned: list rows come from ListSessions and the stream's frames, the
+// open session's plan state from the session object's fenced replies (it
+// queries the full state after history loads and on every reconnect), never
+// from a guess of what a click will do.
+
+import { AgentHostClient, AgentHostError, PromptMode, createWebTransport, jsonOf, type JsonValue, type Session } from "@agenthost/sdk/web";
+
+export type Workspace = Awaited<ReturnType<AgentHostClient["createWorkspace"]>>;
+export type Summary = NonNullable<Session["summary"]>;
+type Frame = Parameters<Parameters<AgentHostClient["addListener"]>[0]>[0];
+
+/** A session row's markers, as the host last reported them. */
+export interface Markers {
+  running: boolean;
+  /** The plan target waiting for the next model request, when one does. */
+  planPending: boolean | undefined;
+  /** What an open question waits for ("review", "approval", "answer"; "" none). */
+  waiting: string;
+}
+
+// How long the page waits on the client between checks of its connection.
+const WATCH_MS = 30_000;
+
+export class AppModel {
+  readonly client: AgentHostClient;
+  workspaces: Workspace[] = [];
+  readonly summaries = new Map<string, Summary>();
+  readonly #planPending = new Map<string, boolean | undefined>();
+  session: Session | undefined = undefined;
+  /** A session being opened (shown as loading until it is). */
+  opening: string | undefined = undefined;
+  error: string | undefined = undefined;
+  /** Bumped on every change; React reads it through useSyncExternalStore. */
+  version = 0;
+  #listeners = new Set<() => void>();
+  #stopSession: (() => void) | undefined = undefined;
+  #closed = false;
+
+  constructor(token: string, baseUrl: string) {
+    this.client = new AgentHostClient({ transport: createWebTransport(baseUrl), token });
+    this.client.addListener((frame) => this.#onFrame(frame));
+  }
+
+  subscribe = (listener: () => void): (() => void) => {
+    this.#listeners.add(listener);
+    return () => this.#listeners.delete(listener);
+  };
+
+  snapshot = (): number => this.version;
+
+  changed(): void {
+    this.version += 1;
+    for (const listener of this.#listeners) listener();
+  }
+
+  /** Connects, loads the lists, and reloads them after every reconnect. */
+  async start(): Promise<void> {
+    await this.#attempt(() => this.client.connect());
+    void this.#watchConnection();
+  }
+
+  async #watchConnection(): Promise<void> {
+    let seen = { state: "", generation: -1 };
+    while (!this.#closed && this.client.failure === undefined) {
+      const now = { state: this.client.state, generation: this.client.generation };
+      if (now.state === "connected" && (seen.state !== "connected" || now.generation !== seen.generation)) {
+        await this.#attempt(() => this.reloadLists());
+      }
+      seen = now;
+      this.changed();
+      await this.client
+        .waitFor(() => this.client.state !== seen.state || this.client.generation !== seen.generation, WATCH_MS)
+        .catch(() => undefined);
+    }
+    this.changed();
+  }
+
+  async reloadLists(): Promise<void> {
+    const [workspaces, sessions] = await Promise.all([
+      this.client.gateway.listWorkspaces({}, this.client.callOptions()),
+      this.client.gateway.listSessions({ pageSize: 500 }, this.client.callOptions()),
+    ]);
+    this.workspaces = workspaces.workspaces;
+    this.summaries.clear();
+    for (const summary of sessions.sessions) this.summaries.set(summary.id, summary);
+    this.changed();
+  }
+
+  // -- what the page shows ---------------------------------------------------------
+
+  /** A workspace's rows: every member that is not blank, and the open blank one. */
+  sessionsOf(workspace: Workspace): Summary[] {
+    const archived = new Set(workspace.archivedSessionIds);
+    return workspace.sessionIds
+      .map((id) => this.summaries.get(id))
+      .filter((s): s is Summary => s !== undefined && !archived.has(s.id))
+      .filter((s) => !s.blank || s.id === this.session?.id)
+      .sort((a, b) => Number((b.updatedAt?.seconds ?? 0n) - (a.updatedAt?.seconds ?? 0n)));
+  }
+
+  markers(id: string): Markers {
+    const open = this.session?.id === id ? this.session : undefined;
+    const summary = this.summaries.get(id);
+    if (open !== undefined) {
+      return { running: open.running, planPending: open.plan.state?.pending, waiting: waitingOf(open.projections.get("questions")) };
+    }
+    return { running: summary?.running ?? false, planPending: this.#planPending.get(id), waiting: summary?.waiting ?? "" };
+  }
+
+  // -- actions ----------------------------------------------------------------------
+
+  async addWorkspace(path: string): Promise<void> {
+    await this.#attempt(async () => {
+      await this.client.createWorkspace(path);
+      await this.reloadLists();
+    });
+  }
+
+  /** New Session: the workspace's reusable blank session, or a new one. */
+  async newSession(workspaceId: string): Promise<void> {
+    await this.#attempt(async () => {
+      const { session } = await this.client.connectWorkspace(workspaceId);
+      this.summaries.set(session.id, session);
+      await this.reloadLists();
+      await this.openSession(session.id);
+    });
+  }
+
+  async openSession(id: string): Promise<void> {
+    if (this.session?.id === id) return;
+    await this.closeSession();
+    this.opening = id;
+    this.changed();
+    try {
+      await this.#attempt(async () => {
+        const session = await this.client.openSession(id);
+        this.session = session;
+        this.#stopSession = session.onUpdate(() => this.changed());
+      });
+    } finally {
+      this.opening = undefined;
+      this.changed();
+    }
+  }
+
+  async closeSession(): Promise<void> {
+    const session = this.session;
+    this.#stopSession?.();
+    this.session = undefined;
+    this.#stopSession = undefined;
+    if (session !== undefined) await session.close();
+  }
+
+  /** A message, or a `/plan` command; while a turn runs a message is queued. */
+  async submit(text: string): Promise<boolean> {
+    const session = this.session;
+    if (session === undefined) return false;
+    return this.#attempt(async () => {
+      const command = /^\/plan(?:\s+([\s\S]*))?$/.exec(text.trim());
+      if (command !== null) {
+        const reply = await session.executeCommand("plan", command[1]?.trim() || undefined);
+        if (!reply.ok) throw new Error(reply.message || "/plan failed");
+        return;
+      }
+      await session.prompt(text, session.running ? PromptMode.QUEUE : PromptMode.SEND);
+    });
+  }
+
+  /** Plan mode on or off: committed now when idle, pending while a turn runs. */
+  async choosePlan(active: boolean): Promise<void> {
+    const session = this.session;
+    if (session !== undefined) await this.#attempt(() => session.setPlan(active));
+  }
+
+  async cancel(): Promise<void> {
+    const session = this.session;
+    if (session !== undefined) await this.#attempt(() => session.cancel());
+  }
+
+  async answer(questionId: string, answer: Parameters<Session["answerQuestion"]>[1]): Promise<void> {
+    const session = this.session;
+    if (session !== undefined) await this.#attempt(() => session.answerQuestion(questionId, answer));
+  }
+
+  async close(): Promise<void> {
+    this.#closed = true;
+    await this.client.close();
+  }
+
+  /** Runs an action; a failure is shown (and returned as false), never thrown. */
+  async #attempt(action: () => Promise<unknown>): Promise<boolean> {
+    try {
+      await action();
+      this.error = undefined;
+      return true;
+    } catch (error) {
+      this.error = describeError(error);
+      return false;
+    } finally {
+      this.changed();
+    }
+  }
+
+  // -- the stream: rows of sessions that are not open ------------------------------------
+
+  #onFrame(frame: Frame): void {
+    const { case: kind, value } = frame.frame;
+    if (kind === "sessionAdded" && value.summary !== undefined) {
+      this.summaries.set(value.summary.id, value.summary);
+      // Membership lives in the workspace: read it again.
+      void this.#attempt(() => this.reloadLists());
+    } else if (kind === "sessionStatus") {
+      this.#patch(value.sessionId, { running: value.running, ...(value.running ? { blank: false } : {}) });
+    } else if (kind === "sessionProjection" && value.value !== undefined) {
+      this.#onProjection(value.sessionId, value.key, jsonOf(value.value));
+    } else if (kind === "sessionEvent" && value.event?.body.case === "sessionTitle") {
+      this.#patch(value.sessionId, { title: value.event.body.value.title });
+    } else {
+      return;
+    }
+    this.changed();
+  }
+
+  #onProjection(sessionId: string, key: string, view: JsonValue): void {
+    if (key === "plan" && isRecord(view)) {
+      this.#planPending.set(sessionId, typeof view["pending"] === "boolean" ? view["pending"] : undefined);
+    } else if (key === "questions") {
+      this.#patch(sessionId, { waiting: waitingOf(view) });
+    }
+  }
+
+  #patch(sessionId: string, fields: Partial<Pick<Summary, "running" | "blank" | "title" | "waiting">>): void {
+    const summary = this.summaries.get(sessionId);
+    if (summary !== undefined) this.summaries.set(sessionId, { ...summary, ...fields });
+  }
+}
+
+/** An open question's view in the `questions` projection (the host's JSON). */
+export interface QuestionView {
+  question_id: string;
+  presentation: string;
+  title: string;
+  body: string;
+  approve_label: string;
+  approval?: { tool: string; summary: string; detail: string; grant: string };
+}
+
+export function openQuestions(value: JsonValue | undefined): QuestionView[] {
+  if (!Array.isArray(value)) return [];
+  return value.filter((q): q is JsonValue & QuestionView => isRecord(q) && typeof q["question_id"] === "string");
+}
+
+const WAITING_FOR: Record<string, string> = { "plan-review": "review", "tool-approval": "approval", generic: "answer" };
+
+function waitingOf(value: JsonValue | undefined): string {
+  const first = openQuestions(value)[0];
+  return first === undefined ? "" : (WAITING_FOR[first.presentation] ?? "answer");
+}
+
+function isRecord(value: unknown): value is Record<string, JsonValue> {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
+export function describeError(error: unknown): string {
+  if (error instanceof AgentHostError) return error.reason ? `${error.reason}: ${error.message}` : error.message;
+  return error instanceof Error ? error.message : String(error);
+}

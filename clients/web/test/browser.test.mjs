@@ -1,0 +1,253 @@
+// The built web client in a real browser (Debian's /usr/bin/chromium through
+// playwright-core; nothing is downloaded), against `agenthost up` whose
+// built-in model plays builtin-script.json in order. Started by
+// tests/integration/test_web_client.py with:
+//   AGENTHOST_PAGE_URL  the page's address as `agenthost up` printed it (#token=…)
+//   AGENTHOST_WORKSPACE a folder to open as a workspace
+//   SCREENSHOT_DIR      where each state's screenshot is written
+// The steps share one stack and one script, so they run in order; every wait
+// is on a condition of the page, with a timeout.
+
+import assert from "node:assert/strict";
+import { existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, before, test } from "node:test";
+import { chromium } from "playwright-core";
+
+const CHROMIUM = "/usr/bin/chromium";
+const CHROMIUM_FLAGS = [
+  "--headless",
+  "--no-sandbox",
+  "--disable-gpu",
+  "--disable-background-networking",
+  "--disable-quic",
+  "--no-first-run",
+  "--disable-component-update",
+  "--disable-sync",
+];
+const WAIT_MS = 20_000;
+const PAGE_URL = required("AGENTHOST_PAGE_URL");
+const WORKSPACE = required("AGENTHOST_WORKSPACE");
+const SHOTS = required("SCREENSHOT_DIR");
+
+function required(name) {
+  const value = process.env[name];
+  if (!value) throw new Error(`${name} is not set (tests/integration/test_web_client.py sets it)`);
+  return value;
+}
+
+let context;
+let profile;
+let tabA;
+let tabB;
+let sessionId;
+const pageErrors = [];
+
+before(async () => {
+  assert.ok(existsSync(CHROMIUM), `${CHROMIUM} is missing: install Debian's chromium (.ci/prepare-chromium runs apt-get install chromium)`);
+  mkdirSync(SHOTS, { recursive: true });
+  profile = mkdtempSync(join(tmpdir(), "agenthost-chromium-"));
+  context = await chromium.launchPersistentContext(profile, { executablePath: CHROMIUM, headless: true, args: CHROMIUM_FLAGS });
+});
+
+after(async () => {
+  await context?.close();
+  if (profile) rmSync(profile, { recursive: true, force: true });
+});
+
+// -- helpers --------------------------------------------------------------------------
+
+/** Waits until `condition(arg)` holds in the page; on timeout says what and keeps a screenshot. */
+async function until(page, what, condition, arg) {
+  try {
+    await page.waitForFunction(condition, arg, { timeout: WAIT_MS, polling: "raf" });
+  } catch (error) {
+    await shot(page, `failed-${what.replace(/\W+/g, "-")}`).catch(() => undefined);
+    throw new Error(`timed out waiting for ${what}: ${error.message}`);
+  }
+}
+
+function shot(page, name) {
+  return page.screenshot({ path: join(SHOTS, `${name}.png`), fullPage: true });
+}
+
+const byTestId = (id) => `[data-testid="${id}"]`;
+
+/** The plan chip's state as the page shows it: {active, pending} ("none" when nothing waits). */
+function planChipIs(page, what, active, pending) {
+  return until(
+    page,
+    what,
+    ([a, p]) => {
+      const chip = document.querySelector('[data-testid="plan-chip"]');
+      return chip?.getAttribute("data-active") === a && chip?.getAttribute("data-pending") === p;
+    },
+    [String(active), String(pending)],
+  );
+}
+
+async function openPage() {
+  const page = await context.newPage();
+  page.on("pageerror", (error) => pageErrors.push(String(error.stack ?? error)));
+  page.on("console", (message) => {
+    // Requests failing while a test keeps a tab offline are expected.
+    if (message.type() === "error" && !message.text().includes("ERR_INTERNET_DISCONNECTED")) pageErrors.push(message.text());
+  });
+  await page.goto(PAGE_URL);
+  await until(page, "the stream to connect", () => document.querySelector('[data-testid="connection"]')?.getAttribute("data-state") === "connected");
+  return page;
+}
+
+async function send(page, text) {
+  await page.fill(byTestId("composer-input"), text);
+  await page.press(byTestId("composer-input"), "Enter");
+  await until(page, `the composer to take "${text}"`, () => document.querySelector('[data-testid="composer-input"]')?.value === "");
+}
+
+function hasText(page, testId, text) {
+  return until(
+    page,
+    `${testId} with "${text}"`,
+    ([id, t]) => [...document.querySelectorAll(`[data-testid="${id}"]`)].some((e) => e.textContent.includes(t)),
+    [testId, text],
+  );
+}
+
+function idle(page) {
+  return until(page, "the turn to end", () => document.querySelector('[data-testid="session"]') && !document.querySelector('[data-testid="turn-running"]'));
+}
+
+function gone(page, testId) {
+  return until(page, `${testId} to go`, (id) => !document.querySelector(`[data-testid="${id}"]`), testId);
+}
+
+// -- the steps ------------------------------------------------------------------------
+
+test("the page takes its token from the fragment and locks the composer until a workspace is chosen", async () => {
+  tabA = await openPage();
+  assert.ok(!tabA.url().includes("token"), `the token stays in the address: ${tabA.url()}`);
+  assert.equal(await tabA.getAttribute(byTestId("composer"), "data-locked"), "true");
+  assert.ok(await tabA.isDisabled(byTestId("composer-input")));
+  await shot(tabA, "01-no-session");
+});
+
+test("New Session opens one reusable blank session per workspace", async () => {
+  await tabA.fill(byTestId("workspace-path"), WORKSPACE);
+  await tabA.click(byTestId("add-workspace"));
+  const workspace = `[data-testid="workspace"][data-path="${WORKSPACE}"]`;
+  await tabA.waitForSelector(workspace, { timeout: WAIT_MS });
+  await tabA.click(`${workspace} ${byTestId("new-session")}`);
+  await tabA.waitForSelector(byTestId("session"), { timeout: WAIT_MS });
+  sessionId = await tabA.getAttribute(byTestId("session"), "data-session-id");
+  assert.equal(await tabA.getAttribute(byTestId("composer"), "data-locked"), "false");
+  await tabA.click(`${workspace} ${byTestId("new-session")}`);
+  await until(tabA, "the same blank session again", () => document.querySelectorAll('[data-testid="session-row"]').length === 1);
+  assert.equal(await tabA.getAttribute(byTestId("session"), "data-session-id"), sessionId);
+  assert.match(await tabA.textContent(byTestId("session-title")), /New Session/);
+  await shot(tabA, "02-blank-session");
+});
+
+test("a prompt's answer streams in as live text, then is logged whole", async () => {
+  await send(tabA, "Tell me a story");
+  await until(tabA, "streamed text", () => (document.querySelector('[data-testid="live-text"]')?.textContent ?? "").length > 0);
+  const first = (await tabA.textContent(byTestId("live-text"))) ?? "";
+  await until(tabA, "more streamed text", (n) => (document.querySelector('[data-testid="live-text"]')?.textContent ?? "").length > n, first.length);
+  await shot(tabA, "03-streaming");
+  await hasText(tabA, "assistant-message", "so that the next person would not have to read them all again.");
+  await idle(tabA);
+  await gone(tabA, "live-text");
+  assert.doesNotMatch(await tabA.textContent(byTestId("session-title")), /New Session/);
+});
+
+test("/plan and /plan off in the composer commit at once while idle", async () => {
+  await send(tabA, "/plan");
+  await planChipIs(tabA, "plan mode on, committed", true, "none");
+  await send(tabA, "/plan off");
+  await planChipIs(tabA, "plan mode off, committed", false, "none");
+});
+
+test("plan mode chosen during a turn is pending until the next model request", async () => {
+  await send(tabA, "Write notes.txt");
+  await tabA.waitForSelector(byTestId("tool-approval"), { timeout: WAIT_MS });
+  await tabA.waitForSelector(byTestId("turn-running"), { timeout: WAIT_MS });
+  await tabA.click(byTestId("plan-toggle"));
+  await planChipIs(tabA, "a pending plan choice", false, true);
+  await tabA.waitForSelector(`[data-session-id="${sessionId}"] ${byTestId("marker-plan-pending")}`, { timeout: WAIT_MS });
+  await shot(tabA, "04-plan-pending");
+});
+
+test("a reload mid-turn shows the same state", async () => {
+  await tabA.reload();
+  await until(tabA, "the session to reopen", (id) => document.querySelector('[data-testid="session"]')?.getAttribute("data-session-id") === id, sessionId);
+  await planChipIs(tabA, "the pending choice after the reload", false, true);
+  await tabA.waitForSelector(byTestId("tool-approval"), { timeout: WAIT_MS });
+  await tabA.waitForSelector(byTestId("turn-running"), { timeout: WAIT_MS });
+  await hasText(tabA, "user-message", "Write notes.txt");
+  await shot(tabA, "05-after-reload");
+});
+
+test("a second tab on the session sees the pending choice, and its approval reaches the first", async () => {
+  tabB = await openPage();
+  await tabB.click(`[data-testid="session-row"][data-session-id="${sessionId}"] button`);
+  await planChipIs(tabB, "the pending choice in tab B", false, true);
+  await tabB.click(byTestId("approval-allow-once"));
+  await gone(tabA, "tool-approval");
+  // The next model request's boundary commits the choice: both tabs show it.
+  await planChipIs(tabA, "plan mode committed at the boundary (tab A)", true, "none");
+  await planChipIs(tabB, "plan mode committed at the boundary (tab B)", true, "none");
+  await shot(tabA, "06-committed-at-boundary-tab-a");
+  await shot(tabB, "06-committed-at-boundary-tab-b");
+});
+
+test("the plan review card: approving in one tab leaves plan mode in both", async () => {
+  await tabA.waitForSelector(byTestId("plan-review"), { timeout: WAIT_MS });
+  await tabB.waitForSelector(byTestId("plan-review"), { timeout: WAIT_MS });
+  assert.match(await tabA.textContent(byTestId("plan-body")), /Summarise it/);
+  await shot(tabA, "07-plan-review");
+  await tabA.click(byTestId("plan-approve"));
+  await gone(tabB, "plan-review");
+  await planChipIs(tabB, "plan mode left after approval (tab B)", false, "none");
+  await hasText(tabB, "assistant-message", "The plan is approved");
+  await idle(tabA);
+  await idle(tabB);
+  await shot(tabB, "08-plan-approved-tab-b");
+});
+
+test("a plan choice made in one tab shows in the other", async () => {
+  await tabB.click(byTestId("plan-toggle"));
+  await planChipIs(tabA, "tab B's choice in tab A", true, "none");
+  await send(tabA, "/plan off");
+  await planChipIs(tabB, "tab A's /plan off in tab B", false, "none");
+});
+
+test("after a reconnect a tab reads the state it missed", async () => {
+  // Tab A loses the network (its stream breaks); tab B chooses meanwhile.
+  const network = await context.newCDPSession(tabA);
+  const conditions = { latency: 0, downloadThroughput: -1, uploadThroughput: -1 };
+  await network.send("Network.emulateNetworkConditions", { ...conditions, offline: true });
+  // Emulation fails new requests only: cut the stream so it has to come back.
+  await tabA.click(byTestId("reconnect"));
+  await until(tabA, "tab A to lose its stream", () => document.querySelector('[data-testid="connection"]')?.getAttribute("data-state") !== "connected");
+  await tabB.click(byTestId("plan-toggle"));
+  await planChipIs(tabB, "tab B's choice while tab A is offline", true, "none");
+  await network.send("Network.emulateNetworkConditions", { ...conditions, offline: false });
+  await until(tabA, "tab A to reconnect", () => document.querySelector('[data-testid="connection"]')?.getAttribute("data-state") === "connected");
+  await planChipIs(tabA, "the choice tab A missed", true, "none");
+  await send(tabA, "/plan off");
+  await planChipIs(tabB, "tab A's /plan off after its reconnect", false, "none");
+});
+
+test("cancel stops a running turn", async () => {
+  await send(tabA, "Think it over");
+  await hasText(tabA, "live-text", "Thinking about it");
+  await tabA.click(byTestId("cancel"));
+  await until(tabA, "the cancelled turn", () => document.querySelector('[data-testid="turn-ended"]')?.getAttribute("data-reason") === "CANCELLED");
+  await idle(tabA);
+  await idle(tabB);
+  await shot(tabA, "09-cancelled");
+});
+
+test("the pages raised no errors", () => {
+  assert.deepEqual(pageErrors, []);
+});

@@ -1,0 +1,458 @@
+"""A public service for browsers: gRPC-Web and the Connect protocol over HTTP,
+served by the service's host on a port of its own, next to its gRPC port.
+
+The library is connect-python (`connectrpc`), the Connect project's own
+Python implementation: one ASGI application speaks the Connect protocol,
+gRPC-Web and gRPC; it writes each message of a server stream as it is
+yielded (nothing waits for the end), carries error details (as
+grpc-status-details-bin in gRPC-Web trailers, as `details` in Connect's JSON
+error body), honours grpc-timeout and connect-timeout-ms, cancels a handler
+whose client went away, works with google.protobuf messages through its
+compat codecs, and is checked against the Connect conformance suite.
+Not sonora (gRPC-Web only): its last release (0.2.3, 2023) requires
+urllib3 < 2 (the stack installs 2.x), its context's abort() takes no
+trailing metadata, so ErrorInfo and BadRequest details would never reach a
+browser, an error before a stream's first message loses its trailers, and
+its CORS echoes the Host header for any origin. Not a proxy (Envoy,
+grpcwebproxy): none is installable from Debian, PyPI or npm here, and it
+would be one more process for `agenthost up` to run.
+
+One guard: connect-python has interceptors of its own, but every call must
+pass the one grpc.aio interceptor (interceptors.py). Its intercept_service
+only wraps the method handlers a servicer registers, so the host collects
+them with a stand-in server from the definition's `register` (the generated
+add_*Servicer_to_server), has its own ServiceInterceptor wrap each once (the
+instance that guards the gRPC port: admission, bearer tokens, validation,
+deadlines, error mapping, the log line per call and the graceful stop's
+count of unary calls are the same code and the same state), and calls them
+with WebContext: the part of grpc.aio.ServicerContext the guard and the
+servicers use, over connect-python's RequestContext. An abort's status,
+with the details in its grpc-status-details-bin, becomes a ConnectError,
+which connect-python writes in the protocol the browser spoke. A request
+whose bytes do not decode reaches the guard as the same Undecodable marker
+as on the gRPC port, so it is refused after authentication there too.
+
+Served by hypercorn (ASGI, in the service's own event loop, stopped by a
+trigger rather than signal handlers of its own), behind starlette's
+CORSMiddleware for the configured origins.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import logging
+import socket
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import grpc
+from connectrpc.code import Code
+from connectrpc.codec import Codec
+from connectrpc.compat import google_protobuf_binary_codec, google_protobuf_json_codec
+from connectrpc.errors import ConnectError, ErrorDetail
+from connectrpc.method import IdempotencyLevel, MethodInfo, StreamType
+from connectrpc.request import RequestContext
+from connectrpc.server import ConnectASGIApplication, Endpoint
+from google.protobuf import descriptor_pool, message_factory
+from google.rpc import status_pb2
+from hypercorn.asyncio import serve
+from hypercorn.config import Config as HypercornConfig
+from protobuf.wkt import Any as WireAny
+from starlette.middleware.cors import CORSMiddleware
+from starlette.middleware.exceptions import ExceptionMiddleware
+from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from .config import LOOPBACK, TlsFiles
+from .interceptors import ServiceInterceptor, Undecodable
+
+log = logging.getLogger("agenthost.server")
+
+# Request headers a browser client sends (connect-web, grpc-web), answered in
+# a preflight; response headers its code may read.
+ALLOWED_HEADERS = (
+    "authorization",
+    "content-type",
+    "accept-encoding",
+    "connect-protocol-version",
+    "connect-timeout-ms",
+    "connect-accept-encoding",
+    "connect-content-encoding",
+    "grpc-timeout",
+    "grpc-accept-encoding",
+    "grpc-encoding",
+    "x-grpc-web",
+    "x-user-agent",
+)
+EXPOSED_HEADERS = (
+    "grpc-status",
+    "grpc-message",
+    "grpc-status-details-bin",
+    "grpc-encoding",
+    "grpc-accept-encoding",
+    "connect-content-encoding",
+    "connect-accept-encoding",
+)
+# How long a browser may reuse a preflight's answer (Chromium caps it at 2 h).
+PREFLIGHT_MAX_AGE_S = 7200
+MAX_MESSAGE_BYTES = 16 * 1024 * 1024
+
+Register = Callable[[Any], None]
+# What Endpoint.unary and .server_stream make (their classes are private).
+ServedEndpoint = Any
+RpcBehavior = Callable[..., Any]
+
+# grpc's status codes by Connect's names (one spelling differs).
+_CONNECT_CODES = {
+    code: Code[code.name.replace("CANCELLED", "CANCELED")]
+    for code in grpc.StatusCode
+    if code != grpc.StatusCode.OK
+}
+
+
+class PortTaken(OSError):
+    """The web port is in use (ServiceHost raises its PortInUse for it)."""
+
+
+# -- the servicer's handlers, guarded ----------------------------------------------------
+
+
+class _Registrar:
+    """Stands in for grpc.aio.Server while a definition registers its
+    servicers: keeps each method's handler by its path."""
+
+    def __init__(self) -> None:
+        self.handlers: dict[str, grpc.RpcMethodHandler] = {}
+
+    def add_registered_method_handlers(
+        self, service: str, handlers: Mapping[str, grpc.RpcMethodHandler]
+    ) -> None:
+        for name, handler in handlers.items():
+            self.handlers[f"/{service}/{name}"] = handler
+
+    def add_generic_rpc_handlers(self, _handlers: Sequence[object]) -> None:
+        pass  # the same handlers, also registered by name above
+
+
+@dataclass(frozen=True)
+class _CallDetails:
+    """grpc.HandlerCallDetails, as the guard reads it."""
+
+    method: str
+    invocation_metadata: tuple[tuple[str, str], ...] = ()
+
+
+class WebContext:
+    """What the guard and the servicers use of grpc.aio.ServicerContext, for
+    a call that came over HTTP: metadata are the request's headers, the
+    deadline is the request's timeout, and abort() keeps the status for
+    `error()` to turn into a ConnectError."""
+
+    def __init__(self, request: RequestContext[Any, Any]) -> None:
+        self._request = request
+        self._code: grpc.StatusCode | None = None
+        self._details = ""
+        self._trailing: tuple[tuple[str, str | bytes], ...] = ()
+
+    def invocation_metadata(self) -> tuple[tuple[str, str], ...]:
+        return tuple(self._request.request_headers.allitems())
+
+    def time_remaining(self) -> float | None:
+        remaining_ms = self._request.timeout_ms
+        return None if remaining_ms is None else max(remaining_ms / 1000, 0.0)
+
+    def peer(self) -> str:
+        return f"ipv4:{self._request.client_address}" if self._request.client_address else ""
+
+    def code(self) -> grpc.StatusCode | None:
+        return self._code
+
+    def details(self) -> str:
+        return self._details
+
+    def set_code(self, code: grpc.StatusCode) -> None:
+        self._code = code
+
+    def set_details(self, details: str) -> None:
+        self._details = details
+
+    def set_trailing_metadata(self, metadata: Iterable[tuple[str, str | bytes]]) -> None:
+        self._trailing = tuple(metadata)
+
+    async def abort(
+        self,
+        code: grpc.StatusCode,
+        details: str = "",
+        trailing_metadata: Iterable[tuple[str, str | bytes]] = (),
+    ) -> None:
+        self._code, self._details = code, details
+        self._trailing = tuple(trailing_metadata)
+        raise grpc.aio.AbortError()
+
+    def error(self) -> ConnectError:
+        """The status the call was aborted with, details included."""
+        details: list[ErrorDetail] = []
+        for key, value in self._trailing:
+            if key == "grpc-status-details-bin" and isinstance(value, bytes):
+                status = status_pb2.Status.FromString(value)
+                details = [
+                    ErrorDetail(WireAny(type_url=d.type_url, value=d.value)) for d in status.details
+                ]
+        code = self._code if self._code is not None else grpc.StatusCode.UNKNOWN
+        return ConnectError(_CONNECT_CODES.get(code, Code.UNKNOWN), self._details, details)
+
+
+def _unary(behavior: RpcBehavior) -> Callable[[Any, RequestContext[Any, Any]], Awaitable[Any]]:
+    async def call(request: Any, request_context: RequestContext[Any, Any]) -> Any:
+        context = WebContext(request_context)
+        try:
+            return await behavior(request, context)
+        except grpc.aio.AbortError:
+            raise context.error() from None
+
+    return call
+
+
+def _server_stream(
+    behavior: RpcBehavior,
+) -> Callable[[Any, RequestContext[Any, Any]], AsyncIterator[Any]]:
+    async def call(request: Any, request_context: RequestContext[Any, Any]) -> AsyncIterator[Any]:
+        context = WebContext(request_context)
+        try:
+            async for reply in behavior(request, context):
+                yield reply
+        except grpc.aio.AbortError:
+            raise context.error() from None
+
+    return call
+
+
+class _LenientCodec:
+    """A codec whose undecodable requests reach the guard as Undecodable
+    (refused after authentication, as on the gRPC port), not as an error
+    raised before it."""
+
+    def __init__(self, codec: Codec) -> None:
+        self._codec = codec
+
+    def name(self) -> str:
+        return self._codec.name()
+
+    def encode(self, message: Any) -> bytes:
+        return self._codec.encode(message)
+
+    def decode(self, data: bytes | bytearray, message_class: type[Any]) -> Any:
+        try:
+            return self._codec.decode(data, message_class)
+        except Exception as error:  # any parse failure
+            return Undecodable(error)
+
+
+class _ServiceApp(ConnectASGIApplication[None]):
+    """One service's methods at /<package.Service>/<Method>."""
+
+    def __init__(self, service: str, endpoints: Mapping[str, ServedEndpoint]) -> None:
+        self._path = f"/{service}"
+        super().__init__(
+            service=None,
+            endpoints=lambda _: endpoints,
+            read_max_bytes=MAX_MESSAGE_BYTES,
+            codecs=[
+                _LenientCodec(google_protobuf_binary_codec()),
+                _LenientCodec(google_protobuf_json_codec()),
+            ],
+        )
+
+    @property
+    def path(self) -> str:
+        return self._path
+
+
+async def service_apps(
+    service_names: Sequence[str], register: Register, guard: ServiceInterceptor
+) -> dict[str, ASGIApp]:
+    """Each service's ASGI application, by its path prefix; every method
+    is the servicer's own handler behind `guard`."""
+    registrar = _Registrar()
+    register(registrar)
+    apps: dict[str, ASGIApp] = {}
+    for service_name in service_names:
+        service = descriptor_pool.Default().FindServiceByName(service_name)
+        endpoints: dict[str, ServedEndpoint] = {}
+        for method in service.methods:
+            path = f"/{service.full_name}/{method.name}"
+            handler = registrar.handlers[path]
+
+            async def registered(
+                _details: object, handler: grpc.RpcMethodHandler = handler
+            ) -> grpc.RpcMethodHandler:
+                return handler
+
+            guarded = await guard.intercept_service(registered, _CallDetails(path))
+            info = MethodInfo(
+                name=method.name,
+                service_name=service.full_name,
+                input=message_factory.GetMessageClass(method.input_type),
+                output=message_factory.GetMessageClass(method.output_type),
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.SERVER_STREAM
+                if method.server_streaming
+                else StreamType.UNARY,
+            )
+            if method.client_streaming:
+                raise ValueError(f"{path}: browsers cannot stream requests")
+            endpoints[path] = (
+                Endpoint.server_stream(info, _server_stream(guarded.unary_stream))
+                if method.server_streaming
+                else Endpoint.unary(info, _unary(guarded.unary_unary))
+            )
+        apps[f"/{service.full_name}/"] = _ServiceApp(service.full_name, endpoints)
+    return apps
+
+
+# -- the HTTP application ----------------------------------------------------------------
+
+
+class _Routes:
+    """Each service's calls to its application; anything else to the web
+    client's files, when there are any."""
+
+    def __init__(self, services: Mapping[str, ASGIApp], files: ASGIApp | None) -> None:
+        self._services = dict(services)
+        self._files = files
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await _lifespan(receive, send)
+            return
+        path: str = scope.get("path", "")
+        for prefix, app in self._services.items():
+            if path.startswith(prefix):
+                await app(scope, receive, send)
+                return
+        if self._files is not None and scope["type"] == "http":
+            await self._files(scope, receive, send)
+            return
+        await send({"type": "http.response.start", "status": 404, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+
+
+async def _lifespan(receive: Receive, send: Send) -> None:
+    """Nothing to set up: the host starts and stops the services."""
+    while True:
+        message = await receive()
+        if message["type"] == "lifespan.startup":
+            await send({"type": "lifespan.startup.complete"})
+        elif message["type"] == "lifespan.shutdown":
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+
+
+def expand_origins(origins: Iterable[str], port: int, scheme: str) -> list[str]:
+    """The allowed origins, LOOPBACK replaced by the web port's own."""
+    found: list[str] = []
+    for origin in origins:
+        if origin == LOOPBACK:
+            found += [f"{scheme}://{h}:{port}" for h in ("127.0.0.1", "localhost", "[::1]")]
+        elif origin:
+            found.append(origin.rstrip("/"))
+    return list(dict.fromkeys(found))
+
+
+def web_app(
+    services: Mapping[str, ASGIApp], origins: Sequence[str], files_dir: Path | None = None
+) -> ASGIApp:
+    """The services (and the web client's files in `files_dir`, the hook
+    for clients/web) behind CORS for `origins`."""
+    # A same-origin page (the web client served from files_dir) needs no
+    # CORS; `origins` are the others allowed to call.
+    # StaticFiles raises HTTPException for a missing file (a 404 is an
+    # answer, not a server error): ExceptionMiddleware writes it as one.
+    files = (
+        ExceptionMiddleware(StaticFiles(directory=files_dir, html=True))
+        if files_dir is not None
+        else None
+    )
+    return CORSMiddleware(
+        _Routes(services, files),
+        allow_origins=list(origins),
+        allow_methods=["GET", "POST"],
+        allow_headers=list(ALLOWED_HEADERS),
+        expose_headers=list(EXPOSED_HEADERS),
+        max_age=PREFLIGHT_MAX_AGE_S,
+    )
+
+
+# -- the HTTP server ---------------------------------------------------------------------
+
+
+def bind(listen: str) -> socket.socket:
+    """A listening socket on host:port (port 0: a free one); PortTaken when
+    the port is in use."""
+    host, _, port = listen.rpartition(":")
+    family, kind, proto, _, address = socket.getaddrinfo(
+        host.strip("[]") or None, int(port), type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+    )[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        # Frames are small and must go out as they come (accepted sockets
+        # inherit it).
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        try:
+            sock.bind(address)
+        except OSError as error:
+            if error.errno == errno.EADDRINUSE:
+                raise PortTaken(errno.EADDRINUSE, f"port {port} is in use", listen) from error
+            raise
+        sock.listen(1024)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+class WebServer:
+    """Serves an ASGI application on a bound socket until stopped."""
+
+    def __init__(self, sock: socket.socket, tls: TlsFiles | None, grace_s: float) -> None:
+        self.sock = sock
+        self.tls = tls
+        self.grace_s = grace_s
+        host, port = sock.getsockname()[:2]
+        self.scheme = "https" if tls is not None else "http"
+        self.port: int = port
+        self.url = f"{self.scheme}://{f'[{host}]' if ':' in host else host}:{port}"
+        self._stop = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self, app: ASGIApp) -> None:
+        config = HypercornConfig()
+        # hypercorn takes the socket over (and closes it).
+        config.bind = [f"fd://{self.sock.detach()}"]
+        config.graceful_timeout = self.grace_s
+        config.errorlog = logging.getLogger("agenthost.web")  # JSON lines, as every log
+        config.accesslog = None
+        if self.tls is not None:
+            config.certfile, config.keyfile = str(self.tls.cert), str(self.tls.key)
+        # starlette's and hypercorn's typings of ASGI differ; the protocol is one.
+        served: Any = app
+        self._task = asyncio.create_task(
+            serve(served, config, shutdown_trigger=self._stop.wait, mode="asgi"), name="web"
+        )
+        self._task.add_done_callback(_report)
+
+    async def stop(self) -> None:
+        """Stop accepting, let the requests under way finish within the
+        grace period, then close."""
+        self._stop.set()
+        if self._task is not None:
+            await asyncio.wait({self._task}, timeout=self.grace_s + 1)
+
+
+def _report(task: asyncio.Task[None]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.error("the web server failed", exc_info=task.exception())

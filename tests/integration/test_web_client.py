@@ -1,0 +1,114 @@
+"""The web client (clients/web) in a real browser against `agenthost up`.
+
+`make web` builds the page (the SDK first), `agenthost up` serves it on the
+gateway's web port and prints its address with the token in the fragment,
+and clients/web/test/browser.test.mjs drives it in Debian's Chromium
+(/usr/bin/chromium, through playwright-core; no browser is downloaded) while
+the built-in model plays clients/web/test/builtin-script.json: a workspace
+and its reusable blank session, streamed text, /plan in the composer, a plan
+choice pending during a turn and committed at the boundary, a reload
+mid-turn, two tabs seeing each other's choices, the plan review, a
+reconnect after missed choices, cancel.
+Screenshots of each state go to build/screenshots/. Needs node, npm and
+chromium (.ci/prepare-chromium installs it); never skipped."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from tests.support.hosts import REPO
+from tests.support.node import INSTALL_TIMEOUT_S, assert_passed, read_up_line, run, tool
+
+WEB_DIR = REPO / "clients" / "web"
+BUILTIN_SCRIPT = WEB_DIR / "test" / "builtin-script.json"
+SCREENSHOTS = REPO / "build" / "screenshots"
+CHROMIUM = Path("/usr/bin/chromium")
+BROWSER_TESTS = (
+    "the page takes its token from the fragment and locks the composer until a workspace is chosen",
+    "New Session opens one reusable blank session per workspace",
+    "a prompt's answer streams in as live text, then is logged whole",
+    "/plan and /plan off in the composer commit at once while idle",
+    "plan mode chosen during a turn is pending until the next model request",
+    "a reload mid-turn shows the same state",
+    "a second tab on the session sees the pending choice, and its approval reaches the first",
+    "the plan review card: approving in one tab leaves plan mode in both",
+    "a plan choice made in one tab shows in the other",
+    "after a reconnect a tab reads the state it missed",
+    "cancel stops a running turn",
+    "the pages raised no errors",
+)
+SCREENSHOT_NAMES = ("03-streaming", "04-plan-pending", "05-after-reload", "07-plan-review")
+TIMEOUT_S = 60
+BROWSER_TIMEOUT_S = 240
+
+
+def _start_stack(data_dir: Path) -> subprocess.Popen[str]:
+    env = {**os.environ, "AGENTHOST_BUILTIN_SCRIPT": str(BUILTIN_SCRIPT)}
+    env.pop("AGENTHOST_MODEL_BASE_URL", None)  # the built-in model
+    env.pop("AGENTHOST_WEB_FILES_DIR", None)  # the page `make web` built
+    return subprocess.Popen(
+        [sys.executable, "-m", "clients.cli", "up", "--free-ports", "--data-dir", str(data_dir)],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _need_chromium() -> None:
+    """Fails (never skips) without the browser the machine should have."""
+    assert CHROMIUM.is_file(), (
+        f"{CHROMIUM} is missing: the web client's test needs Debian's chromium "
+        "(run .ci/prepare-chromium, or apt-get install chromium)"
+    )
+
+
+def _page_html(url: str) -> str:
+    with urllib.request.urlopen(url, timeout=TIMEOUT_S) as reply:  # loopback only
+        return str(reply.read().decode())
+
+
+@pytest.mark.timeout(INSTALL_TIMEOUT_S * 2 + BROWSER_TIMEOUT_S + TIMEOUT_S)
+async def test_web_client_in_chromium(tmp_path: Path) -> None:
+    _need_chromium()
+    node = tool("node")
+    tool("npm")
+    code, output = await run([tool("make"), "web"], REPO, None, INSTALL_TIMEOUT_S * 2)
+    assert code == 0, f"make web (the SDK, npm ci, tsc --noEmit, vite build) failed:\n{output}"
+    workspace = tmp_path / "project"
+    workspace.mkdir()
+    data_dir = tmp_path / "data"
+    up = _start_stack(data_dir)
+    try:
+        up_line = await asyncio.wait_for(asyncio.to_thread(read_up_line, up), TIMEOUT_S)
+        page = str(up_line["page"])
+        token = (data_dir / "token").read_text().strip()
+        assert page == f"{up_line['web']}/#token={token}"
+        assert '<div id="root">' in await asyncio.to_thread(_page_html, str(up_line["web"]))
+        env = {
+            **os.environ,
+            "AGENTHOST_PAGE_URL": page,
+            "AGENTHOST_WORKSPACE": str(workspace.resolve()),
+            "SCREENSHOT_DIR": str(SCREENSHOTS),
+        }
+        argv = [node, "--test", "--test-reporter=tap", "test/browser.test.mjs"]
+        assert_passed(*await run(argv, WEB_DIR, env, BROWSER_TIMEOUT_S), BROWSER_TESTS)
+        for name in SCREENSHOT_NAMES:
+            assert (SCREENSHOTS / f"{name}.png").stat().st_size > 0
+        assert (workspace / "notes.txt").read_text() == "notes\n"
+        up.send_signal(signal.SIGINT)
+        assert await asyncio.wait_for(asyncio.to_thread(up.wait), TIMEOUT_S) == 0
+    finally:
+        if up.poll() is None:
+            up.kill()
+            up.wait()
+        if up.stdout is not None:
+            up.stdout.close()

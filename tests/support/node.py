@@ -1,0 +1,78 @@
+"""Running a Node package's `node --test` suite from pytest: the tools,
+`npm ci` when needed, a command's output, TAP counts, and the up line of
+`agenthost up`."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+INSTALL_TIMEOUT_S = 240
+
+
+def tool(name: str) -> str:
+    path = shutil.which(name)
+    assert path, f"`{name}` is not on PATH: the Node tests need Node 20+ and npm"
+    return path
+
+
+async def run(
+    argv: list[str], cwd: Path, env: dict[str, str] | None, timeout_s: float
+) -> tuple[int, str]:
+    """Exit code and output (stdout and stderr together)."""
+    process = await asyncio.create_subprocess_exec(
+        *argv,
+        cwd=cwd,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    try:
+        output, _ = await asyncio.wait_for(process.communicate(), timeout_s)
+    except TimeoutError:
+        process.kill()
+        await process.wait()
+        raise
+    assert process.returncode is not None
+    return process.returncode, output.decode(errors="replace")
+
+
+async def install_dependencies(package: Path) -> None:
+    """`npm ci` when node_modules is missing or older than the lockfile."""
+    installed = package / "node_modules" / ".package-lock.json"
+    lock = package / "package-lock.json"
+    if installed.exists() and installed.stat().st_mtime >= lock.stat().st_mtime:
+        return
+    code, output = await run(
+        [tool("npm"), "ci", "--no-audit", "--no-fund"], package, None, INSTALL_TIMEOUT_S
+    )
+    assert code == 0, f"npm ci failed:\n{output}"
+
+
+def tap_counts(output: str) -> dict[str, int]:
+    return {name: int(n) for name, n in re.findall(r"^# (\w+) (\d+)$", output, re.MULTILINE)}
+
+
+def assert_passed(code: int, output: str, names: tuple[str, ...]) -> None:
+    """Every test of a TAP run passed, and at least those named ran."""
+    counts = tap_counts(output)
+    assert code == 0, output
+    assert counts.get("tests", 0) > 0, f"node --test ran no test:\n{output}"
+    assert counts.get("pass") == counts["tests"], output
+    for name in names:
+        assert re.search(rf"^\s*ok \d+ - {re.escape(name)}$", output, re.MULTILINE), (
+            f"node test {name!r} did not pass:\n{output}"
+        )
+
+
+def read_up_line(process: subprocess.Popen[str]) -> dict[str, object]:
+    """The JSON line `agenthost up` prints once it serves."""
+    assert process.stdout is not None
+    for line in process.stdout:
+        if line.startswith('{"agenthost": "up"'):
+            return dict(json.loads(line))
+    raise RuntimeError(f"agenthost up exited with {process.wait()}")
