@@ -96,8 +96,11 @@ class NotReady(Unavailable):
 
     REASON = "NOT_READY"
 
-    def __init__(self, what: str = "the service") -> None:
-        super().__init__(self.REASON, f"{what} is not serving now; try again")
+    def __init__(self, what: str = "the service", service: str = "") -> None:
+        # `service` names the refusing service (metadata), so an answer a
+        # caller passes on still says who was not ready.
+        named = {"service": service} if service else {}
+        super().__init__(self.REASON, f"{service or what} is not serving now; try again", **named)
 
 
 class InvalidRequest(InvalidArgument):

@@ -151,8 +151,10 @@ class ServiceInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         authenticate: Authenticate | None = None,
         ready: Ready | None = None,
         on_error: Callable[[DomainError], None] | None = None,
+        service: str = "",
     ) -> None:
         self.authenticate = authenticate
+        self.service = service
         self.ready = ready
         # Told of every domain error a call ends with (the host watches for
         # its storage failing).
@@ -194,7 +196,7 @@ class ServiceInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
     def admit(self, context: grpc.aio.ServicerContext) -> None:
         """Refuse a call the host cannot serve yet, then authenticate it."""
         if self.ready is not None and not self.ready():
-            raise NotReady()
+            raise NotReady(service=self.service)
         if self.authenticate is not None:
             self.authenticate(context)
 

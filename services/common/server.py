@@ -160,7 +160,10 @@ class ServiceHost:
                 raise PortInUse(listen)
         self.health = health.aio.HealthServicer()
         self._interceptor = ServiceInterceptor(
-            self._admission(), ready=lambda: self._serving, on_error=self._on_error
+            self._admission(),
+            ready=lambda: self._serving,
+            on_error=self._on_error,
+            service=self.config.name,
         )
         self.server = server = grpc.aio.server(
             interceptors=[self._interceptor],

@@ -8,7 +8,8 @@ What a person at one of those clients would notice, asserted here:
 - a runtime killed mid-turn: the turn it left open is closed as
   `turn/end(interrupted)` by the runtime that replaces it;
 - no call ends UNKNOWN, INTERNAL or CANCELLED (SIGTERM lets calls already
-  received finish); a peer that is away is named (PEER_UNAVAILABLE, `peer`);
+  received finish); a service that is away is named (PEER_UNAVAILABLE with
+  `peer`, NOT_READY with `service`), unless it is the gateway itself;
 - nothing acknowledged is lost: every accepted prompt is in the log, seqs
   are gapless, every turn is closed, and each client's window holds each
   event of the log exactly once.
@@ -32,7 +33,6 @@ from clients.sdk.connection import Backoff
 from clients.sdk.errors import AgentHostError
 from clients.sdk.session import Session
 from services.common.client import open_channel
-from services.common.errors import PeerUnavailable
 from services.common.internal_auth import TOKEN_ENV
 from services.common.topology import SERVICES
 from services.sessionlog.client import SessionLogClient
@@ -54,11 +54,13 @@ UNTYPED = {"UNKNOWN", "INTERNAL", "CANCELLED"}
 
 @dataclass
 class Failure:
-    phase: str
+    phase: str  # the fault under way: "SIGKILL gateway", say
     action: str
     code: str
     reason: str
-    peer: str | None
+    # The service the error names as away (None: none named).
+    away: str | None
+    message: str
 
 
 @dataclass
@@ -76,10 +78,14 @@ class Driver:
     acknowledged: list[str] = field(default_factory=list)
     failures: list[Failure] = field(default_factory=list)
     progress: asyncio.Event = field(default_factory=asyncio.Event)
+    # Set to end the load after the cycle under way (a cancelled cycle could
+    # leave a prompt in flight, whose turn starts after the checks).
+    stopping: bool = False
+    task: asyncio.Task[None] | None = None
 
     async def run(self) -> None:
         n = 0
-        while True:
+        while not self.stopping:
             n += 1
             try:
                 await self._cycle(f"{self.label} prompt {n}", plan=n % 2 == 0)
@@ -90,7 +96,8 @@ class Driver:
                         "cycle",
                         error.code,
                         error.reason,
-                        error.metadata.get("peer"),
+                        error.metadata.get("peer") or error.metadata.get("service"),
+                        error.message,
                     )
                 )
                 # Back off before trying again, as a person would.
@@ -154,13 +161,25 @@ async def _drivers(stack: ProcessStack, workdir: Path) -> AsyncIterator[list[Dri
             )
             summary = await client.create_session(cwd=str(workdir))
             drivers.append(Driver(f"client {n}", await client.open_session(summary.id)))
-        load = [asyncio.create_task(d.run(), name=d.label) for d in drivers]
+        for driver in drivers:
+            driver.task = asyncio.create_task(driver.run(), name=driver.label)
         try:
             yield drivers
         finally:
-            for task in load:
-                task.cancel()
-            await asyncio.gather(*load, return_exceptions=True)
+            await _stop(drivers)
+
+
+async def _stop(drivers: list[Driver]) -> None:
+    """End the load once each driver's cycle under way is over."""
+    load = [d.task for d in drivers if d.task is not None]
+    for driver in drivers:
+        driver.stopping = True
+    if load:
+        # Cancelled only when they do not end (the test failed already).
+        _, stuck = await asyncio.wait(load, timeout=RECOVER_S)
+        for task in stuck:
+            task.cancel()
+        await asyncio.gather(*load, return_exceptions=True)
 
 
 async def _everyone_cycles(drivers: list[Driver], more: int) -> None:
@@ -182,50 +201,63 @@ async def test_each_service_killed_and_stopped_under_load_loses_nothing(
 ) -> None:
     workdir = tmp_path / "work"
     workdir.mkdir()
-    interrupted: list[tuple[str, int]] = []  # (session, its last seq before the kill)
+    interrupted: list[tuple[str, int]] = []  # (session, its last seq at the kill)
     async with _drivers(stack, workdir) as drivers:
         await _everyone_cycles(drivers, 1)
         for name, sig in FAULTS:
             phase = f"{sig.name} {name}"
             for driver in drivers:
                 driver.phase = phase
-            if name == "agentruntime" and sig == signal.SIGKILL:
-                running = await _a_running_session(drivers)
-                interrupted.append((running.id, running.last_seq))
             try:
+                if name == "agentruntime" and sig == signal.SIGKILL:
+                    interrupted = await _kill_mid_turn(stack, drivers)
                 await _fault(stack, name, sig)
                 await _everyone_cycles(drivers, 2)
             except TimeoutError:
                 clients = "\n".join(d.describe() for d in drivers)
                 pytest.fail(f"clients did not recover after {phase}:\n{clients}\n{stack.logs()}")
+        await _stop(drivers)
         failures = [f for d in drivers for f in d.failures]
         assert not [f for f in failures if f.code in UNTYPED], failures
         unnamed = [
-            f for f in failures if f.reason == PeerUnavailable.REASON and f.peer not in SERVICES
+            f
+            for f in failures
+            if f.code == "UNAVAILABLE"
+            and f.away not in SERVICES
+            and not f.phase.endswith(" gateway")
         ]
         assert not unnamed, unnamed
         await _nothing_lost(stack, drivers, interrupted)
 
 
-async def _a_running_session(drivers: list[Driver]) -> Session:
-    """A session whose turn runs now, so the kill lands mid-turn."""
-    async with asyncio.timeout(RECOVER_S):
+async def _kill_mid_turn(stack: ProcessStack, drivers: list[Driver]) -> list[tuple[str, int]]:
+    """SIGKILL the runtime while turns are open; those turns, with the last
+    seq each had. The runtime is frozen (SIGSTOP) while the log is read, so
+    the turns the log shows open are those the kill cuts short."""
+    runtime = stack.processes["agentruntime"]
+    async with _log_client(stack) as log, asyncio.timeout(RECOVER_S):
         while True:
-            for driver in drivers:
-                if driver.session.running:
-                    return driver.session
-            await asyncio.wait(
-                [asyncio.ensure_future(d.progress.wait()) for d in drivers],
-                return_when=asyncio.FIRST_COMPLETED,
-            )
+            runtime.signal(signal.SIGSTOP)
+            summaries = [await log.get_session(d.session.id) for d in drivers]
+            open_turns = [(s.id, s.last_seq) for s in summaries if s.running]
+            if open_turns:
+                stack.kill("agentruntime")
+                return open_turns
+            runtime.signal(signal.SIGCONT)
+            await drivers[0].cycles_past(drivers[0].cycles + 1)
+
+
+@asynccontextmanager
+async def _log_client(stack: ProcessStack) -> AsyncIterator[SessionLogClient]:
+    address = stack.processes["sessionlog"].address
+    async with open_channel(address, _internal_token(stack)) as channel:
+        yield SessionLogClient(channel)
 
 
 async def _nothing_lost(
     stack: ProcessStack, drivers: list[Driver], interrupted: list[tuple[str, int]]
 ) -> None:
-    address = stack.processes["sessionlog"].address
-    async with open_channel(address, _internal_token(stack)) as channel:
-        log = SessionLogClient(channel)
+    async with _log_client(stack) as log:
         for driver in drivers:
             await _all_kept(log, driver)
         for session_id, seq in interrupted:
