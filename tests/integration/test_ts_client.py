@@ -11,19 +11,14 @@ skipped."""
 
 from __future__ import annotations
 
-import asyncio
-import json
 import os
-import re
-import shutil
-import signal
-import subprocess
-import sys
 from pathlib import Path
+from typing import cast
 
 import pytest
 
 from tests.support.hosts import REPO
+from tests.support.node import agenthost_up, assert_passed, run, tool
 
 TS_DIR = REPO / "clients" / "ts"
 # The built-in model's replies, in the order the TS tests prompt.
@@ -44,74 +39,15 @@ TIMEOUT_S = 60
 BUILD_TIMEOUT_S = 300
 
 
-def _tool(name: str) -> str:
-    path = shutil.which(name)
-    assert path, f"`{name}` is not on PATH: the TypeScript SDK test needs Node 20+ and npm"
-    return path
-
-
-async def _run(
-    argv: list[str], cwd: Path, env: dict[str, str] | None, timeout_s: float
-) -> tuple[int, str]:
-    process = await asyncio.create_subprocess_exec(
-        *argv, cwd=cwd, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
-    )
-    try:
-        output, _ = await asyncio.wait_for(process.communicate(), timeout_s)
-    except TimeoutError:
-        process.kill()
-        await process.wait()
-        raise
-    assert process.returncode is not None
-    return process.returncode, output.decode(errors="replace")
-
-
-def _read_up_line(process: subprocess.Popen[str]) -> dict[str, str]:
-    assert process.stdout is not None
-    for line in process.stdout:
-        if line.startswith('{"agenthost": "up"'):
-            return dict(json.loads(line)["addresses"])
-    raise RuntimeError(f"agenthost up exited with {process.wait()}")
-
-
-def _tap_counts(output: str) -> dict[str, int]:
-    return {name: int(n) for name, n in re.findall(r"^# (\w+) (\d+)$", output, re.MULTILINE)}
-
-
-def _start_stack(data_dir: Path) -> subprocess.Popen[str]:
-    env = {**os.environ, "AGENTHOST_BUILTIN_SCRIPT": str(BUILTIN_SCRIPT)}
-    # The built-in model, not a real one the environment might name.
-    env.pop("AGENTHOST_MODEL_BASE_URL", None)
-    return subprocess.Popen(
-        [sys.executable, "-m", "clients.cli", "up", "--free-ports", "--data-dir", str(data_dir)],
-        cwd=REPO,
-        env=env,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-
-
-def _assert_passed(code: int, output: str) -> None:
-    counts = _tap_counts(output)
-    assert code == 0, output
-    assert counts.get("tests", 0) > 0, f"node --test ran no test:\n{output}"
-    assert counts.get("pass") == counts["tests"], output
-    for name in TS_TESTS:
-        assert re.search(rf"^\s*ok \d+ - {re.escape(name)}$", output, re.MULTILINE), (
-            f"TS test {name!r} did not pass:\n{output}"
-        )
-
-
 @pytest.mark.timeout(BUILD_TIMEOUT_S + 3 * TIMEOUT_S)
 async def test_ts_sdk_passes_its_suite_against_a_running_gateway(tmp_path: Path) -> None:
-    node = _tool("node")
-    _tool("npm")
-    code, output = await _run([_tool("make"), "ts"], REPO, None, BUILD_TIMEOUT_S)
+    node = tool("node")
+    tool("npm")
+    code, output = await run([tool("make"), "ts"], REPO, None, BUILD_TIMEOUT_S)
     assert code == 0, f"make ts (npm ci, buf generate, tsc) failed:\n{output}"
     data_dir = tmp_path / "data"
-    up = _start_stack(data_dir)
-    try:
-        addresses = await asyncio.wait_for(asyncio.to_thread(_read_up_line, up), TIMEOUT_S)
+    async with agenthost_up(data_dir, {"AGENTHOST_BUILTIN_SCRIPT": str(BUILTIN_SCRIPT)}) as up:
+        addresses = cast(dict[str, str], up["addresses"])
         env = {
             **os.environ,
             "AGENTHOST_GATEWAY": addresses["gateway"],
@@ -119,12 +55,4 @@ async def test_ts_sdk_passes_its_suite_against_a_running_gateway(tmp_path: Path)
         }
         # One test file at a time: the prompting tests consume the script in order.
         argv = [node, "--test", "--test-concurrency=1", "--test-reporter=tap", "build/test/"]
-        _assert_passed(*await _run(argv, TS_DIR, env, TIMEOUT_S))
-        up.send_signal(signal.SIGINT)
-        assert await asyncio.wait_for(asyncio.to_thread(up.wait), TIMEOUT_S) == 0
-    finally:
-        if up.poll() is None:
-            up.kill()
-            up.wait()
-        if up.stdout is not None:
-            up.stdout.close()
+        assert_passed(*await run(argv, TS_DIR, env, TIMEOUT_S), TS_TESTS)

@@ -16,16 +16,13 @@ from __future__ import annotations
 
 import asyncio
 import os
-import signal
-import subprocess
-import sys
 import urllib.request
 from pathlib import Path
 
 import pytest
 
 from tests.support.hosts import REPO
-from tests.support.node import INSTALL_TIMEOUT_S, assert_passed, read_up_line, run, tool
+from tests.support.node import INSTALL_TIMEOUT_S, agenthost_up, assert_passed, run, tool
 
 WEB_DIR = REPO / "clients" / "web"
 BUILTIN_SCRIPT = WEB_DIR / "test" / "builtin-script.json"
@@ -48,19 +45,6 @@ BROWSER_TESTS = (
 SCREENSHOT_NAMES = ("03-streaming", "04-plan-pending", "05-after-reload", "07-plan-review")
 TIMEOUT_S = 60
 BROWSER_TIMEOUT_S = 240
-
-
-def _start_stack(data_dir: Path) -> subprocess.Popen[str]:
-    env = {**os.environ, "AGENTHOST_BUILTIN_SCRIPT": str(BUILTIN_SCRIPT)}
-    env.pop("AGENTHOST_MODEL_BASE_URL", None)  # the built-in model
-    env.pop("AGENTHOST_WEB_FILES_DIR", None)  # the page `make web` built
-    return subprocess.Popen(
-        [sys.executable, "-m", "clients.cli", "up", "--free-ports", "--data-dir", str(data_dir)],
-        cwd=REPO,
-        env=env,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
 
 
 def _need_chromium() -> None:
@@ -86,13 +70,11 @@ async def test_web_client_in_chromium(tmp_path: Path) -> None:
     workspace = tmp_path / "project"
     workspace.mkdir()
     data_dir = tmp_path / "data"
-    up = _start_stack(data_dir)
-    try:
-        up_line = await asyncio.wait_for(asyncio.to_thread(read_up_line, up), TIMEOUT_S)
-        page = str(up_line["page"])
+    async with agenthost_up(data_dir, {"AGENTHOST_BUILTIN_SCRIPT": str(BUILTIN_SCRIPT)}) as up:
+        page = str(up["page"])
         token = (data_dir / "token").read_text().strip()
-        assert page == f"{up_line['web']}/#token={token}"
-        assert '<div id="root">' in await asyncio.to_thread(_page_html, str(up_line["web"]))
+        assert page == f"{up['web']}/#token={token}"
+        assert '<div id="root">' in await asyncio.to_thread(_page_html, str(up["web"]))
         env = {
             **os.environ,
             "AGENTHOST_PAGE_URL": page,
@@ -104,11 +86,3 @@ async def test_web_client_in_chromium(tmp_path: Path) -> None:
         for name in SCREENSHOT_NAMES:
             assert (SCREENSHOTS / f"{name}.png").stat().st_size > 0
         assert (workspace / "notes.txt").read_text() == "notes\n"
-        up.send_signal(signal.SIGINT)
-        assert await asyncio.wait_for(asyncio.to_thread(up.wait), TIMEOUT_S) == 0
-    finally:
-        if up.poll() is None:
-            up.kill()
-            up.wait()
-        if up.stdout is not None:
-            up.stdout.close()

@@ -8,10 +8,7 @@ from clients/ts once the TypeScript SDK generates them."""
 
 from __future__ import annotations
 
-import asyncio
 import os
-import signal
-import subprocess
 import sys
 from pathlib import Path
 
@@ -22,9 +19,9 @@ from google.rpc import error_details_pb2
 from tests.support.hosts import REPO
 from tests.support.node import (
     INSTALL_TIMEOUT_S,
+    agenthost_up,
     assert_passed,
     install_dependencies,
-    read_up_line,
     run,
     tool,
 )
@@ -78,29 +75,11 @@ async def test_connect_web_transports_against_the_gateway(tmp_path: Path) -> Non
     await install_dependencies(PACKAGE)
     await generate_stubs(tmp_path)
     data_dir = tmp_path / "data"
-    stack_env = dict(os.environ)
-    stack_env.pop("AGENTHOST_MODEL_BASE_URL", None)  # the built-in model
-    up = subprocess.Popen(
-        [sys.executable, "-m", "clients.cli", "up", "--free-ports", "--data-dir", str(data_dir)],
-        cwd=REPO,
-        env=stack_env,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        up_line = await asyncio.wait_for(asyncio.to_thread(read_up_line, up), TIMEOUT_S)
+    async with agenthost_up(data_dir) as up:
         env = {
             **os.environ,
-            "AGENTHOST_WEB_URL": str(up_line["web"]),
+            "AGENTHOST_WEB_URL": str(up["web"]),
             "AGENTHOST_TOKEN": (data_dir / "token").read_text().strip(),
         }
         code, output = await run([node, "--test", "--test-reporter=tap"], PACKAGE, env, TIMEOUT_S)
         assert_passed(code, output, TRANSPORT_TESTS)
-        up.send_signal(signal.SIGINT)
-        assert await asyncio.wait_for(asyncio.to_thread(up.wait), TIMEOUT_S) == 0
-    finally:
-        if up.poll() is None:
-            up.kill()
-            up.wait()
-        if up.stdout is not None:
-            up.stdout.close()

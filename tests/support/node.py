@@ -1,17 +1,25 @@
 """Running a Node package's `node --test` suite from pytest: the tools,
-`npm ci` when needed, a command's output, TAP counts, and the up line of
-`agenthost up`."""
+`npm ci` when needed, a command's output, TAP counts, and a stack started
+with `agenthost up` for the suite to talk to."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
 import shutil
+import signal
 import subprocess
+import sys
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
 from pathlib import Path
 
+from tests.support.hosts import REPO
+
 INSTALL_TIMEOUT_S = 240
+UP_TIMEOUT_S = 60
 
 
 def tool(name: str) -> str:
@@ -76,3 +84,33 @@ def read_up_line(process: subprocess.Popen[str]) -> dict[str, object]:
         if line.startswith('{"agenthost": "up"'):
             return dict(json.loads(line))
     raise RuntimeError(f"agenthost up exited with {process.wait()}")
+
+
+@asynccontextmanager
+async def agenthost_up(
+    data_dir: Path, env: Mapping[str, str] | None = None
+) -> AsyncIterator[dict[str, object]]:
+    """`agenthost up --free-ports` with the built-in model (`env` adds to the
+    environment: its script, say); its up line. A suite that passed stops it
+    with one Ctrl-C, which must end it cleanly."""
+    stack_env = {**os.environ, **(env or {})}
+    # What the shell may name instead: a real model, another page.
+    stack_env.pop("AGENTHOST_MODEL_BASE_URL", None)
+    stack_env.pop("AGENTHOST_WEB_FILES_DIR", None)
+    up = subprocess.Popen(
+        [sys.executable, "-m", "clients.cli", "up", "--free-ports", "--data-dir", str(data_dir)],
+        cwd=REPO,
+        env=stack_env,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        yield await asyncio.wait_for(asyncio.to_thread(read_up_line, up), UP_TIMEOUT_S)
+        up.send_signal(signal.SIGINT)
+        assert await asyncio.wait_for(asyncio.to_thread(up.wait), UP_TIMEOUT_S) == 0
+    finally:
+        if up.poll() is None:
+            up.kill()
+            up.wait()
+        if up.stdout is not None:
+            up.stdout.close()
