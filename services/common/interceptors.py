@@ -130,17 +130,24 @@ class InFlight:
             if self.count == 0:
                 self._idle.set()
 
-    async def settle(self, within_s: float, quiet_s: float = 0.05) -> bool:
-        """Wait until no call runs and none began for `quiet_s` (the queue
-        gRPC holds is handed over); False when `within_s` ran out first."""
+    async def settle(self, within_s: float, quiet_s: float = 0.02, handover_s: float = 0.5) -> bool:
+        """Wait until no call runs, then for gRPC to hand over the calls it
+        had queued: a quiet spell of `quiet_s` with no new call. Clients that
+        keep retrying never leave one, and their calls are refused at once,
+        so the spell is waited for at most `handover_s`. False when
+        `within_s` ran out with calls still running."""
+        loop = asyncio.get_running_loop()
         try:
             async with asyncio.timeout(within_s):
-                while True:
-                    await self._idle.wait()
+                await self._idle.wait()
+                handed_over_by = loop.time() + handover_s
+                while loop.time() < handed_over_by:
                     begun = self.begun
                     await asyncio.sleep(quiet_s)  # a quiet spell, not synchronisation
                     if self.begun == begun and self.count == 0:
-                        return True
+                        break
+                    await self._idle.wait()
+                return True
         except TimeoutError:
             return False
 

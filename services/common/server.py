@@ -36,6 +36,9 @@ from .tasks import serve_until_signalled, spawn
 from .web import PortTaken, WebServer, bind, expand_origins, service_apps, web_app
 
 log = logging.getLogger("agenthost.server")
+# Logged when a graceful stop's grace period ends with calls still running
+# (the server's stop then cancels them).
+GRACE_OVER = "grace period over with calls still running: they are cancelled"
 
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 # Pauses between storage probes while the storage is unavailable.
@@ -243,8 +246,9 @@ class ServiceHost:
         if self._recovery is not None:
             self._recovery.cancel()
         started = time.monotonic()
-        if self._interceptor is not None:
-            await self._interceptor.unary_calls.settle(self.config.grace_s)
+        calls = self._interceptor.unary_calls if self._interceptor is not None else None
+        if calls is not None and not await calls.settle(self.config.grace_s):
+            log.warning(GRACE_OVER)
         for hook in self.definition.before_stop:
             await hook()
         if self.web is not None:

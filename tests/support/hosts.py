@@ -85,6 +85,7 @@ class ServiceProcess:
     # The process's last log lines (stderr is drained, so a chatty service
     # never blocks on a full pipe).
     lines: deque[str] = field(default_factory=lambda: deque(maxlen=500))
+    _drainer: threading.Thread | None = field(default=None, init=False, repr=False)
 
     async def start(self) -> str:
         env = {
@@ -118,7 +119,10 @@ class ServiceProcess:
             except json.JSONDecodeError:
                 continue
             if entry.get("msg") == "listening":
-                threading.Thread(target=self._drain, args=(self.process,), daemon=True).start()
+                self._drainer = threading.Thread(
+                    target=self._drain, args=(self.process,), daemon=True
+                )
+                self._drainer.start()
                 return str(entry["address"])
         raise RuntimeError(f"{self.module} exited with {self.process.wait()} before listening")
 
@@ -132,8 +136,12 @@ class ServiceProcess:
         self.process.send_signal(signum)
 
     async def wait(self, within_s: float = START_TIMEOUT_S) -> int:
+        """The exit code, once the process is gone and `lines` holds all it wrote."""
         assert self.process is not None
-        return await asyncio.wait_for(asyncio.to_thread(self.process.wait), within_s)
+        code = await asyncio.wait_for(asyncio.to_thread(self.process.wait), within_s)
+        if self._drainer is not None:
+            await asyncio.wait_for(asyncio.to_thread(self._drainer.join), within_s)
+        return code
 
     def kill(self) -> None:
         if self.process is not None and self.process.poll() is None:
