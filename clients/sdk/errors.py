@@ -26,7 +26,8 @@ SERVER_REASONS = (STALE, AGENT_BUSY, QUESTION_ANSWERED)
 PLAN_SELECTION_FAILED = "PLAN_SELECTION_FAILED"
 HISTORY_GAP = "HISTORY_GAP"
 INVALID_REPLY = "INVALID_REPLY"
-SDK_REASONS = (PLAN_SELECTION_FAILED, HISTORY_GAP, INVALID_REPLY)
+CUT_OFF = "CUT_OFF"
+SDK_REASONS = (PLAN_SELECTION_FAILED, HISTORY_GAP, INVALID_REPLY, CUT_OFF)
 
 
 class AgentHostError(Exception):
@@ -93,8 +94,8 @@ class QuestionAnsweredError(FailedPreconditionError):
 
 
 class TransportError(AgentHostError):
-    """The gateway could not be reached or did not answer in time
-    (UNAVAILABLE, DEADLINE_EXCEEDED, CANCELLED)."""
+    """The gateway could not be reached, went away during the call (reason
+    CUT_OFF), or did not answer in time (UNAVAILABLE, DEADLINE_EXCEEDED)."""
 
 
 class InvalidReplyError(AgentHostError):
@@ -120,7 +121,7 @@ class HistoryGapError(AgentHostError):
     was not used, and the history can still load older pages."""
 
 
-_TRANSPORT_CODES = {"UNAVAILABLE", "DEADLINE_EXCEEDED", "CANCELLED"}
+_TRANSPORT_CODES = {"UNAVAILABLE", "DEADLINE_EXCEEDED"}
 
 
 def _status_details(error: grpc.aio.AioRpcError) -> status_pb2.Status | None:
@@ -135,6 +136,8 @@ def error_from_rpc(error: grpc.aio.AioRpcError) -> AgentHostError:
     """The typed SDK error for a failed call."""
     code = error.code().name if error.code() is not None else "UNKNOWN"
     message = error.details() or code
+    if code == "CANCELLED":
+        return _cut_off(message)
     reason = ""
     metadata: dict[str, str] = {}
     violations: list[tuple[str, str]] = []
@@ -164,3 +167,17 @@ def error_from_rpc(error: grpc.aio.AioRpcError) -> AgentHostError:
     }
     kind = kinds.get(code, TransportError if code in _TRANSPORT_CODES else AgentHostError)
     return kind(message, code=code, reason=reason, metadata=metadata)
+
+
+def _cut_off(message: str) -> TransportError:
+    """A call the far side cancelled. The gateway never answers CANCELLED
+    itself (the SDK's own cancellations raise asyncio.CancelledError): gRPC
+    cancels the calls that reach a server as it shuts down, before any
+    handler sees them, and the calls a stop's grace period cuts short. To the
+    caller that is the gateway going away mid-call, like a dropped
+    connection: UNAVAILABLE, and the call may or may not have taken effect."""
+    return TransportError(
+        f"the gateway went away during the call ({message}); it may have taken effect",
+        code="UNAVAILABLE",
+        reason=CUT_OFF,
+    )

@@ -7,9 +7,11 @@ What a person at one of those clients would notice, asserted here:
   choice) after each fault, without being restarted;
 - a runtime killed mid-turn: the turn it left open is closed as
   `turn/end(interrupted)` by the runtime that replaces it;
-- no call ends UNKNOWN, INTERNAL or CANCELLED (SIGTERM lets calls already
-  received finish); a service that is away is named (PEER_UNAVAILABLE with
-  `peer`, NOT_READY with `service`), unless it is the gateway itself;
+- no call ends UNKNOWN, INTERNAL or CANCELLED, and no stopped service cuts
+  off a call it took (SIGTERM lets them finish; a call that races the stop
+  inside gRPC reaches the SDK as UNAVAILABLE, CUT_OFF);
+- a service that is away is named (PEER_UNAVAILABLE with `peer`, NOT_READY
+  with `service`), unless it is the gateway itself;
 - nothing acknowledged is lost: every accepted prompt is in the log, seqs
   are gapless, every turn is closed, and each client's window holds each
   event of the log exactly once.
@@ -34,6 +36,7 @@ from clients.sdk.errors import AgentHostError
 from clients.sdk.session import Session
 from services.common.client import open_channel
 from services.common.internal_auth import TOKEN_ENV
+from services.common.server import GRACE_OVER
 from services.common.topology import SERVICES
 from services.sessionlog.client import SessionLogClient
 from services.sessionlog.port import Event
@@ -193,6 +196,8 @@ async def _fault(stack: ProcessStack, name: str, sig: signal.Signals) -> None:
         stack.kill(name)
     else:
         assert await stack.terminate(name) == 0, f"{name} did not stop cleanly"
+        process = stack.processes[name]
+        assert not [line for line in process.lines if GRACE_OVER in line], f"{name} cut calls off"
     await stack.restart(name)
 
 
