@@ -20,6 +20,8 @@ export const Reason = {
   PLAN_SELECTION_FAILED: "PLAN_SELECTION_FAILED",
   HISTORY_GAP: "HISTORY_GAP",
   TIMEOUT: "TIMEOUT",
+  /** The gateway went away during the call; it may have taken effect. */
+  CUT_OFF: "CUT_OFF",
 } as const;
 
 /** One violated field of an invalid request (google.rpc.BadRequest). */
@@ -39,7 +41,7 @@ export interface AgentHostErrorInit {
 }
 
 // Codes that say the gateway was not reached or did not answer in time.
-const TRANSPORT_CODES = new Set([Code.Unavailable, Code.DeadlineExceeded, Code.Canceled]);
+const TRANSPORT_CODES = new Set([Code.Unavailable, Code.DeadlineExceeded]);
 
 /** A failed call, or a failure the SDK raises (reason INVALID_REPLY, …). */
 export class AgentHostError extends Error {
@@ -68,9 +70,9 @@ export class AgentHostError extends Error {
     return this.reason === Reason.STALE;
   }
 
-  /** The gateway could not be reached or did not answer in time. */
+  /** The gateway could not be reached, went away during the call, or did not answer in time. */
   get transport(): boolean {
-    return TRANSPORT_CODES.has(this.code) && this.reason === "";
+    return TRANSPORT_CODES.has(this.code) && (this.reason === "" || this.reason === Reason.CUT_OFF);
   }
 
   /** `Code.FailedPrecondition/STALE: …`, for logs. */
@@ -78,10 +80,22 @@ export class AgentHostError extends Error {
     return `AgentHostError(${Code[this.code]}/${this.reason || "-"}: ${this.message})`;
   }
 
-  /** The typed form of whatever a call threw. */
-  static from(error: unknown): AgentHostError {
+  /**
+   * The typed form of whatever a call threw; `signal` is the call's own. The
+   * gateway never answers Canceled itself: a call cancelled by the far side
+   * (gRPC cancels the calls that race a server's shutdown) is the gateway
+   * going away mid-call, Unavailable/CUT_OFF, as the Python SDK reports it.
+   */
+  static from(error: unknown, signal?: AbortSignal): AgentHostError {
     if (error instanceof AgentHostError) return error;
     const connect = ConnectError.from(error);
+    if (connect.code === Code.Canceled && !signal?.aborted) {
+      return new AgentHostError(`the gateway went away during the call (${connect.rawMessage}); it may have taken effect`, {
+        code: Code.Unavailable,
+        reason: Reason.CUT_OFF,
+        cause: error,
+      });
+    }
     const [info] = connect.findDetails(ErrorInfoSchema);
     const violations = connect
       .findDetails(BadRequestSchema)

@@ -44,7 +44,7 @@ export function agentHostTransport(transport: Transport, { token }: GatewayOptio
       try {
         response = await transport.unary(method, signal, timeoutMs, withToken(header), input, contextValues);
       } catch (error) {
-        throw AgentHostError.from(error);
+        throw AgentHostError.from(error, signal);
       }
       requireValid(method.output, response.message);
       return response;
@@ -61,18 +61,18 @@ export function agentHostTransport(transport: Transport, { token }: GatewayOptio
         const response = await transport.stream(method, signal, timeoutMs, withToken(header), input, contextValues);
         // Stream messages are checked by their consumer: a malformed frame
         // is dropped there, it does not end the stream.
-        return { ...response, message: typedErrors(response.message) };
+        return { ...response, message: typedErrors(response.message, signal) };
       } catch (error) {
-        throw AgentHostError.from(error);
+        throw AgentHostError.from(error, signal);
       }
     },
   };
 }
 
-async function* typedErrors<T>(messages: AsyncIterable<T>): AsyncIterable<T> {
+async function* typedErrors<T>(messages: AsyncIterable<T>, signal: AbortSignal | undefined): AsyncIterable<T> {
   try {
     yield* messages;
   } catch (error) {
-    throw AgentHostError.from(error);
+    throw AgentHostError.from(error, signal);
   }
 }
