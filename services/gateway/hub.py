@@ -15,6 +15,9 @@ Followers:
 - the runtime's live stream: ephemeral text of running steps and commands,
   ordered against the logged records by LiveTexts.
 
+Every event also goes to the gateway's plan views (plan_views.py), which
+answer `PlanMode` reads without a call.
+
 Each reconnects on its own when the service behind it restarts; a client
 that missed events repairs the gap from the log by seq, so nothing is lost
 or doubled.
@@ -43,6 +46,7 @@ from services.sessionlog.port import CaughtUp, Heartbeat, SessionLogPort
 from services.workspace.client import WorkspaceClient
 
 from .live import LiveTexts
+from .plan_views import PlanViews
 
 log = logging.getLogger("agenthost.gateway")
 
@@ -97,8 +101,10 @@ class Hub:
         runtime: runtime_pb2_grpc.AgentRuntimeServiceStub,
         projection: projection_pb2_grpc.ProjectionServiceStub,
         workspaces: WorkspaceClient,
+        plans: PlanViews,
     ) -> None:
         self._log = log
+        self._plans = plans
         self._runtime = runtime
         self._projection = projection
         self._workspaces = workspaces
@@ -222,6 +228,7 @@ class Hub:
 
     async def _on_event(self, event: events_pb2.Event) -> None:
         session_id = event.session_id
+        self._plans.on_event(event)
         account = await self.owner(session_id)
         frames = self._frames_of(event) + self._released(session_id, event.seq)
         if account is not None:

@@ -41,6 +41,7 @@ from .accounts import current_account
 from .fencing import Fence, Fences
 from .hub import Connection, Frame, Hub, projection_frame
 from .internal_errors import restating_internal_errors
+from .plan_views import PlanViews
 from .session_ids import scoped_session_id
 
 log = logging.getLogger("agenthost.gateway")
@@ -73,14 +74,22 @@ def _fence(message: gw.RequestFence, present: bool = True) -> Fence | None:
     return Fence(current_account.get(), message.client_id, message.generation, message.request_id)
 
 
-def _plan_value(value: struct_pb2.Value | None) -> gw.PlanModeValue:
-    """The `plan` projection value as the RPC's PlanModeValue (absent: no plan mode)."""
-    if value is None:
-        return gw.PlanModeValue()
+def _plan_view(value: struct_pb2.Value) -> dict[str, bool]:
+    """The `plan` projection value (a JSON object) as its view `{active, pending?}`."""
     fields = value.struct_value.fields
-    state = pm.PlanModeState(active=fields["active"].bool_value)
+    view = {"active": fields["active"].bool_value}
     if "pending" in fields:
-        state.pending = fields["pending"].bool_value
+        view["pending"] = fields["pending"].bool_value
+    return view
+
+
+def _plan_value(view: dict[str, bool] | None) -> gw.PlanModeValue:
+    """A plan view as the RPC's PlanModeValue (None: no plan mode)."""
+    if view is None:
+        return gw.PlanModeValue()
+    state = pm.PlanModeState(active=view["active"])
+    if "pending" in view:
+        state.pending = view["pending"]
     return gw.PlanModeValue(state=state)
 
 
@@ -102,7 +111,8 @@ class GatewayServicer(gw_grpc.GatewayServiceServicer):
         self.plan = plan
         self.heartbeat_s = heartbeat_s
         self.fences = Fences()
-        self.hub = Hub(log, runtime, projection, workspaces)
+        self.plans = PlanViews()
+        self.hub = Hub(log, runtime, projection, workspaces, self.plans)
         self._access: Recent[tuple[str, str], bool] = Recent(ACCESS_KEPT)
         self._resuming: dict[str, asyncio.Task[rt.AgentStatus]] = {}
 
@@ -508,7 +518,8 @@ class GatewayServicer(gw_grpc.GatewayServiceServicer):
             if request.HasField("plan_target") and self.plan is not None:
                 before = (await self.plan.get(request.session_id)).state
                 rollback = before.pending if before.HasField("pending") else before.active
-                await self.plan.set(request.session_id, request.plan_target)
+                chosen = await self.plan.set(request.session_id, request.plan_target)
+                self.plans.acknowledged(request.session_id, chosen.as_of_seq)
             try:
                 reply: rt.PromptResponse = await peer_call(
                     self.runtime.Prompt(
@@ -524,6 +535,7 @@ class GatewayServicer(gw_grpc.GatewayServiceServicer):
                 if rollback is not None and self.plan is not None:
                     await self.plan.set(request.session_id, rollback)
                 raise
+            self.plans.acknowledged(request.session_id, reply.status.last_seq)
             return gw.PromptResponse(
                 mode=reply.mode, running=reply.status.running, seq=reply.status.last_seq
             )
@@ -613,9 +625,18 @@ class GatewayServicer(gw_grpc.GatewayServiceServicer):
         await self._own(request.session_id)
         if self.plan is None:
             return gw.PlanModeResponse(plan=gw.PlanModeValue(), seq=-1)
-        block = await self._projections(request.session_id, [PLAN_KEY])
+        session_id = request.session_id
+        kept = self.plans.read(session_id)
+        if kept is not None:
+            return gw.PlanModeResponse(plan=_plan_value(kept[0]), seq=kept[1])
+        block = await self._projections(
+            session_id, [PLAN_KEY], min_seq=self.plans.known_seq(session_id)
+        )
         value = block.values.get(PLAN_KEY)
-        return gw.PlanModeResponse(plan=_plan_value(value), seq=block.as_of_seq)
+        view = None if value is None else _plan_view(value)
+        if view is not None:
+            self.plans.seed(session_id, view, block.as_of_seq)
+        return gw.PlanModeResponse(plan=_plan_value(view), seq=block.as_of_seq)
 
     async def SetPlanMode(
         self, request: gw.SetPlanModeRequest, context: grpc.aio.ServicerContext
@@ -624,6 +645,7 @@ class GatewayServicer(gw_grpc.GatewayServiceServicer):
             if self.plan is None:
                 return gw.SetPlanModeResponse(plan=gw.PlanModeValue(), seq=-1)
             reply = await self._set_plan(self.plan, request.session_id, request.active)
+            self.plans.acknowledged(request.session_id, reply.as_of_seq)
             return gw.SetPlanModeResponse(
                 plan=gw.PlanModeValue(state=reply.state), outcome=reply.outcome, seq=reply.as_of_seq
             )

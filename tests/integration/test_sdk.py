@@ -577,8 +577,12 @@ async def test_a_failed_query_keeps_history_and_the_last_known_state(
     await session.wait_until(plan_is(ON), WAIT_S)
     history = list(session.events)
 
-    # The projections go away: a plan query cannot be answered.
+    # The projections go away, and a restarted gateway has no plan of its
+    # own to answer from: a plan query cannot be answered.
     await gateway.stack.stop_service("projection")
+    before = client.generation
+    await gateway.stack.restart("gateway")
+    await client.wait_for(lambda: client.connected and client.generation > before, WAIT_S)
     with pytest.raises(TransportError):
         await session.refresh_plan()
     assert isinstance(session.plan_error, TransportError)

@@ -1,0 +1,111 @@
+"""The `plan` value of recently read sessions, kept current by the gateway's
+own follower of the log, so a `PlanMode` read is answered without a call.
+
+A read through the projection service costs two calls in sequence (the
+gateway's, and the projection's read of the log's end that makes a read
+right after an append reflect it); a plan read is what every client makes on
+open, on reconnect and on every toggle. The gateway already receives every
+event of every session in log order (its hub relays them to clients), so it
+joins a snapshot to that stream the way Kubernetes' list+watch does by
+resource version: the projection's `plan` value as of seq V is the seed, and
+the relayed events after V fold into it with the one plan fold
+(`services.sessionlog.folds.fold_plan`).
+
+A kept value answers only while it is provably as new as anything this
+gateway knows of the session:
+- it has folded every event the follower received for the session (an event
+  that skips a seq drops it, as does a seed older than what was received);
+- it is at or past every write this gateway acknowledged for the session
+  (read-your-writes: the follower may not have delivered that write yet).
+Otherwise the caller reads through the projection (at least as of what this
+gateway knows, so the projection spares its own read when it folded that
+far) and seeds the view with the answer.
+
+A write made through another gateway replica is reflected once this
+gateway's follower delivers it, as every live frame is; each reply carries
+the seq it is as of.
+
+The plan view carries the whole fold (`{active, pending?}` is the fold's
+committed value and its pending selection), so seeding from it loses
+nothing the view shows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from agenthost.sessionlog.v1 import events_pb2
+
+from services.common.recent import Recent
+from services.sessionlog.folds import PlanFold, fold_plan, plan_view
+
+# Sessions whose plan (or last received seq) the gateway keeps, recently used
+# first; a forgotten one is read through the projection again.
+KEPT = 10_000
+
+
+@dataclass
+class _Tracked:
+    # The last event seq the follower received (-1: none yet).
+    received: int = -1
+    # The highest seq of a write this gateway acknowledged (-1: none).
+    acknowledged: int = -1
+    # The plan folded through `as_of` (None: not known here).
+    plan: PlanFold | None = None
+    as_of: int = -1
+
+
+class PlanViews:
+    def __init__(self, kept: int = KEPT) -> None:
+        self._sessions: Recent[str, _Tracked] = Recent(kept)
+
+    def _tracked(self, session_id: str) -> _Tracked:
+        tracked = self._sessions.recall(session_id)
+        if tracked is None:
+            tracked = _Tracked()
+            self._sessions.remember(session_id, tracked)
+        return tracked
+
+    def on_event(self, event: events_pb2.Event) -> None:
+        """An event of the follower's stream (in log order per session)."""
+        tracked = self._tracked(event.session_id)
+        tracked.received = max(tracked.received, event.seq)
+        if tracked.plan is None or event.seq <= tracked.as_of:
+            return
+        if event.seq != tracked.as_of + 1:  # a gap: what it held is unknown
+            tracked.plan = None
+            return
+        tracked.plan = fold_plan(tracked.plan, event)
+        tracked.as_of = event.seq
+
+    def acknowledged(self, session_id: str, seq: int) -> None:
+        """A write this gateway acknowledged landed at `seq`."""
+        tracked = self._tracked(session_id)
+        tracked.acknowledged = max(tracked.acknowledged, seq)
+
+    def known_seq(self, session_id: str) -> int:
+        """The newest seq this gateway knows the session has (-1: none)."""
+        tracked = self._sessions.get(session_id)
+        return -1 if tracked is None else max(tracked.received, tracked.acknowledged)
+
+    def read(self, session_id: str) -> tuple[dict[str, bool], int] | None:
+        """The plan view and the seq it is as of, when it is as new as
+        anything this gateway knows of the session; else None."""
+        tracked = self._sessions.get(session_id)
+        if tracked is None or tracked.plan is None:
+            return None
+        if tracked.as_of < max(tracked.received, tracked.acknowledged):
+            return None
+        self._sessions.recall(session_id)  # now the most recently used
+        return plan_view(tracked.plan), tracked.as_of
+
+    def seed(self, session_id: str, view: dict[str, bool], as_of: int) -> None:
+        """The projection's plan view as of `as_of`: kept when nothing newer
+        reached this gateway already (else it would miss those events)."""
+        tracked = self._tracked(session_id)
+        if as_of < max(tracked.received, tracked.acknowledged):
+            return
+        if tracked.plan is not None and as_of <= tracked.as_of:
+            return
+        tracked.plan = PlanFold(committed=view["active"], selection=view.get("pending"))
+        tracked.as_of = as_of
