@@ -442,13 +442,17 @@ class GatewayServicer(gw_grpc.GatewayServiceServicer):
         self.fences.check_read(_fence(request.fence, request.HasField("fence")))
         session_id = request.session_id
         await self._own(session_id)
-        # First: loading a cold agent may append (the end of a turn left open).
-        status = await self._resume(session_id)
-        reply = gw.OpenSessionResponse(running=status.running)
         limit = request.message_limit if request.HasField("message_limit") else 50
-        (page, (block, error)), summary = await asyncio.gather(
-            self._page_and_block(session_id, limit), self.log.get_session(session_id)
+        # Loading a cold agent may append (the end of a turn left open), so
+        # the reads it overlaps are read again when they end before it.
+        status, (page, (block, error)), summary = await asyncio.gather(
+            self._resume(session_id),
+            self._page_and_block(session_id, limit),
+            self.log.get_session(session_id),
         )
+        if (page.last_seq if block is None else block.as_of_seq) < status.last_seq:
+            page, (block, error) = await self._page_and_block(session_id, limit)
+        reply = gw.OpenSessionResponse(running=status.running)
         if block is None:
             reply.projection_error = f"projections unavailable now: {error}"
         reply.session.CopyFrom(summary)
@@ -533,7 +537,8 @@ class GatewayServicer(gw_grpc.GatewayServiceServicer):
                 )
             except DomainError:
                 if rollback is not None and self.plan is not None:
-                    await self.plan.set(request.session_id, rollback)
+                    undone = await self.plan.set(request.session_id, rollback)
+                    self.plans.acknowledged(request.session_id, undone.as_of_seq)
                 raise
             self.plans.acknowledged(request.session_id, reply.status.last_seq)
             return gw.PromptResponse(
@@ -552,6 +557,7 @@ class GatewayServicer(gw_grpc.GatewayServiceServicer):
                 ),
                 RUNTIME,
             )
+            self.plans.acknowledged(request.session_id, reply.status.last_seq)
             return gw.CancelResponse(cancelled=reply.cancelled, seq=reply.status.last_seq)
 
     async def ListCommands(
@@ -580,6 +586,7 @@ class GatewayServicer(gw_grpc.GatewayServiceServicer):
                 self.runtime.ExecuteCommand(command, timeout=call_timeout(), wait_for_ready=True),
                 RUNTIME,
             )
+            self.plans.acknowledged(request.session_id, reply.last_seq)
             return gw.ExecuteCommandResponse(ok=reply.ok, message=reply.message, seq=reply.last_seq)
 
     async def AnswerQuestion(
@@ -598,6 +605,7 @@ class GatewayServicer(gw_grpc.GatewayServiceServicer):
                 ),
                 RUNTIME,
             )
+            self.plans.acknowledged(request.session_id, reply.seq)
             return gw.AnswerQuestionResponse(seq=reply.seq)
 
     async def UpdateSessionSettings(
@@ -613,6 +621,7 @@ class GatewayServicer(gw_grpc.GatewayServiceServicer):
                 self.runtime.UpdateSettings(update, timeout=call_timeout(), wait_for_ready=True),
                 RUNTIME,
             )
+            self.plans.acknowledged(request.session_id, reply.seq)
             return gw.UpdateSessionSettingsResponse(settings=reply.settings, seq=reply.seq)
 
     # -- plan mode ----------------------------------------------------------------------------

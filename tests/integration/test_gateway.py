@@ -258,6 +258,25 @@ async def test_two_clients_see_each_others_choice_pending_included(
     await second.next_frame(is_plan_view(session_id, active=False))
 
 
+async def test_the_plan_is_answered_and_chosen_while_the_projections_restart(
+    gateway: GatewayHarness,
+) -> None:
+    """A plan read is answered from what the gateway already follows, so
+    toggling plan mode keeps working while the projection service is away,
+    and each answer reflects the choice just made."""
+    client = gateway.client()
+    session_id = await new_session(client)
+    assert await plan_of(client, session_id) == plan(False)
+    await gateway.stack.stop_service("projection")
+    try:
+        for active in (True, False, True):
+            chosen = await set_plan(client, session_id, active)
+            reply = await client.stub.PlanMode(gw.PlanModeRequest(session_id=session_id))
+            assert reply.plan == plan(active) and reply.seq >= chosen.seq
+    finally:
+        await gateway.stack.start_service("projection")
+
+
 async def test_prompt_with_a_plan_target_rolls_back_when_rejected(
     gateway: GatewayHarness,
 ) -> None:
