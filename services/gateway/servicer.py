@@ -115,6 +115,8 @@ class GatewayServicer(gw_grpc.GatewayServiceServicer):
         self.hub = Hub(log, runtime, projection, workspaces, self.plans)
         self._access: Recent[tuple[str, str], bool] = Recent(ACCESS_KEPT)
         self._resuming: dict[str, asyncio.Task[rt.AgentStatus]] = {}
+        # Sessions whose agent this gateway had the runtime load.
+        self._loaded: Recent[str, bool] = Recent(ACCESS_KEPT)
 
     # -- account scope and the shared resume path ------------------------------------
 
@@ -136,6 +138,16 @@ class GatewayServicer(gw_grpc.GatewayServiceServicer):
             self._resuming[session_id] = task
             task.add_done_callback(lambda _: self._resuming.pop(session_id, None))
         return await asyncio.shield(task)
+
+    async def _resume_unless_loaded(self, session_id: str) -> rt.AgentStatus | None:
+        """For a read: load the agent when this gateway has not loaded it yet
+        (None: it has). A read needs the load only for a turn a stopped
+        runtime left open, and a runtime that starts ends those itself."""
+        if self._loaded.recall(session_id):
+            return None
+        status = await self._resume(session_id)
+        self._loaded.remember(session_id, True)
+        return status
 
     async def _resume_once(self, session_id: str) -> rt.AgentStatus:
         reply: rt.ResumeAgentResponse = await peer_call(
@@ -446,13 +458,17 @@ class GatewayServicer(gw_grpc.GatewayServiceServicer):
         # Loading a cold agent may append (the end of a turn left open), so
         # the reads it overlaps are read again when they end before it.
         status, (page, (block, error)), summary = await asyncio.gather(
-            self._resume(session_id),
+            self._resume_unless_loaded(session_id),
             self._page_and_block(session_id, limit),
             self.log.get_session(session_id),
         )
-        if (page.last_seq if block is None else block.as_of_seq) < status.last_seq:
+        if block is None and status is None:  # `running` from the agent, then
+            status = await self._resume(session_id)
+        if status is not None and (
+            (page.last_seq if block is None else block.as_of_seq) < status.last_seq
+        ):
             page, (block, error) = await self._page_and_block(session_id, limit)
-        reply = gw.OpenSessionResponse(running=status.running)
+        reply = gw.OpenSessionResponse(running=status is not None and status.running)
         if block is None:
             reply.projection_error = f"projections unavailable now: {error}"
         reply.session.CopyFrom(summary)
@@ -486,7 +502,7 @@ class GatewayServicer(gw_grpc.GatewayServiceServicer):
         self, request: gw.HistoryPageRequest, context: grpc.aio.ServicerContext
     ) -> gw.HistoryPageResponse:
         await self._own(request.session_id)
-        await self._resume(request.session_id)
+        await self._resume_unless_loaded(request.session_id)
         page = await self.log.tail_page(
             request.session_id,
             before_seq=request.before_seq,
