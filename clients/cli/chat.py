@@ -10,7 +10,8 @@ In a terminal the input line is prompt_toolkit's: output that arrives on
 its own is printed above it and the prompt is redrawn with what was typed;
 the bottom toolbar shows the plan state and the sandbox and approval
 settings, and Shift-Tab toggles plan mode. While a turn runs no prompt is
-shown and Ctrl-C cancels the turn; at the prompt a first Ctrl-C warns and a
+shown, yet Ctrl-C cancels the turn, Shift-Tab still toggles plan mode and
+Ctrl-D leaves (the turn goes on); at the prompt a first Ctrl-C warns and a
 second one (or Ctrl-D) leaves. Without a terminal (a pipe) lines are read
 as they come.
 """
@@ -28,7 +29,9 @@ from typing import Any
 
 from agenthost.sessionlog.v1 import events_pb2 as ev
 from prompt_toolkit import PromptSession
+from prompt_toolkit.input import Input, create_input
 from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
+from prompt_toolkit.keys import Keys
 from prompt_toolkit.patch_stdout import patch_stdout
 from rich.console import Console
 from rich.live import Live
@@ -111,6 +114,8 @@ class Chat:
         self._answered: set[str] = set()
         self._background: set[asyncio.Task[None]] = set()
         self._prompt: PromptSession[str] | None = None
+        # The terminal's keys while a turn runs and no prompt reads them.
+        self._keys: Input | None = None
 
     # -- output ---------------------------------------------------------------------------
 
@@ -289,6 +294,39 @@ class Chat:
             self._spawn(self._toggle_plan())
 
         return bindings
+
+    async def _keys_until_changed(self) -> bool:
+        """While a turn runs there is no prompt, but the keys still work:
+        Ctrl-C cancels the turn, Shift-Tab toggles plan mode (it applies at
+        the next model request) and Ctrl-D leaves, the turn going on in the
+        runtime. True when the user left. Waits for the session's next
+        change; without a terminal, only for that."""
+        changed = asyncio.ensure_future(self._changed.wait())
+        if self._keys is None:
+            await changed
+            return False
+        left = asyncio.Event()
+
+        def on_keys() -> None:
+            assert self._keys is not None
+            for press in self._keys.read_keys():
+                if press.key == Keys.ControlC:
+                    self._on_interrupt()
+                elif press.key == Keys.ControlD:
+                    left.set()
+                elif press.key == Keys.BackTab:
+                    self._spawn(self._toggle_plan())
+
+        leaving = asyncio.ensure_future(left.wait())
+        # Raw mode: the keys arrive one by one and unechoed, Ctrl-C as a key.
+        with self._keys.raw_mode(), self._keys.attach(on_keys):
+            await asyncio.wait([changed, leaving], return_when="FIRST_COMPLETED")
+        for waiting in (changed, leaving):
+            waiting.cancel()
+        if left.is_set():
+            self._stop_spinner()
+            self.say("(the turn goes on; agenthost chat --continue comes back to it)", "dim")
+        return left.is_set()
 
     async def _toggle_plan(self) -> None:
         state = self.session.plan.state
@@ -520,6 +558,7 @@ class Chat:
             self._prompt = PromptSession(
                 bottom_toolbar=self._toolbar, key_bindings=self._key_bindings()
             )
+            self._keys = create_input()
         else:
             threading.Thread(target=self._read_in_thread, args=(loop,), daemon=True).start()
         loop.add_signal_handler(signal.SIGINT, self._on_interrupt)
@@ -552,8 +591,7 @@ class Chat:
             return await self._ask(questions[0])
         if self.session.running:
             self._spin_if_waiting()
-            await self._changed.wait()
-            return True
+            return not await self._keys_until_changed()
         line = await self._read("> ", lambda: self.session.running or bool(self._open_questions()))
         if line is None:
             return False

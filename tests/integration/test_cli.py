@@ -252,6 +252,34 @@ def test_chat_streams_the_work_asks_approvals_and_cancels(up: Up, tmp_path: Path
     assert child.exitstatus == 0, child.before
 
 
+def test_while_a_turn_runs_shift_tab_switches_plan_mode_and_ctrl_d_leaves(
+    up: Up, tmp_path: Path
+) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    child = chat(up, "--workspace", str(project))
+    try:
+        child.expect_exact("plan: off")
+        child.expect_exact(">")
+        # The scripted coding turn comes first: use it up.
+        child.sendline("/approvals never")
+        child.expect_exact("approvals: never")
+        child.sendline("warm up")
+        child.expect_exact("assistant: All done.")
+        child.sendline("long")
+        child.expect_exact("This will take a while")
+        child.send("\x1b[Z")  # Shift-Tab, with no prompt shown
+        child.expect_exact("plan: off → on (pending)")
+        child.sendcontrol("d")
+        expect_all(child, "the turn goes on", "bye")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close()
+    assert child.exitstatus == 0, child.before
+    table = up.cli("sessions", "list", "--data-dir", str(up.data_dir)).stdout
+    assert "[running]" in table, table
+
+
 def test_chat_through_plan_mode_and_a_plan_review(up: Up, tmp_path: Path) -> None:
     project = tmp_path / "project"
     project.mkdir()
