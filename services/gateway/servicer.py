@@ -202,7 +202,7 @@ class GatewayServicer(gw_grpc.GatewayServiceServicer):
         self, request: gw.ConnectRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[gw.ConnectResponse]:
         account = current_account.get()
-        self.fences.connect(account, request.client_id, request.generation)
+        await self.fences.connect(account, request.client_id, request.generation)
         connection = Connection(account, request.client_id, request.generation)
         self.hub.attach(connection)
         try:
@@ -309,7 +309,7 @@ class GatewayServicer(gw_grpc.GatewayServiceServicer):
         """A chosen session id is scoped to the account (see session_ids); a
         refused create in a new folder leaves no workspace behind."""
         account = current_account.get()
-        self.fences.check_read(_fence(request.fence, request.HasField("fence")))
+        await self.fences.check_read(_fence(request.fence, request.HasField("fence")))
         session_id = scoped_session_id(account, request.session_id) if request.session_id else None
         if request.HasField("workspace_id"):
             summary = await self.workspaces.create_session(
@@ -451,7 +451,7 @@ class GatewayServicer(gw_grpc.GatewayServiceServicer):
         self, request: gw.OpenSessionRequest, context: grpc.aio.ServicerContext
     ) -> gw.OpenSessionResponse:
         """The tail page and the projection block as of one log position."""
-        self.fences.check_read(_fence(request.fence, request.HasField("fence")))
+        await self.fences.check_read(_fence(request.fence, request.HasField("fence")))
         session_id = request.session_id
         await self._own(session_id)
         limit = request.message_limit if request.HasField("message_limit") else 50
@@ -526,7 +526,7 @@ class GatewayServicer(gw_grpc.GatewayServiceServicer):
         account = await self._own(session_id)
         fence = _fence(fence_message)
         assert fence is not None
-        with self.fences.mutation(fence, session_id):
+        async with self.fences.mutation(fence, session_id):
             yield account
 
     async def Prompt(
@@ -646,7 +646,7 @@ class GatewayServicer(gw_grpc.GatewayServiceServicer):
         self, request: gw.PlanModeRequest, context: grpc.aio.ServicerContext
     ) -> gw.PlanModeResponse:
         """The `plan` projection value itself, so the two never disagree."""
-        self.fences.check_read(_fence(request.fence, request.HasField("fence")))
+        await self.fences.check_read(_fence(request.fence, request.HasField("fence")))
         await self._own(request.session_id)
         if self.plan is None:
             return gw.PlanModeResponse(plan=gw.PlanModeValue(), seq=-1)
@@ -708,7 +708,7 @@ class GatewayServicer(gw_grpc.GatewayServiceServicer):
         self, request: gw.ConnectWorkspaceRequest, context: grpc.aio.ServicerContext
     ) -> gw.ConnectWorkspaceResponse:
         account = current_account.get()
-        self.fences.check_read(_fence(request.fence, request.HasField("fence")))
+        await self.fences.check_read(_fence(request.fence, request.HasField("fence")))
         summary, reused = await self.workspaces.connect(account, request.workspace_id)
         if not reused:
             self._announce_new(account, summary)

@@ -15,6 +15,9 @@ POSTGRES_DSN = os.environ.get(
 
 
 async def drop_schema(store: PostgresSessionStore) -> None:
-    schema = store.schema
+    await drop_schema_named(store.schema)
+
+
+async def drop_schema_named(schema: str) -> None:
     async with await psycopg.AsyncConnection.connect(POSTGRES_DSN, autocommit=True) as db:
         await db.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
