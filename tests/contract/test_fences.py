@@ -34,8 +34,8 @@ def fence(request_id: int, generation: int = 0, account: str = "alice") -> Fence
 @pytest.fixture(params=["memory", "postgres"])
 async def gateways(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Pair]:
     if request.param == "memory":  # one gateway: both names for its one store
-        store = MemoryFenceStore()
-        yield Fences(store), Fences(store)
+        memory = MemoryFenceStore()
+        yield Fences(memory), Fences(memory)
         return
     schema = f"fences_{tmp_path.name.lower().replace('-', '_')}_{os.getpid()}"
     await drop_schema_named(schema)
