@@ -9,6 +9,8 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Generic, Protocol, TypeVar
 
+from services.projection.checkpoint_store import CheckpointStore, SqliteCheckpointStore
+from services.projection.postgres_checkpoint_store import PostgresCheckpointStore
 from services.sessionlog.domain import SessionLog
 from services.sessionlog.group_commit import CommitStats
 from services.sessionlog.postgres_store import PostgresSessionStore
@@ -109,3 +111,10 @@ def workspace_backend(name: str, tmp_path: Path) -> StoreBackend[WorkspaceStore]
 
 
 STORE_BACKENDS = ("postgres", "sqlite")
+
+
+def checkpoint_backend(name: str, tmp_path: Path) -> StoreBackend[CheckpointStore]:
+    if name == "postgres":
+        schema = schema_for(tmp_path, "projection")
+        return StoreBackend(lambda: PostgresCheckpointStore(POSTGRES_DSN, schema))
+    return StoreBackend(lambda: SqliteCheckpointStore(tmp_path / "projection.db"))

@@ -1,4 +1,6 @@
-"""A real in-process session log on a SQLite file, and engines over it."""
+"""A real in-process session log on a SQLite file, and engines over it
+keeping their checkpoints on each backend (a SQLite file, a PostgreSQL
+schema of its own)."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from services.projection.engine import ProjectionEngine
 from services.projection.registry import UnitRegistry
 from services.projection.unit import ProjectionUnit
 from services.sessionlog.domain import SessionLog, open_session_log
+from tests.support.stores import STORE_BACKENDS, StoreBackend, checkpoint_backend
 
 from .units import MessageCounter, TitleUnit
 
@@ -30,9 +33,19 @@ async def log(tmp_path: Path) -> AsyncIterator[SessionLog]:
         yield session_log
 
 
+@pytest.fixture(params=STORE_BACKENDS)
+async def checkpoints(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> AsyncIterator[StoreBackend[CheckpointStore]]:
+    chosen = checkpoint_backend(request.param, tmp_path)
+    await chosen.clean()
+    yield chosen
+    await chosen.clean()
+
+
 @pytest.fixture
-def engine_factory(tmp_path: Path, log: SessionLog) -> EngineFactory:
-    """Engines sharing one checkpoint file: a new engine is a restart."""
+def engine_factory(log: SessionLog, checkpoints: StoreBackend[CheckpointStore]) -> EngineFactory:
+    """Engines sharing one checkpoint store: a new engine is a restart."""
 
     @asynccontextmanager
     async def make(
@@ -42,7 +55,7 @@ def engine_factory(tmp_path: Path, log: SessionLog) -> EngineFactory:
         # (only for an engine without a feeder, which then leaves nothing running).
         assert not (start and crash)
         registry = UnitRegistry(units or (MessageCounter(), TitleUnit()))
-        with CheckpointStore.open(tmp_path / "projection.db") as store:
+        async with checkpoints.opened() as store:
             engine = ProjectionEngine(log, registry, store, **options)
             if start:
                 await engine.start()
