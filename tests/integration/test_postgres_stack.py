@@ -1,0 +1,123 @@
+"""The whole embedded stack on PostgreSQL, chosen the way a deployment
+chooses it (AGENTHOST_DATABASE_URL, AGENTHOST_DATABASE_SCHEMA): a session,
+a prompt answered by the built-in model and a workspace outlive the stack,
+and a new stack on an empty data folder finds them all, so they can only
+have come from PostgreSQL."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterable
+from pathlib import Path
+
+import psycopg
+import pytest
+from agenthost.gateway.v1 import gateway_pb2 as gw
+from agenthost.sessionlog.v1 import events_pb2
+from psycopg import sql
+
+from tests.support.folders import Folders
+from tests.support.gateway import Client, running_gateway
+from tests.support.postgres import POSTGRES_DSN, drop_schema, postgres_url, schema_for
+
+pytestmark = pytest.mark.postgres
+
+
+class Schema:
+    def __init__(self, schema: str) -> None:
+        self.schema = schema
+
+
+@pytest.fixture
+async def database(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[str]:
+    """The stack's database setting points at a schema of this test's own."""
+    schema = Schema(schema_for(tmp_path, "stack"))
+    await drop_schema(schema)
+    monkeypatch.setenv("AGENTHOST_DATABASE_URL", postgres_url())
+    monkeypatch.setenv("AGENTHOST_DATABASE_SCHEMA", schema.schema)
+    monkeypatch.delenv("AGENTHOST_SESSIONLOG_DSN", raising=False)
+    yield schema.schema
+    await drop_schema(schema)
+
+
+def is_idle(session_id: str):  # type: ignore[no-untyped-def]
+    return lambda f: (
+        f.HasField("session_status")
+        and f.session_status.session_id == session_id
+        and not f.session_status.running
+    )
+
+
+def texts(events: Iterable[events_pb2.Event]) -> list[str]:
+    found: list[str] = []
+    for event in events:
+        if event.HasField("user_message"):
+            found.append(event.user_message.text)
+        elif event.HasField("assistant_message"):
+            found.append(event.assistant_message.text)
+    return found
+
+
+def sqlite_files(folder: Path) -> list[str]:
+    return [p.name for p in folder.rglob("*.db")]
+
+
+async def row_counts(schema: str) -> dict[str, int]:
+    async with await psycopg.AsyncConnection.connect(POSTGRES_DSN, autocommit=True) as db:
+        counts = {}
+        for table in ("sessions", "events", "workspaces", "memberships", "projection_sessions"):
+            query = sql.SQL("SELECT count(*) FROM {}.{}").format(
+                sql.Identifier(schema), sql.Identifier(table)
+            )
+            row = await (await db.execute(query)).fetchone()
+            assert row is not None
+            counts[table] = int(row[0])
+        return counts
+
+
+async def test_the_stack_keeps_everything_in_postgresql_across_a_restart(
+    database: str, tmp_path: Path, folders: Folders
+) -> None:
+    project, other = folders("/project"), folders("/other")
+    async with running_gateway(tmp_path / "first") as gateway:
+        client: Client = gateway.client()
+        await client.connect()
+        created = await client.stub.CreateSession(
+            gw.CreateSessionRequest(cwd=project, fence=client.fence())
+        )
+        session_id = created.session.id
+        await client.stub.Prompt(
+            gw.PromptRequest(session_id=session_id, text="hello postgres", fence=client.fence())
+        )
+        await client.next_frame(is_idle(session_id), seen_or_next=True)
+        workspace = (
+            await client.stub.CreateWorkspace(gw.CreateWorkspaceRequest(path=other))
+        ).workspace
+        before = await client.stub.OpenSession(
+            gw.OpenSessionRequest(session_id=session_id, fence=client.fence())
+        )
+
+    counts = await row_counts(database)
+    assert counts["sessions"] == 1 and counts["events"] >= 2
+    assert counts["workspaces"] == 2 and counts["memberships"] == 1
+    assert counts["projection_sessions"] == 1  # the projection's checkpoint, taken on stop
+
+    empty = tmp_path / "second"
+    async with running_gateway(empty) as gateway:
+        client = gateway.client()
+        listed = await client.stub.ListSessions(gw.ListSessionsRequest())
+        opened = await client.stub.OpenSession(
+            gw.OpenSessionRequest(session_id=session_id, fence=client.fence())
+        )
+        workspaces = (await client.stub.ListWorkspaces(gw.ListWorkspacesRequest())).workspaces
+
+    assert [s.id for s in listed.sessions] == [session_id]
+    assert texts(opened.events)[0] == "hello postgres" and len(texts(opened.events)) == 2
+    assert texts(opened.events) == texts(before.events)
+    assert dict(opened.projections) == dict(before.projections)
+    assert [(w.path, list(w.session_ids)) for w in workspaces] == [
+        (project, [session_id]),
+        (other, []),
+    ]
+    assert workspace.id in {w.id for w in workspaces}
+    # Nothing was kept in SQLite files: the data folders hold no database.
+    assert sqlite_files(tmp_path) == []
