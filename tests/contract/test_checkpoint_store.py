@@ -22,10 +22,8 @@ from tests.support.stores import STORE_BACKENDS, StoreBackend, checkpoint_backen
 async def backend(
     request: pytest.FixtureRequest, tmp_path: Path
 ) -> AsyncIterator[StoreBackend[CheckpointStore]]:
-    chosen = checkpoint_backend(request.param, tmp_path)
-    await chosen.clean()
-    yield chosen
-    await chosen.clean()
+    async with checkpoint_backend(request.param, tmp_path).cleaned() as chosen:
+        yield chosen
 
 
 def checkpoint(session_id: str, watermark: int, **units: UnitCheckpoint) -> SessionCheckpoint:

@@ -102,6 +102,15 @@ class StoreBackend(Generic[S]):
         if isinstance(probe := self.make(), InSchema):
             await drop_schema(probe)
 
+    @asynccontextmanager
+    async def cleaned(self) -> AsyncIterator[StoreBackend[S]]:
+        """This backend, with nothing left before or after (a fixture's body)."""
+        await self.clean()
+        try:
+            yield self
+        finally:
+            await self.clean()
+
 
 def workspace_backend(name: str, tmp_path: Path) -> StoreBackend[WorkspaceStore]:
     if name == "postgres":

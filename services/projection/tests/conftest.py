@@ -37,10 +37,8 @@ async def log(tmp_path: Path) -> AsyncIterator[SessionLog]:
 async def checkpoints(
     request: pytest.FixtureRequest, tmp_path: Path
 ) -> AsyncIterator[StoreBackend[CheckpointStore]]:
-    chosen = checkpoint_backend(request.param, tmp_path)
-    await chosen.clean()
-    yield chosen
-    await chosen.clean()
+    async with checkpoint_backend(request.param, tmp_path).cleaned() as chosen:
+        yield chosen
 
 
 @pytest.fixture

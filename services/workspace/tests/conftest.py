@@ -74,10 +74,8 @@ async def backend(
     request: pytest.FixtureRequest, tmp_path: Path
 ) -> AsyncIterator[StoreBackend[WorkspaceStore]]:
     """The workspace store's backend; `opened()` again is a restart."""
-    chosen = workspace_backend(request.param, tmp_path)
-    await chosen.clean()
-    yield chosen
-    await chosen.clean()
+    async with workspace_backend(request.param, tmp_path).cleaned() as chosen:
+        yield chosen
 
 
 @pytest.fixture
