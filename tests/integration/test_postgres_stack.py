@@ -2,10 +2,14 @@
 chooses it (AGENTHOST_DATABASE_URL, AGENTHOST_DATABASE_SCHEMA): a session,
 a prompt answered by the built-in model and a workspace outlive the stack,
 and a new stack on an empty data folder finds them all, so they can only
-have come from PostgreSQL."""
+have come from PostgreSQL. A setting the stack cannot use stops
+`agenthost up` with one line, never falling back to SQLite."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Iterable
 from pathlib import Path
 
@@ -17,6 +21,7 @@ from psycopg import sql
 
 from tests.support.folders import Folders
 from tests.support.gateway import Client, running_gateway
+from tests.support.hosts import REPO
 from tests.support.postgres import POSTGRES_DSN, drop_schema, postgres_url, schema_for
 
 pytestmark = pytest.mark.postgres
@@ -121,3 +126,33 @@ async def test_the_stack_keeps_everything_in_postgresql_across_a_restart(
     assert workspace.id in {w.id for w in workspaces}
     # Nothing was kept in SQLite files: the data folders hold no database.
     assert sqlite_files(tmp_path) == []
+
+
+@pytest.mark.parametrize(
+    ("setting", "said"),
+    [
+        ({"AGENTHOST_DATABASE_URL": "mysql://db/x"}, "is neither sqlite:///folder nor"),
+        ({"AGENTHOST_DATABASE_SCHEMA": "Stack-A"}, "schema 'Stack-A'"),
+        (
+            {"AGENTHOST_DATABASE_URL": "postgresql://postgres@127.0.0.1:1/test?connect_timeout=2"},
+            "the database cannot be reached",
+        ),
+    ],
+)
+def test_agenthost_up_refuses_a_database_it_cannot_use_in_one_line(
+    setting: dict[str, str], said: str, tmp_path: Path
+) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTHOST_")}
+    env.update(setting, AGENTHOST_DATA_DIR=str(tmp_path / "data"))
+    done = subprocess.run(
+        [sys.executable, "-m", "clients.cli", "up", "--free-ports"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+    assert done.returncode == 1
+    assert said in done.stderr and "Traceback" not in done.stderr + done.stdout
+    assert sqlite_files(tmp_path) == []  # nothing was started on SQLite instead
