@@ -34,7 +34,12 @@ def workspace_service(
     def register(server: grpc.aio.Server) -> None:
         pb_grpc.add_WorkspaceServiceServicer_to_server(servicer, server)
 
-    return ServiceDefinition([SERVICE_NAME], register, open=store.open, close=store.close)
+    # PostgreSQL: health turns NOT_SERVING while the server is away and back
+    # once a probe reaches it (SQLite is a local file: no probe).
+    probe = store.probe if isinstance(store, PostgresWorkspaceStore) else None
+    return ServiceDefinition(
+        [SERVICE_NAME], register, open=store.open, close=store.close, probe=probe
+    )
 
 
 def workspace_store(database: Database) -> WorkspaceStore:
