@@ -170,3 +170,28 @@ class PostgresConnection:
     async def probe(self) -> None:
         """The server answers (on a new connection if the old one was lost)."""
         await self.execute("SELECT 1")
+
+
+class PostgresStore:
+    """What every store on PostgreSQL shares: its connection (`db`), kept
+    in `schema`, with its tables at the newest of `MIGRATIONS` (a subclass
+    names its STORE and lists its MIGRATIONS; only its SQL is its own)."""
+
+    STORE: str
+    MIGRATIONS: Sequence[str]
+
+    def __init__(self, dsn: str, schema: str = "public") -> None:
+        self.db = PostgresConnection(dsn, schema, self.STORE, self.MIGRATIONS)
+
+    @property
+    def schema(self) -> str:
+        return self.db.schema
+
+    async def open(self) -> None:
+        await self.db.open()
+
+    async def close(self) -> None:
+        await self.db.close()
+
+    async def probe(self) -> None:
+        await self.db.probe()

@@ -13,13 +13,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from services.common.postgres import Connection, PostgresConnection
+from services.common.postgres import Connection, PostgresStore
 
 from .checkpoint_store import SessionCheckpoint, to_checkpoint, unit_rows
 
-STORE = "projection"
 # Released migrations never change; a change is a new entry at the end.
-MIGRATIONS = (
+TABLES = (
     """
     CREATE TABLE projection_sessions (
         session_id TEXT PRIMARY KEY,
@@ -41,19 +40,9 @@ MIGRATIONS = (
 )
 
 
-class PostgresCheckpointStore:
-    def __init__(self, dsn: str, schema: str = "public") -> None:
-        self.db = PostgresConnection(dsn, schema, STORE, MIGRATIONS)
-
-    @property
-    def schema(self) -> str:
-        return self.db.schema
-
-    async def open(self) -> None:
-        await self.db.open()
-
-    async def close(self) -> None:
-        await self.db.close()
+class PostgresCheckpointStore(PostgresStore):
+    STORE = "projection"
+    MIGRATIONS = TABLES
 
     # -- sessions ----------------------------------------------------------------
 

@@ -14,18 +14,18 @@ argument of session creation needs (see store.py).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import psycopg
 
-from services.common.postgres import PostgresConnection
+from services.common.postgres import PostgresStore, Row
 
 from .store import MEMBERSHIP_COLUMNS, WORKSPACE_COLUMNS, Membership, WorkspaceRecord
 from .store import to_membership as _to_membership
 from .store import to_workspace as _to_workspace
 
-STORE = "workspace"
 # Released migrations never change; a change is a new entry at the end.
-MIGRATIONS = (
+TABLES = (
     """
     CREATE TABLE workspaces (
         seq BIGSERIAL PRIMARY KEY,
@@ -48,40 +48,33 @@ MIGRATIONS = (
 )
 
 
-class PostgresWorkspaceStore:
-    def __init__(self, dsn: str, schema: str = "public") -> None:
-        self.db = PostgresConnection(dsn, schema, STORE, MIGRATIONS)
-
-    @property
-    def schema(self) -> str:
-        return self.db.schema
-
-    async def open(self) -> None:
-        await self.db.open()
-
-    async def close(self) -> None:
-        await self.db.close()
-
-    async def probe(self) -> None:
-        await self.db.probe()
+class PostgresWorkspaceStore(PostgresStore):
+    STORE = "workspace"
+    MIGRATIONS = TABLES
 
     # -- workspaces ------------------------------------------------------------
 
-    async def add_workspace(self, record: WorkspaceRecord) -> tuple[WorkspaceRecord, bool]:
+    async def _insert_unless_present(
+        self, insert: str, row: Sequence[Any], select: str, key: Sequence[Any]
+    ) -> tuple[Row, bool]:
+        """Insert `row` (an ON CONFLICT DO NOTHING statement), then read the
+        stored row by `key`; whether this insert was the one stored."""
         async with self.db.transaction() as connection:
-            inserted = await connection.execute(
-                f"INSERT INTO workspaces ({WORKSPACE_COLUMNS}) VALUES (%s, %s, %s, %s) "
-                "ON CONFLICT (account_id, path) DO NOTHING",
-                (record.id, record.account_id, record.path, record.created_at_us),
-            )
+            inserted = await connection.execute(insert, row)
             # Read committed: a racing insert that won is visible to this statement.
-            cursor = await connection.execute(
-                f"SELECT {WORKSPACE_COLUMNS} FROM workspaces WHERE account_id = %s AND path = %s",
-                (record.account_id, record.path),
-            )
-            row = await cursor.fetchone()
-        assert row is not None
-        return _to_workspace(row), inserted.rowcount == 1
+            stored = await (await connection.execute(select, key)).fetchone()
+        assert stored is not None
+        return stored, inserted.rowcount == 1
+
+    async def add_workspace(self, record: WorkspaceRecord) -> tuple[WorkspaceRecord, bool]:
+        row, inserted = await self._insert_unless_present(
+            f"INSERT INTO workspaces ({WORKSPACE_COLUMNS}) VALUES (%s, %s, %s, %s) "
+            "ON CONFLICT (account_id, path) DO NOTHING",
+            (record.id, record.account_id, record.path, record.created_at_us),
+            f"SELECT {WORKSPACE_COLUMNS} FROM workspaces WHERE account_id = %s AND path = %s",
+            (record.account_id, record.path),
+        )
+        return _to_workspace(row), inserted
 
     async def get_workspace(self, workspace_id: str) -> WorkspaceRecord | None:
         rows = await self.db.fetch(
@@ -100,19 +93,14 @@ class PostgresWorkspaceStore:
 
     async def add_membership(self, membership: Membership) -> tuple[Membership, bool]:
         m = membership
-        async with self.db.transaction() as connection:
-            inserted = await connection.execute(
-                f"INSERT INTO memberships ({MEMBERSHIP_COLUMNS}) VALUES (%s, %s, %s, %s, %s) "
-                "ON CONFLICT (session_id) DO NOTHING",
-                (m.workspace_id, m.session_id, m.cwd, m.archived, m.created_at_us),
-            )
-            cursor = await connection.execute(
-                f"SELECT {MEMBERSHIP_COLUMNS} FROM memberships WHERE session_id = %s",
-                (m.session_id,),
-            )
-            row = await cursor.fetchone()
-        assert row is not None
-        return _to_membership(row), inserted.rowcount == 1
+        row, inserted = await self._insert_unless_present(
+            f"INSERT INTO memberships ({MEMBERSHIP_COLUMNS}) VALUES (%s, %s, %s, %s, %s) "
+            "ON CONFLICT (session_id) DO NOTHING",
+            (m.workspace_id, m.session_id, m.cwd, m.archived, m.created_at_us),
+            f"SELECT {MEMBERSHIP_COLUMNS} FROM memberships WHERE session_id = %s",
+            (m.session_id,),
+        )
+        return _to_membership(row), inserted
 
     async def get_membership(self, session_id: str) -> Membership | None:
         rows = await self.db.fetch(

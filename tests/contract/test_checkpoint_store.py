@@ -4,8 +4,6 @@ schema): what one engine saves, the next one (a restart) loads."""
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import AsyncIterator
-from pathlib import Path
 
 import psycopg
 import pytest
@@ -15,38 +13,32 @@ from services.projection.checkpoint_store import (
     SessionCheckpoint,
     UnitCheckpoint,
 )
-from tests.support.stores import STORE_BACKENDS, StoreBackend, checkpoint_backend
-
-
-@pytest.fixture(params=STORE_BACKENDS)
-async def backend(
-    request: pytest.FixtureRequest, tmp_path: Path
-) -> AsyncIterator[StoreBackend[CheckpointStore]]:
-    async with checkpoint_backend(request.param, tmp_path).cleaned() as chosen:
-        yield chosen
+from tests.support.stores import StoreBackend
 
 
 def checkpoint(session_id: str, watermark: int, **units: UnitCheckpoint) -> SessionCheckpoint:
     return SessionCheckpoint(session_id, watermark, units)
 
 
-async def test_checkpoints_survive_a_restart(backend: StoreBackend[CheckpointStore]) -> None:
+async def test_checkpoints_survive_a_restart(
+    checkpoint_backend: StoreBackend[CheckpointStore],
+) -> None:
     saved = checkpoint(
         "s1", 41, messages=UnitCheckpoint(1, b"7", 40), title=UnitCheckpoint(3, b"", -1)
     )
-    async with backend.opened() as store:
+    async with checkpoint_backend.opened() as store:
         assert await store.save_sessions([saved], position=99) == 1
 
-    async with backend.opened() as store:
+    async with checkpoint_backend.opened() as store:
         assert await store.load_session("s1") == saved
         assert await store.load_session("s2") is None
         assert await store.load_position() == 99
 
 
 async def test_a_new_checkpoint_replaces_every_unit_of_the_session(
-    backend: StoreBackend[CheckpointStore],
+    checkpoint_backend: StoreBackend[CheckpointStore],
 ) -> None:
-    async with backend.opened() as store:
+    async with checkpoint_backend.opened() as store:
         await store.save_sessions(
             [checkpoint("s1", 3, a=UnitCheckpoint(1, b"a", 2), b=UnitCheckpoint(1, b"b", 3))]
         )
@@ -57,11 +49,11 @@ async def test_a_new_checkpoint_replaces_every_unit_of_the_session(
 
 
 async def test_sessions_are_saved_together_and_kept_apart(
-    backend: StoreBackend[CheckpointStore],
+    checkpoint_backend: StoreBackend[CheckpointStore],
 ) -> None:
     one = checkpoint("s1", 5, a=UnitCheckpoint(1, b"one", 5))
     two = checkpoint("s2", 8, a=UnitCheckpoint(2, b"two", 7), b=UnitCheckpoint(1, b"\x00", 8))
-    async with backend.opened() as store:
+    async with checkpoint_backend.opened() as store:
         assert await store.save_sessions([one, two]) == 2
         await store.save_sessions([checkpoint("s1", 6)])
 
@@ -70,9 +62,9 @@ async def test_sessions_are_saved_together_and_kept_apart(
 
 
 async def test_the_position_starts_at_zero_and_never_moves_back(
-    backend: StoreBackend[CheckpointStore],
+    checkpoint_backend: StoreBackend[CheckpointStore],
 ) -> None:
-    async with backend.opened() as store:
+    async with checkpoint_backend.opened() as store:
         assert await store.load_position() == 0
         await store.save_position(10)
         await store.save_position(4)
@@ -82,10 +74,10 @@ async def test_the_position_starts_at_zero_and_never_moves_back(
 
 
 async def test_a_failed_save_leaves_the_previous_checkpoint_whole(
-    backend: StoreBackend[CheckpointStore],
+    checkpoint_backend: StoreBackend[CheckpointStore],
 ) -> None:
     before = checkpoint("s1", 3, a=UnitCheckpoint(1, b"a", 3))
-    async with backend.opened() as store:
+    async with checkpoint_backend.opened() as store:
         await store.save_sessions([before], position=3)
         # A unit state that is no bytes cannot be stored: the whole save fails.
         broken = checkpoint("s2", 9, a=UnitCheckpoint(1, None, 9))  # type: ignore[arg-type]

@@ -5,27 +5,9 @@ rules on top (services/workspace/tests) run on both backends too."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from pathlib import Path
-
-import pytest
 
 from services.workspace.store import Membership, WorkspaceRecord, WorkspaceStore
-from tests.support.stores import STORE_BACKENDS, StoreBackend, workspace_backend
-
-
-@pytest.fixture(params=STORE_BACKENDS)
-async def backend(
-    request: pytest.FixtureRequest, tmp_path: Path
-) -> AsyncIterator[StoreBackend[WorkspaceStore]]:
-    async with workspace_backend(request.param, tmp_path).cleaned() as chosen:
-        yield chosen
-
-
-@pytest.fixture
-async def store(backend: StoreBackend[WorkspaceStore]) -> AsyncIterator[WorkspaceStore]:
-    async with backend.opened() as opened:
-        yield opened
+from tests.support.stores import StoreBackend
 
 
 def workspace(workspace_id: str, account: str = "acct", path: str = "/src/app") -> WorkspaceRecord:
@@ -37,91 +19,99 @@ def member(session_id: str, workspace_id: str = "w1", archived: bool = False) ->
 
 
 async def test_a_second_workspace_at_an_accounts_path_returns_the_first(
-    store: WorkspaceStore,
+    workspace_store: WorkspaceStore,
 ) -> None:
-    first, created = await store.add_workspace(workspace("w1"))
-    again, created_again = await store.add_workspace(workspace("w2"))
+    first, created = await workspace_store.add_workspace(workspace("w1"))
+    again, created_again = await workspace_store.add_workspace(workspace("w2"))
 
     assert created and first == workspace("w1")
     assert not created_again and again == first
-    assert await store.get_workspace("w2") is None
+    assert await workspace_store.get_workspace("w2") is None
 
 
-async def test_workspaces_list_per_account_in_creation_order(store: WorkspaceStore) -> None:
+async def test_workspaces_list_per_account_in_creation_order(
+    workspace_store: WorkspaceStore,
+) -> None:
     for record in (
         workspace("w1", path="/b"),
         workspace("w2", "other", "/b"),
         workspace("w3", path="/a"),
     ):
-        await store.add_workspace(record)
+        await workspace_store.add_workspace(record)
 
-    assert [w.id for w in await store.list_workspaces("acct")] == ["w1", "w3"]
-    assert [w.id for w in await store.list_workspaces("other")] == ["w2"]
-    assert await store.list_workspaces("nobody") == []
-    assert await store.get_workspace("w2") == workspace("w2", "other", "/b")
+    assert [w.id for w in await workspace_store.list_workspaces("acct")] == ["w1", "w3"]
+    assert [w.id for w in await workspace_store.list_workspaces("other")] == ["w2"]
+    assert await workspace_store.list_workspaces("nobody") == []
+    assert await workspace_store.get_workspace("w2") == workspace("w2", "other", "/b")
 
 
-async def test_racing_creates_of_one_path_keep_one_workspace(store: WorkspaceStore) -> None:
-    results = await asyncio.gather(*(store.add_workspace(workspace(f"w{n}")) for n in range(8)))
+async def test_racing_creates_of_one_path_keep_one_workspace(
+    workspace_store: WorkspaceStore,
+) -> None:
+    results = await asyncio.gather(
+        *(workspace_store.add_workspace(workspace(f"w{n}")) for n in range(8))
+    )
 
     assert sum(created for _, created in results) == 1
     assert len({stored.id for stored, _ in results}) == 1
-    assert len(await store.list_workspaces("acct")) == 1
+    assert len(await workspace_store.list_workspaces("acct")) == 1
 
 
-async def test_a_session_is_a_member_of_one_workspace_at_most(store: WorkspaceStore) -> None:
-    await store.add_workspace(workspace("w1"))
-    await store.add_workspace(workspace("w2", "other"))
+async def test_a_session_is_a_member_of_one_workspace_at_most(
+    workspace_store: WorkspaceStore,
+) -> None:
+    await workspace_store.add_workspace(workspace("w1"))
+    await workspace_store.add_workspace(workspace("w2", "other"))
 
-    stored, added = await store.add_membership(member("s1"))
-    kept, added_again = await store.add_membership(member("s1", "w2"))
+    stored, added = await workspace_store.add_membership(member("s1"))
+    kept, added_again = await workspace_store.add_membership(member("s1", "w2"))
 
     assert added and stored == member("s1")
     assert not added_again and kept == member("s1")
-    assert await store.get_membership("s1") == member("s1")
-    assert await store.get_membership("s2") is None
+    assert await workspace_store.get_membership("s1") == member("s1")
+    assert await workspace_store.get_membership("s2") is None
 
 
 async def test_memberships_list_in_joining_order_archived_included(
-    store: WorkspaceStore,
+    workspace_store: WorkspaceStore,
 ) -> None:
     for record in (workspace("w1"), workspace("w2", path="/b"), workspace("w3", path="/c")):
-        await store.add_workspace(record)
+        await workspace_store.add_workspace(record)
     for m in (member("s1", "w2"), member("s2", "w1"), member("s3", "w2"), member("s4", "w3")):
-        await store.add_membership(m)
-    await store.set_archived("s3", True)
+        await workspace_store.add_membership(m)
+    await workspace_store.set_archived("s3", True)
 
-    listed = await store.list_memberships(["w1", "w2"])
+    listed = await workspace_store.list_memberships(["w1", "w2"])
 
     assert [(m.session_id, m.archived) for m in listed] == [
         ("s1", False),
         ("s2", False),
         ("s3", True),
     ]
-    assert await store.list_memberships([]) == []
-    await store.set_archived("s3", False)
-    assert (await store.get_membership("s3")) == member("s3", "w2")
+    assert await workspace_store.list_memberships([]) == []
+    await workspace_store.set_archived("s3", False)
+    assert (await workspace_store.get_membership("s3")) == member("s3", "w2")
 
 
-async def test_only_an_empty_workspace_is_removed(store: WorkspaceStore) -> None:
-    await store.add_workspace(workspace("w1"))
-    await store.add_membership(member("s1"))
-    await store.set_archived("s1", True)
+async def test_only_an_empty_workspace_is_removed(workspace_store: WorkspaceStore) -> None:
+    await workspace_store.add_workspace(workspace("w1"))
+    await workspace_store.add_membership(member("s1"))
+    await workspace_store.set_archived("s1", True)
 
-    assert not await store.remove_workspace_if_empty("w1")  # an archived member counts
-    await store.remove_membership("s1")
-    assert await store.remove_workspace_if_empty("w1")
-    assert await store.get_workspace("w1") is None
-    assert not await store.remove_workspace_if_empty("w1")
+    assert not await workspace_store.remove_workspace_if_empty("w1")  # an archived member counts
+    await workspace_store.remove_membership("s1")
+    assert await workspace_store.remove_workspace_if_empty("w1")
+    assert await workspace_store.get_workspace("w1") is None
+    assert not await workspace_store.remove_workspace_if_empty("w1")
 
 
 async def test_workspaces_and_members_survive_a_restart(
-    backend: StoreBackend[WorkspaceStore],
+    workspace_backend: StoreBackend[WorkspaceStore],
 ) -> None:
-    async with backend.opened() as store:
+    async with workspace_backend.opened() as store:
         await store.add_workspace(workspace("w1"))
         await store.add_membership(member("s1", archived=True))
 
-    async with backend.opened() as store:
+    async with workspace_backend.opened() as store:
         assert await store.list_workspaces("acct") == [workspace("w1")]
         assert await store.list_memberships(["w1"]) == [member("s1", archived=True)]

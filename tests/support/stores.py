@@ -112,7 +112,7 @@ class StoreBackend(Generic[S]):
             await self.clean()
 
 
-def workspace_backend(name: str, tmp_path: Path) -> StoreBackend[WorkspaceStore]:
+def workspace_store_backend(name: str, tmp_path: Path) -> StoreBackend[WorkspaceStore]:
     if name == "postgres":
         schema = schema_for(tmp_path, "workspace")
         return StoreBackend(lambda: PostgresWorkspaceStore(POSTGRES_DSN, schema))
@@ -122,7 +122,7 @@ def workspace_backend(name: str, tmp_path: Path) -> StoreBackend[WorkspaceStore]
 STORE_BACKENDS = ("postgres", "sqlite")
 
 
-def checkpoint_backend(name: str, tmp_path: Path) -> StoreBackend[CheckpointStore]:
+def checkpoint_store_backend(name: str, tmp_path: Path) -> StoreBackend[CheckpointStore]:
     if name == "postgres":
         schema = schema_for(tmp_path, "projection")
         return StoreBackend(lambda: PostgresCheckpointStore(POSTGRES_DSN, schema))

@@ -17,7 +17,7 @@ from services.projection.engine import ProjectionEngine
 from services.projection.registry import UnitRegistry
 from services.projection.unit import ProjectionUnit
 from services.sessionlog.domain import SessionLog, open_session_log
-from tests.support.stores import STORE_BACKENDS, StoreBackend, checkpoint_backend
+from tests.support.stores import StoreBackend
 
 from .units import MessageCounter, TitleUnit
 
@@ -33,16 +33,10 @@ async def log(tmp_path: Path) -> AsyncIterator[SessionLog]:
         yield session_log
 
 
-@pytest.fixture(params=STORE_BACKENDS)
-async def checkpoints(
-    request: pytest.FixtureRequest, tmp_path: Path
-) -> AsyncIterator[StoreBackend[CheckpointStore]]:
-    async with checkpoint_backend(request.param, tmp_path).cleaned() as chosen:
-        yield chosen
-
-
 @pytest.fixture
-def engine_factory(log: SessionLog, checkpoints: StoreBackend[CheckpointStore]) -> EngineFactory:
+def engine_factory(
+    log: SessionLog, checkpoint_backend: StoreBackend[CheckpointStore]
+) -> EngineFactory:
     """Engines sharing one checkpoint store: a new engine is a restart."""
 
     @asynccontextmanager
@@ -53,7 +47,7 @@ def engine_factory(log: SessionLog, checkpoints: StoreBackend[CheckpointStore]) 
         # (only for an engine without a feeder, which then leaves nothing running).
         assert not (start and crash)
         registry = UnitRegistry(units or (MessageCounter(), TitleUnit()))
-        async with checkpoints.opened() as store:
+        async with checkpoint_backend.opened() as store:
             engine = ProjectionEngine(log, registry, store, **options)
             if start:
                 await engine.start()

@@ -13,7 +13,6 @@ from agenthost.sessionlog.v1 import events_pb2
 from services.sessionlog.domain import SessionLog, open_session_log
 from services.workspace.domain import Workspaces
 from services.workspace.store import WorkspaceStore
-from tests.support.stores import STORE_BACKENDS, StoreBackend, workspace_backend
 
 START_US = 1_700_000_000_000_000
 
@@ -69,19 +68,10 @@ async def log(log_path: Path) -> AsyncIterator[SessionLog]:
         yield opened
 
 
-@pytest.fixture(params=STORE_BACKENDS)
-async def backend(
-    request: pytest.FixtureRequest, tmp_path: Path
-) -> AsyncIterator[StoreBackend[WorkspaceStore]]:
-    """The workspace store's backend; `opened()` again is a restart."""
-    async with workspace_backend(request.param, tmp_path).cleaned() as chosen:
-        yield chosen
-
-
 @pytest.fixture
-async def store(backend: StoreBackend[WorkspaceStore]) -> AsyncIterator[WorkspaceStore]:
-    async with backend.opened() as opened:
-        yield opened
+def store(workspace_store: WorkspaceStore) -> WorkspaceStore:
+    """On each backend (the root conftest's workspace_store)."""
+    return workspace_store
 
 
 @pytest.fixture

@@ -61,9 +61,12 @@ async def test_workspace_converts_to_its_proto(workspaces: Workspaces, folders: 
 
 
 async def test_workspaces_survive_a_restart_of_the_workspace_service(
-    log: SessionLog, backend: StoreBackend[WorkspaceStore], clock: ManualClock, folders: Folders
+    log: SessionLog,
+    workspace_backend: StoreBackend[WorkspaceStore],
+    clock: ManualClock,
+    folders: Folders,
 ) -> None:
-    async with backend.opened() as store:
+    async with workspace_backend.opened() as store:
         before = Workspaces(log, store, clock)
         first, _ = await before.create_workspace("acct", folders("/one"))
         await before.create_workspace("acct", folders("/two"))
@@ -71,7 +74,7 @@ async def test_workspaces_survive_a_restart_of_the_workspace_service(
         await log.append(session.id, prompt_events())
         listed_before = await before.list_workspaces("acct")
 
-    async with backend.opened() as store:
+    async with workspace_backend.opened() as store:
         after = Workspaces(log, store, clock)
 
         assert await after.list_workspaces("acct") == listed_before
