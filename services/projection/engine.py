@@ -151,7 +151,11 @@ class ProjectionEngine:
             feeder.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await feeder
-        await self._checkpoint(self._cache.values(), position=self._position)
+        try:
+            await self._checkpoint(self._cache.values(), position=self._position)
+        except Exception:
+            # Watches still end; the next start folds from older checkpoints.
+            logger.exception("could not checkpoint on stop")
         self._close_all_watchers(_shutting_down())
 
     async def __aenter__(self) -> ProjectionEngine:

@@ -8,6 +8,7 @@ import grpc
 from agenthost.projection.v1 import projection_pb2_grpc as pb_grpc
 
 from services.common.database import Backend, Database
+from services.common.postgres import PostgresStore
 from services.common.server import ServiceDefinition
 from services.planmode.projection_unit import PlanProjectionUnit
 from services.sessionlog.port import SessionLogPort
@@ -51,6 +52,8 @@ class ProjectionServiceDefinition(ServiceDefinition):
             open=self._open,
             close=self._close,
             before_stop=[self._stop_engine],
+            # PostgreSQL: NOT_SERVING while the server is away (see workspace).
+            probe=store.probe if isinstance(store, PostgresStore) else None,
         )
 
     @property

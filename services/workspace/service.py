@@ -8,6 +8,7 @@ import grpc
 from agenthost.workspace.v1 import workspace_pb2_grpc as pb_grpc
 
 from services.common.database import Backend, Database
+from services.common.postgres import PostgresStore
 from services.common.server import ServiceDefinition
 from services.sessionlog.port import SessionLogPort
 
@@ -36,7 +37,7 @@ def workspace_service(
 
     # PostgreSQL: health turns NOT_SERVING while the server is away and back
     # once a probe reaches it (SQLite is a local file: no probe).
-    probe = store.probe if isinstance(store, PostgresWorkspaceStore) else None
+    probe = store.probe if isinstance(store, PostgresStore) else None
     return ServiceDefinition(
         [SERVICE_NAME], register, open=store.open, close=store.close, probe=probe
     )
