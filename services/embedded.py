@@ -36,7 +36,7 @@ from services.planmode.service import plan_mode_service
 from services.projection.service import projection_service
 from services.sessionlog.client import SessionLogClient
 from services.sessionlog.port import SessionLogPort
-from services.sessionlog.service import session_log_service, session_store, store_from_env
+from services.sessionlog.service import session_log_service, session_store
 from services.workspace.client import WorkspaceClient
 from services.workspace.service import workspace_service
 
@@ -50,8 +50,9 @@ class EmbeddedStack:
     host: str = DEFAULT_HOST
     # 0 picks a free port for every service (tests); None uses the defaults.
     port_override: int | None = None
-    # Where every service keeps its data; None: AGENTHOST_DATABASE_URL (and
-    # the session log's AGENTHOST_SESSIONLOG_DSN), else SQLite in data_dir.
+    # Where every service keeps its data; None: AGENTHOST_DATABASE_URL, else
+    # SQLite in data_dir. (Not the session log's own AGENTHOST_SESSIONLOG_DSN:
+    # a shell set up for one deployed service must not rewire `agenthost up`.)
     database: Database | None = None
     with_plan_mode: bool = True
     model: ModelAdapter | None = None
@@ -186,10 +187,7 @@ class EmbeddedStack:
         data = self.data_dir
         database = self.database or database_from_env(os.environ, data)
         if name == "sessionlog":
-            store = (
-                session_store(self.database) if self.database else store_from_env(data, os.environ)
-            )
-            return session_log_service(data / "sessionlog.db", store)
+            return session_log_service(data / "sessionlog.db", session_store(database))
         if name == "planmode":
             log: SessionLogPort = self._log(name)
             return plan_mode_service(

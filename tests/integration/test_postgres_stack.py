@@ -7,7 +7,9 @@ have come from PostgreSQL. A setting the stack cannot use stops
 
 from __future__ import annotations
 
+import asyncio
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterable
@@ -19,6 +21,7 @@ from agenthost.gateway.v1 import gateway_pb2 as gw
 from agenthost.sessionlog.v1 import events_pb2
 from psycopg import sql
 
+from tests.integration.test_up_processes import _prompt_through_the_gateway, agenthost_up
 from tests.support.folders import Folders
 from tests.support.gateway import Client, running_gateway
 from tests.support.hosts import REPO
@@ -156,3 +159,20 @@ def test_agenthost_up_refuses_a_database_it_cannot_use_in_one_line(
     assert done.returncode == 1
     assert said in done.stderr and "Traceback" not in done.stderr + done.stdout
     assert sqlite_files(tmp_path) == []  # nothing was started on SQLite instead
+
+
+@pytest.mark.parametrize("mode", ["--processes", "--one-process"])
+async def test_agenthost_up_runs_every_service_on_the_database_it_is_given(
+    database: str, tmp_path: Path, mode: str
+) -> None:
+    # A shell set up for a deployed session log: `up` follows the stack's setting only.
+    elsewhere = {"AGENTHOST_SESSIONLOG_DSN": "postgresql://nobody@127.0.0.1:1/none"}
+    with agenthost_up(tmp_path, mode, env=elsewhere) as up:
+        await _prompt_through_the_gateway(up, tmp_path)
+        up.process.send_signal(signal.SIGTERM)
+        assert await asyncio.to_thread(up.wait) == 0
+
+    counts = await row_counts(database)
+    assert counts["sessions"] == 1 and counts["workspaces"] == 1
+    assert counts["memberships"] == 1 and counts["projection_sessions"] == 1
+    assert sqlite_files(tmp_path) == []
