@@ -71,8 +71,7 @@ def parse_database_url(url: str, data_dir: Path, schema: str = DEFAULT_SCHEMA) -
     (`postgres://…` too; psycopg takes the URL as it is)."""
     parts = urlsplit(url.strip())
     if parts.scheme in ("postgresql", "postgres"):
-        if not parts.netloc and not parts.query:
-            raise InvalidDatabaseUrl(f"{url!r} names no PostgreSQL server")
+        # What it leaves out, libpq takes from its defaults (PGHOST…), as psql does.
         return Database.postgres(url.strip(), schema)
     if parts.scheme == "sqlite":
         if parts.netloc or parts.query:

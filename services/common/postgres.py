@@ -81,9 +81,13 @@ async def migrate(
     a change is a new one at the end."""
     async with connection.transaction():
         await connection.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
-        await connection.execute(
-            sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema))
-        )
+        try:
+            async with connection.transaction():  # a savepoint
+                await connection.execute(
+                    sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema))
+                )
+        except psycopg.errors.UniqueViolation:
+            pass  # made at this moment by a store that does not take our lock (the session log)
         await connection.execute(MIGRATIONS_TABLE)
         cursor = await connection.execute(
             "SELECT version FROM schema_migrations WHERE store = %s", (store,)
