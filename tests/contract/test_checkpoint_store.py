@@ -3,6 +3,7 @@ schema): what one engine saves, the next one (a restart) loads."""
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 
 import psycopg
@@ -87,3 +88,15 @@ async def test_a_failed_save_leaves_the_previous_checkpoint_whole(
         assert await store.load_session("s1") == before
         assert await store.load_session("s2") is None
         assert await store.load_position() == 3
+
+
+async def test_replicas_checkpointing_one_session_at_once_never_mix_units(
+    checkpoint_backend: StoreBackend[CheckpointStore],
+) -> None:
+    one = checkpoint("s1", 5, a=UnitCheckpoint(1, b"a5", 5), b=UnitCheckpoint(1, b"b5", 4))
+    two = checkpoint("s1", 7, a=UnitCheckpoint(1, b"a7", 7))
+    async with checkpoint_backend.opened() as first, checkpoint_backend.opened() as second:
+        for _ in range(10):
+            await asyncio.gather(first.save_sessions([one]), second.save_sessions([two]))
+
+            assert await first.load_session("s1") in (one, two)

@@ -115,3 +115,21 @@ async def test_workspaces_and_members_survive_a_restart(
     async with workspace_backend.opened() as store:
         assert await store.list_workspaces("acct") == [workspace("w1")]
         assert await store.list_memberships(["w1"]) == [member("s1", archived=True)]
+
+
+async def test_replicas_racing_on_one_path_and_one_session_keep_the_first(
+    workspace_backend: StoreBackend[WorkspaceStore],
+) -> None:
+    async with workspace_backend.opened() as one, workspace_backend.opened() as two:
+        made = await asyncio.gather(
+            *(replica.add_workspace(workspace(f"w{n}")) for n, replica in enumerate((one, two)))
+        )
+        (stored, _), _ = made
+        joined = await asyncio.gather(
+            *(replica.add_membership(member("s1", stored.id)) for replica in (one, two))
+        )
+
+        assert [created for _, created in made].count(True) == 1
+        assert made[0][0] == made[1][0]
+        assert [added for _, added in joined].count(True) == 1
+        assert await two.list_memberships([stored.id]) == [member("s1", stored.id)]
