@@ -1,7 +1,7 @@
 """The embedded default: every service in one process, each on its own
 loopback port and reached by the others through gRPC exactly as in a
-deployment, with SQLite under one data folder (or in the database AGENTHOST_DATABASE_URL
-names, PostgreSQL included). `agenthost up` (and so
+deployment, with SQLite under one data folder (or in the database
+AGENTHOST_DATABASE_URL names, PostgreSQL included). `agenthost up` (and so
 `make run`) starts this; the integration suites start it too. The gateway
 also serves browsers (gRPC-Web and Connect) on a port of its own, allowing
 its own loopback origins and any others given."""
