@@ -7,8 +7,16 @@ from pathlib import Path
 
 import pytest
 
+from services.projection.checkpoint_store import CheckpointStore
 from services.sessionlog.domain import SessionLog, open_session_log
+from services.workspace.store import WorkspaceStore
 from tests.support.folders import Folders
+from tests.support.stores import (
+    STORE_BACKENDS,
+    StoreBackend,
+    checkpoint_store_backend,
+    workspace_store_backend,
+)
 
 
 @pytest.fixture
@@ -22,3 +30,30 @@ async def session_log(tmp_path: Path) -> AsyncIterator[SessionLog]:
 def folders(tmp_path: Path) -> Folders:
     """Project folders under tmp_path, made on first mention."""
     return Folders(tmp_path / "folders")
+
+
+@pytest.fixture(params=STORE_BACKENDS)
+async def workspace_backend(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> AsyncIterator[StoreBackend[WorkspaceStore]]:
+    """The workspace store on each backend (a SQLite file, a PostgreSQL
+    schema of its own); each `opened()` after the first is a restart."""
+    async with workspace_store_backend(request.param, tmp_path).cleaned() as chosen:
+        yield chosen
+
+
+@pytest.fixture
+async def workspace_store(
+    workspace_backend: StoreBackend[WorkspaceStore],
+) -> AsyncIterator[WorkspaceStore]:
+    async with workspace_backend.opened() as store:
+        yield store
+
+
+@pytest.fixture(params=STORE_BACKENDS)
+async def checkpoint_backend(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> AsyncIterator[StoreBackend[CheckpointStore]]:
+    """The projection checkpoint store on each backend, as workspace_backend."""
+    async with checkpoint_store_backend(request.param, tmp_path).cleaned() as chosen:
+        yield chosen

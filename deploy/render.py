@@ -56,7 +56,7 @@ service started once the ones it calls are healthy. Debian's docker-compose
   make compose-up                        build the image, start, wait until healthy
   docker-compose -p agenthost up -d      the same with the image already built
   make compose-up COMPOSE_PROFILES=postgres
-      also PostgreSQL, as the session log's store: the postgres profile and
+      also PostgreSQL, as every service's store: the postgres profile and
       deploy/compose.postgres.yml (AGENTHOST_POSTGRES_IMAGE picks the image)
   make compose-down                      stop, remove containers and volumes
 

@@ -1,6 +1,7 @@
 """The embedded default: every service in one process, each on its own
 loopback port and reached by the others through gRPC exactly as in a
-deployment, with SQLite under one data folder. `agenthost up` (and so
+deployment, with SQLite under one data folder (or in the database
+AGENTHOST_DATABASE_URL names, PostgreSQL included). `agenthost up` (and so
 `make run`) starts this; the integration suites start it too. The gateway
 also serves browsers (gRPC-Web and Connect) on a port of its own, allowing
 its own loopback origins and any others given."""
@@ -22,6 +23,7 @@ from services.agentruntime.plan_port import RemotePlanMode
 from services.agentruntime.service import agent_runtime_service
 from services.common.client import open_channel
 from services.common.config import LOOPBACK, ServiceConfig, TlsFiles, web_client_files
+from services.common.database import Database, database_from_env
 from services.common.internal_auth import new_token
 from services.common.server import PortInUse, ServiceDefinition, ServiceHost, port_in_use
 from services.common.tasks import serve_until_signalled
@@ -34,7 +36,7 @@ from services.planmode.service import plan_mode_service
 from services.projection.service import projection_service
 from services.sessionlog.client import SessionLogClient
 from services.sessionlog.port import SessionLogPort
-from services.sessionlog.service import session_log_service
+from services.sessionlog.service import session_log_service, session_store
 from services.workspace.client import WorkspaceClient
 from services.workspace.service import workspace_service
 
@@ -48,6 +50,10 @@ class EmbeddedStack:
     host: str = DEFAULT_HOST
     # 0 picks a free port for every service (tests); None uses the defaults.
     port_override: int | None = None
+    # Where every service keeps its data; None: AGENTHOST_DATABASE_URL, else
+    # SQLite in data_dir. (Not the session log's own AGENTHOST_SESSIONLOG_DSN:
+    # a shell set up for one deployed service must not rewire `agenthost up`.)
+    database: Database | None = None
     with_plan_mode: bool = True
     model: ModelAdapter | None = None
     tokens: TokenStore | None = None
@@ -179,17 +185,20 @@ class EmbeddedStack:
 
     def _definition(self, name: str) -> ServiceDefinition:
         data = self.data_dir
+        database = self.database or database_from_env(os.environ, data)
         if name == "sessionlog":
-            return session_log_service(data / "sessionlog.db")
+            return session_log_service(data / "sessionlog.db", session_store(database))
         if name == "planmode":
             log: SessionLogPort = self._log(name)
             return plan_mode_service(
                 self.wrap_plan_log(log) if self.wrap_plan_log else log, self._plan_config()
             )
         if name == "projection":
-            return projection_service(data, self._log(name), with_plan_mode=self.with_plan_mode)
+            return projection_service(
+                data, self._log(name), with_plan_mode=self.with_plan_mode, database=database
+            )
         if name == "workspace":
-            return workspace_service(data, self._log(name))
+            return workspace_service(data, self._log(name), database=database)
         if name == "agentruntime":
             plan = self._plan_client(name)
             model = self.model if self.model is not None else adapter_from_env()

@@ -68,9 +68,10 @@ KILL_AFTER_S = GRACE_S + 5.0
 CHILD_LOG_LEVEL = "WARNING,agenthost.server=INFO"
 RELAYED_LEVELS = frozenset({"warning", "error", "critical"})
 # Of agenthost's own variables the children get only those the embedded stack
-# reads too (the model's); the supervisor sets the rest, so a shell set up
-# for a deployment (DSN, tokens file, peers) does not rewire `agenthost up`.
-PASSED_PREFIXES = ("AGENTHOST_MODEL", "AGENTHOST_BUILTIN_SCRIPT")
+# reads too (the model's, the stack's database); the supervisor sets the rest,
+# so a shell set up for a deployment (a service's own DSN, tokens file, peers)
+# does not rewire `agenthost up`.
+PASSED_PREFIXES = ("AGENTHOST_MODEL", "AGENTHOST_BUILTIN_SCRIPT", "AGENTHOST_DATABASE_")
 # StreamReader's line limit: a log line carrying a traceback can be long.
 LINE_LIMIT = 1 << 20
 

@@ -84,8 +84,13 @@ def up(
     """Start every service on loopback: all in this process (the embedded
     default), or each in its own with --processes."""
     # Imported here: the client commands need none of the services.
+    import psycopg
+
     from services.common.config import LOOPBACK, WEB_ORIGINS_ENV, split_origins
+    from services.common.database import InvalidDatabaseUrl
+    from services.common.errors import StorageUnavailable
     from services.common.logs import configure_logging
+    from services.common.postgres import SchemaTooNew
     from services.common.server import PortInUse
     from services.supervisor import StackFailed
 
@@ -101,6 +106,10 @@ def up(
         _fail(f"port {error.port} is in use; is agenthost already running? use --free-ports")
     except StackFailed as error:
         _fail(f"error: {error}; the other services are stopped")
+    except (InvalidDatabaseUrl, SchemaTooNew) as error:
+        _fail(f"error: {error}")
+    except (StorageUnavailable, psycopg.OperationalError) as error:
+        _fail(f"error: the database cannot be reached: {str(error).strip()}")
 
 
 def _page_url(web_url: str | None, token_file: Path) -> str | None:

@@ -2,10 +2,12 @@
 
 It folds the `plan` view only where plan mode is composed: with
 AGENTHOST_PLANMODE_ADDR=none (a deployment without plan mode) the key is
-absent everywhere."""
+absent everywhere. Checkpoints: SQLite under AGENTHOST_DATA_DIR, or the
+database AGENTHOST_DATABASE_URL names."""
 
 import os
 
+from services.common.database import database_from_env
 from services.common.main import required, run_service
 from services.common.topology import ABSENT, ADDRESS_ENV, PEERS
 from services.sessionlog.client import SessionLogClient
@@ -20,6 +22,7 @@ run_service(
         config.data_dir,
         SessionLogClient(required(peers, "sessionlog")),
         with_plan_mode=with_plan_mode,
+        database=database_from_env(os.environ, config.data_dir),
     ),
     peers=PEERS["projection"],
 )

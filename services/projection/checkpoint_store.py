@@ -1,29 +1,34 @@
-"""Checkpoints of folded projection state, in a SQLite file of their own.
+"""Checkpoints of folded projection state, behind one interface: a SQLite
+file of their own (the embedded default) or PostgreSQL (a stack whose
+replicas share one database; postgres_checkpoint_store.py).
 
-Everything here can be rebuilt from the session log, so the file trades
-durability for speed: WAL with synchronous=NORMAL (a power loss may drop the
-last commits; the engine then folds a few more events from the log). A lost or
-deleted file costs a refold, never a wrong answer.
+Everything here can be rebuilt from the session log, so the SQLite file
+trades durability for speed: WAL with synchronous=NORMAL (a power loss may
+drop the last commits; the engine then folds a few more events from the
+log). A lost or deleted file costs a refold, never a wrong answer.
 
 Per (session, unit key) we keep the unit's serialized state, the
 state_version it was written with and `changed_at_seq` (the seq of the event
 that last changed the unit's view). Per session we keep the watermark: the
 last seq folded into those states. Every unit of a session is saved at the
 same watermark, in one transaction, so a checkpoint is never half new.
-Separately we keep the global subscription position the feeder consumed.
+Separately we keep the global subscription position the feeder consumed
+(replicas sharing PostgreSQL share it too: it is only a hint of where to
+resume, see engine.py).
 
-Calls are synchronous and short (a handful of small rows); the engine makes
-them on the event loop so a checkpoint is taken atomically with respect to
-folding.
+The SQLite calls are synchronous and short (a handful of small rows): the
+async methods make them on the event loop without suspending, so a
+checkpoint is taken atomically with respect to folding; the engine does not
+rely on that (PostgreSQL's calls do suspend).
 """
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
+from typing import Protocol
 
 from services.common.sqlite import connect_wal
 
@@ -61,35 +66,57 @@ class SessionCheckpoint:
     units: Mapping[str, UnitCheckpoint]
 
 
-class CheckpointStore:
-    def __init__(self, db: sqlite3.Connection) -> None:
-        self._db = db
+class CheckpointStore(Protocol):
+    async def open(self) -> None: ...
 
-    @classmethod
-    def open(cls, path: Path) -> CheckpointStore:
-        path.parent.mkdir(parents=True, exist_ok=True)
+    async def close(self) -> None: ...
+
+    async def load_session(self, session_id: str) -> SessionCheckpoint | None: ...
+
+    async def save_sessions(
+        self, checkpoints: Sequence[SessionCheckpoint], position: int | None = None
+    ) -> int:
+        """Replace the sessions' checkpoints (a session's units no longer
+        saved are dropped: kept, they would claim the new watermark) and
+        advance the position, in one transaction; how many were written."""
+        ...
+
+    async def load_position(self) -> int:
+        """The global log position consumed so far; 0 (from the start) when none."""
+        ...
+
+    async def save_position(self, position: int) -> None:
+        """Advance the position; it never moves back (a resubscription may
+        replay from an older cursor)."""
+        ...
+
+
+class SqliteCheckpointStore:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._connection: sqlite3.Connection | None = None
+
+    async def open(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
         # NORMAL: everything here can be rebuilt from the log (see above).
-        db = connect_wal(path, "NORMAL", any_thread=False, rows=False)
+        db = connect_wal(self.path, "NORMAL", any_thread=False, rows=False)
         db.executescript(SCHEMA)
-        return cls(db)
+        self._connection = db
 
-    def close(self) -> None:
-        self._db.close()
+    async def close(self) -> None:
+        if self._connection is not None:
+            self._connection.close()
+            self._connection = None
 
-    def __enter__(self) -> CheckpointStore:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
+    @property
+    def _db(self) -> sqlite3.Connection:
+        if self._connection is None:
+            raise RuntimeError("the checkpoint store is not open")
+        return self._connection
 
     # -- sessions ----------------------------------------------------------------
 
-    def load_session(self, session_id: str) -> SessionCheckpoint | None:
+    async def load_session(self, session_id: str) -> SessionCheckpoint | None:
         row = self._db.execute(
             "SELECT watermark FROM session_checkpoint WHERE session_id = ?", (session_id,)
         ).fetchone()
@@ -100,17 +127,11 @@ class CheckpointStore:
             "WHERE session_id = ?",
             (session_id,),
         ).fetchall()
-        return SessionCheckpoint(
-            session_id,
-            int(row[0]),
-            {key: UnitCheckpoint(int(v), bytes(s), int(c)) for key, v, s, c in units},
-        )
+        return to_checkpoint(session_id, row[0], units)
 
-    def save_sessions(
-        self, checkpoints: Iterable[SessionCheckpoint], position: int | None = None
+    async def save_sessions(
+        self, checkpoints: Sequence[SessionCheckpoint], position: int | None = None
     ) -> int:
-        """Replace the sessions' checkpoints (and advance the position) in one
-        transaction; returns how many sessions were written."""
         written = 0
         self._db.execute("BEGIN")
         try:
@@ -126,38 +147,50 @@ class CheckpointStore:
         return written
 
     def _replace(self, checkpoint: SessionCheckpoint) -> None:
-        # Rows of units no longer saved are dropped: kept, they would claim an
-        # older watermark than the session row says.
-        self._db.execute(
-            "DELETE FROM unit_checkpoint WHERE session_id = ?", (checkpoint.session_id,)
-        )
         self._db.execute(
             "INSERT OR REPLACE INTO session_checkpoint (session_id, watermark) VALUES (?, ?)",
             (checkpoint.session_id, checkpoint.watermark),
         )
+        self._db.execute(
+            "DELETE FROM unit_checkpoint WHERE session_id = ?", (checkpoint.session_id,)
+        )
         self._db.executemany(
             "INSERT INTO unit_checkpoint (session_id, unit_key, state_version, state, "
             "changed_at_seq) VALUES (?, ?, ?, ?, ?)",
-            [
-                (checkpoint.session_id, key, u.state_version, u.state, u.changed_at_seq)
-                for key, u in checkpoint.units.items()
-            ],
+            unit_rows(checkpoint),
         )
 
     # -- feeder position -----------------------------------------------------------
 
-    def load_position(self) -> int:
-        """The global log position consumed so far; 0 (from the start) when none."""
+    async def load_position(self) -> int:
         row = self._db.execute("SELECT position FROM feeder WHERE id = 0").fetchone()
         return 0 if row is None else int(row[0])
 
-    def save_position(self, position: int) -> None:
+    async def save_position(self, position: int) -> None:
         self._advance_position(position)
 
     def _advance_position(self, position: int) -> None:
-        # Never move back: a resubscription may replay from an older cursor.
         self._db.execute(
             "INSERT INTO feeder (id, position) VALUES (0, ?) "
             "ON CONFLICT (id) DO UPDATE SET position = MAX(position, excluded.position)",
             (position,),
         )
+
+
+def unit_rows(checkpoint: SessionCheckpoint) -> list[tuple[str, str, int, bytes, int]]:
+    """The rows of a checkpoint's units, in unit_checkpoint's column order."""
+    return [
+        (checkpoint.session_id, key, u.state_version, u.state, u.changed_at_seq)
+        for key, u in checkpoint.units.items()
+    ]
+
+
+def to_checkpoint(
+    session_id: str, watermark: int, units: Sequence[tuple[str, int, bytes, int]]
+) -> SessionCheckpoint:
+    """A checkpoint from its session row's watermark and its unit rows."""
+    return SessionCheckpoint(
+        session_id,
+        int(watermark),
+        {key: UnitCheckpoint(int(v), bytes(s), int(c)) for key, v, s, c in units},
+    )

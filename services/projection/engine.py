@@ -11,7 +11,11 @@ may overlap freely, and the stored position is only a hint of where to
 resume: a re-delivered event is skipped, a missed one is read on demand.
 
 Checkpoints are taken every `checkpoint_every` events per session, on
-eviction and on stop; never per event.
+eviction and on stop; never per event. Saving one may suspend (PostgreSQL),
+so folding goes on meanwhile: a session is counted as saved only up to the
+events its checkpoint held, and an evicted session stays reachable until its
+checkpoint is stored (a read meanwhile takes it back rather than restore an
+older checkpoint and fold again what watchers were already sent).
 """
 
 from __future__ import annotations
@@ -114,11 +118,14 @@ class ProjectionEngine:
         self._watch_buffer = watch_buffer
         self._resubscribe_delays_s = resubscribe_delays_s
         self._cache: OrderedDict[str, SessionProjection] = OrderedDict()
+        # Evicted, their checkpoints being saved.
+        self._saving: dict[str, SessionProjection] = {}
         self._locks = KeyedLock()
         self._watchers: dict[str, set[_Watcher]] = {}
         self._all_watchers: set[asyncio.Queue[SessionChange | _Closed]] = set()
-        self._position = store.load_position()
-        self._saved_position = self._position
+        # Known once start() has read the stored one.
+        self._position = 0
+        self._saved_position = 0
         self._caught_up = asyncio.Event()
         self._feeder: asyncio.Task[None] | None = None
         # Set by stop(): a watch opened afterwards would never be closed.
@@ -130,6 +137,9 @@ class ProjectionEngine:
     async def start(self) -> None:
         self._stopped = False
         if self._feeder is None:
+            stored = await self._store.load_position()
+            self._position = max(self._position, stored)
+            self._saved_position = max(self._saved_position, stored)
             self._feeder = spawn(self._feed(), name="projection-feeder")
 
     async def stop(self) -> None:
@@ -141,7 +151,11 @@ class ProjectionEngine:
             feeder.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await feeder
-        self._checkpoint(self._cache.values(), position=self._position)
+        try:
+            await self._checkpoint(self._cache.values(), position=self._position)
+        except Exception:
+            # Watches still end; the next start folds from older checkpoints.
+            logger.exception("could not checkpoint on stop")
         self._close_all_watchers(_shutting_down())
 
     async def __aenter__(self) -> ProjectionEngine:
@@ -227,16 +241,16 @@ class ProjectionEngine:
         one read this costs when nothing is new is what makes a get right
         after an append reflect it; a caller that knows how far the log went
         (`min_seq`) spares it when the feed already folded that far."""
-        projection = self._cached_or_restored(session_id)
+        projection = await self._cached_or_restored(session_id)
         if min_seq is None or projection.watermark < min_seq:
             await self._catch_up(projection)
-        self._remember(projection)
+        await self._remember(projection)
         return projection
 
-    def _cached_or_restored(self, session_id: str) -> SessionProjection:
-        projection = self._cache.get(session_id)
+    async def _cached_or_restored(self, session_id: str) -> SessionProjection:
+        projection = self._cache.get(session_id) or self._saving.get(session_id)
         if projection is None:
-            checkpoint = self._store.load_session(session_id)
+            checkpoint = await self._store.load_session(session_id)
             projection = SessionProjection.restore(session_id, self._units, checkpoint)
         return projection
 
@@ -253,7 +267,7 @@ class ProjectionEngine:
             self.stats.events_read += len(result.events)
             for event in result.events:
                 self._fold(projection, event)
-            self._checkpoint_if_due(projection)
+            await self._checkpoint_if_due(projection)
             if projection.watermark >= result.last_seq or projection.watermark == before:
                 return
 
@@ -294,70 +308,81 @@ class ProjectionEngine:
         if isinstance(item, port.Event):
             self.stats.events_received += 1
             await self._feed_event(item)
-            self._advance_position(item.position)
+            await self._advance_position(item.position)
         elif isinstance(item, port.CaughtUp):
-            self._advance_position(item.position)
-            self._save_position()
+            await self._advance_position(item.position)
+            await self._save_position()
             self._caught_up.set()
         else:  # a heartbeat: a quiet moment to persist the cursor
-            self._save_position()
+            await self._save_position()
 
     async def _feed_event(self, event: port.Event) -> None:
         session_id = event.session_id
         try:
             async with self._locks.hold(session_id):
-                projection = self._cached_or_restored(session_id)
+                projection = await self._cached_or_restored(session_id)
                 await self._catch_up(projection, through_seq=event.seq - 1)
                 if not self._fold(projection, event):
                     self.stats.events_skipped += 1
-                self._checkpoint_if_due(projection)
-                self._remember(projection)
+                await self._checkpoint_if_due(projection)
+                await self._remember(projection)
         except Exception:
             # Skip rather than stall every session on one: the next event or
             # read of this session folds what was missed from the log.
             logger.exception("could not fold event %d of session %r", event.seq, session_id)
 
-    def _advance_position(self, position: int) -> None:
+    async def _advance_position(self, position: int) -> None:
         self._position = max(self._position, position)
         if self._position - self._saved_position >= self._checkpoint_every:
-            self._save_position()
+            await self._save_position()
 
-    def _save_position(self) -> None:
-        if self._position != self._saved_position:
-            self._store.save_position(self._position)
-            self._saved_position = self._position
+    async def _save_position(self) -> None:
+        position = self._position
+        if position != self._saved_position:
+            await self._store.save_position(position)
+            self._saved_position = max(self._saved_position, position)
 
     # -- cache and checkpoints -----------------------------------------------------------
 
-    def _remember(self, projection: SessionProjection) -> None:
+    async def _remember(self, projection: SessionProjection) -> None:
         self._cache[projection.session_id] = projection
         self._cache.move_to_end(projection.session_id)
+        self._saving.pop(projection.session_id, None)
         excess = len(self._cache) - self._max_cached
         if excess > 0:
             candidates = (p for sid, p in self._cache.items() if self._evictable(sid))
             evicted = list(islice(candidates, excess))
-            self._checkpoint(evicted)
             for victim in evicted:
                 del self._cache[victim.session_id]
+                self._saving[victim.session_id] = victim
+            try:
+                await self._checkpoint(evicted)
+            finally:
+                for victim in evicted:
+                    # Unless a read took it back (and so into the cache) meanwhile.
+                    if self._saving.get(victim.session_id) is victim:
+                        del self._saving[victim.session_id]
 
     def _evictable(self, session_id: str) -> bool:
         # A locked session may be mid-fold or about to register a watcher.
         return not self._watchers.get(session_id) and not self._locks.in_use(session_id)
 
-    def _checkpoint_if_due(self, projection: SessionProjection) -> None:
+    async def _checkpoint_if_due(self, projection: SessionProjection) -> None:
         if projection.unsaved_events >= self._checkpoint_every:
-            self._checkpoint([projection])
+            await self._checkpoint([projection])
 
-    def _checkpoint(
+    async def _checkpoint(
         self, projections: Iterable[SessionProjection], position: int | None = None
     ) -> None:
         due = [p for p in projections if p.unsaved_events and p.level]
         if not due and (position is None or position == self._saved_position):
             return
-        written = self._store.save_sessions([p.checkpoint() for p in due], position)
+        # Taken before the save may suspend: what folds meanwhile stays unsaved.
+        taken = [(p, p.unsaved_events, p.checkpoint()) for p in due]
+        written = await self._store.save_sessions([c for _, _, c in taken], position)
         self.stats.checkpoints_written += written
-        for projection in due:
-            projection.unsaved_events = 0
+        for projection, counted, _ in taken:
+            projection.unsaved_events = max(0, projection.unsaved_events - counted)
         if position is not None:
             self._saved_position = max(self._saved_position, position)
 
@@ -382,6 +407,7 @@ class ProjectionEngine:
 
     def _discard(self, session_id: str, error: DomainError) -> None:
         self._cache.pop(session_id, None)
+        self._saving.pop(session_id, None)
         for watcher in self._watchers.pop(session_id, set()):
             watcher.close(error)
 

@@ -7,12 +7,15 @@ from pathlib import Path
 import grpc
 from agenthost.projection.v1 import projection_pb2_grpc as pb_grpc
 
+from services.common.database import Backend, Database
+from services.common.postgres import PostgresStore
 from services.common.server import ServiceDefinition
 from services.planmode.projection_unit import PlanProjectionUnit
 from services.sessionlog.port import SessionLogPort
 
-from .checkpoint_store import CheckpointStore
+from .checkpoint_store import CheckpointStore, SqliteCheckpointStore
 from .engine import ProjectionEngine
+from .postgres_checkpoint_store import PostgresCheckpointStore
 from .registry import UnitRegistry
 from .servicer import SERVICE_NAME, ProjectionServicer
 from .session_units import SESSION_UNITS
@@ -38,18 +41,19 @@ class ProjectionServiceDefinition(ServiceDefinition):
     reads folded during the grace period, then the store.
     """
 
-    def __init__(self, db_path: Path, log: SessionLogPort, registry: UnitRegistry) -> None:
-        self._db_path = db_path
+    def __init__(self, store: CheckpointStore, log: SessionLogPort, registry: UnitRegistry) -> None:
+        self._store = store
         self._log = log
         self._registry = registry
         self._servicer = ProjectionServicer()
-        self._store: CheckpointStore | None = None
         super().__init__(
             [SERVICE_NAME],
             self._register,
             open=self._open,
             close=self._close,
             before_stop=[self._stop_engine],
+            # PostgreSQL: NOT_SERVING while the server is away (see workspace).
+            probe=store.probe if isinstance(store, PostgresStore) else None,
         )
 
     @property
@@ -62,7 +66,7 @@ class ProjectionServiceDefinition(ServiceDefinition):
         pb_grpc.add_ProjectionServiceServicer_to_server(self._servicer, server)
 
     async def _open(self) -> None:
-        self._store = CheckpointStore.open(self._db_path)
+        await self._store.open()
         engine = ProjectionEngine(self._log, self._registry, self._store)
         await engine.start()
         self._servicer.engine = engine
@@ -75,9 +79,7 @@ class ProjectionServiceDefinition(ServiceDefinition):
         # stop() again: checkpoints what was folded since before_stop.
         await self._stop_engine()
         self._servicer.engine = None
-        if self._store is not None:
-            self._store.close()
-            self._store = None
+        await self._store.close()
 
 
 def projection_service(
@@ -86,8 +88,18 @@ def projection_service(
     *,
     registry: UnitRegistry | None = None,
     with_plan_mode: bool = True,
+    database: Database | None = None,
 ) -> ProjectionServiceDefinition:
-    """Checkpoints live in `data_dir/projection.db`; the events come from `log`."""
+    """Checkpoints live in `database` (by default SQLite: `data_dir/projection.db`);
+    the events come from `log`."""
     return ProjectionServiceDefinition(
-        data_dir / "projection.db", log, registry or default_registry(with_plan_mode=with_plan_mode)
+        checkpoint_store(database or Database.sqlite(data_dir)),
+        log,
+        registry or default_registry(with_plan_mode=with_plan_mode),
     )
+
+
+def checkpoint_store(database: Database) -> CheckpointStore:
+    if database.backend is Backend.POSTGRES:
+        return PostgresCheckpointStore(database.postgres_dsn(), database.schema)
+    return SqliteCheckpointStore(database.sqlite_file("projection.db"))

@@ -1,7 +1,7 @@
 """Run the session-log service: `python -m services.sessionlog`.
 
-SQLite under AGENTHOST_DATA_DIR, or PostgreSQL when AGENTHOST_SESSIONLOG_DSN
-is set."""
+SQLite under AGENTHOST_DATA_DIR, or the database AGENTHOST_DATABASE_URL names
+(AGENTHOST_SESSIONLOG_DSN, when set, puts the session log alone in PostgreSQL)."""
 
 import os
 

@@ -414,8 +414,12 @@ async def _follow(
         if not caught_up:
             caught_up = True
             yield CaughtUp(last_seq=-1, position=0)
+        # asyncio.timeout, not wait_for: on Python 3.11 wait_for loses a
+        # cancel that lands as the signal fires, and the subscriber's
+        # owner (e.g. a stopping projection engine) then waits forever.
         try:
-            await asyncio.wait_for(waiter.wait(), timeout=heartbeat_s)
+            async with asyncio.timeout(heartbeat_s):
+                await waiter.wait()
         except TimeoutError:
             yield Heartbeat()
 

@@ -9,6 +9,13 @@ from pathlib import Path
 import grpc
 from agenthost.sessionlog.v1 import session_log_pb2_grpc as pb_grpc
 
+from services.common.database import (
+    DATABASE_SCHEMA_ENV,
+    DEFAULT_SCHEMA,
+    Backend,
+    Database,
+    database_from_env,
+)
 from services.common.server import ServiceDefinition
 from services.common.tasks import spawn
 
@@ -55,9 +62,23 @@ def session_log_service(
     )
 
 
+# Older than AGENTHOST_DATABASE_URL and kept working: they put the session
+# log alone in PostgreSQL, and win over the stack's setting for it.
+SESSIONLOG_DSN_ENV = "AGENTHOST_SESSIONLOG_DSN"
+SESSIONLOG_SCHEMA_ENV = "AGENTHOST_SESSIONLOG_SCHEMA"
+
+
 def store_from_env(data_dir: Path, env: Mapping[str, str]) -> SessionStore:
-    """PostgreSQL when AGENTHOST_SESSIONLOG_DSN is set, else SQLite in data_dir."""
-    dsn = env.get("AGENTHOST_SESSIONLOG_DSN")
+    """The stack's database (AGENTHOST_DATABASE_URL, else SQLite in data_dir),
+    or PostgreSQL at AGENTHOST_SESSIONLOG_DSN when that is set."""
+    dsn = env.get(SESSIONLOG_DSN_ENV)
     if dsn:
-        return PostgresSessionStore(dsn, env.get("AGENTHOST_SESSIONLOG_SCHEMA", "public"))
-    return SqliteSessionStore(data_dir / "sessionlog.db")
+        schema = env.get(SESSIONLOG_SCHEMA_ENV) or env.get(DATABASE_SCHEMA_ENV) or DEFAULT_SCHEMA
+        return session_store(Database.postgres(dsn, schema))
+    return session_store(database_from_env(env, data_dir))
+
+
+def session_store(database: Database) -> SessionStore:
+    if database.backend is Backend.POSTGRES:
+        return PostgresSessionStore(database.postgres_dsn(), database.schema)
+    return SqliteSessionStore(database.sqlite_file("sessionlog.db"))

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from services.common.sqlite import connect_wal, in_transaction
 
@@ -48,6 +48,13 @@ class Membership:
 
 
 class WorkspaceStore(Protocol):
+    """What the domain (domain.Workspaces) needs of storage. Backends: SQLite
+    here, PostgreSQL in postgres_store.py; both pass tests/contract."""
+
+    async def open(self) -> None: ...
+
+    async def close(self) -> None: ...
+
     async def add_workspace(self, record: WorkspaceRecord) -> tuple[WorkspaceRecord, bool]:
         """Store `record` unless its account already has a workspace at its
         path; returns the stored workspace and whether it was new."""
@@ -105,11 +112,15 @@ WORKSPACE_COLUMNS = "id, account_id, path, created_at_us"
 MEMBERSHIP_COLUMNS = "workspace_id, session_id, cwd, archived, created_at_us"
 
 
-def _to_workspace(row: sqlite3.Row) -> WorkspaceRecord:
+# A row by column name: sqlite3.Row, or a dict from PostgreSQL.
+Row = Mapping[str, Any] | sqlite3.Row
+
+
+def to_workspace(row: Row) -> WorkspaceRecord:
     return WorkspaceRecord(row["id"], row["account_id"], row["path"], row["created_at_us"])
 
 
-def _to_membership(row: sqlite3.Row) -> Membership:
+def to_membership(row: Row) -> Membership:
     return Membership(
         row["workspace_id"],
         row["session_id"],
@@ -175,7 +186,7 @@ class SqliteWorkspaceStore:
                 f"SELECT {WORKSPACE_COLUMNS} FROM workspaces WHERE account_id = ? AND path = ?",
                 (record.account_id, record.path),
             ).fetchone()
-            return _to_workspace(row), inserted == 1
+            return to_workspace(row), inserted == 1
 
         return await self._transaction(work)
 
@@ -184,7 +195,7 @@ class SqliteWorkspaceStore:
             row = db.execute(
                 f"SELECT {WORKSPACE_COLUMNS} FROM workspaces WHERE id = ?", (workspace_id,)
             ).fetchone()
-            return None if row is None else _to_workspace(row)
+            return None if row is None else to_workspace(row)
 
         return await self._execute(work)
 
@@ -194,7 +205,7 @@ class SqliteWorkspaceStore:
                 f"SELECT {WORKSPACE_COLUMNS} FROM workspaces WHERE account_id = ? ORDER BY seq",
                 (account_id,),
             ).fetchall()
-            return [_to_workspace(r) for r in rows]
+            return [to_workspace(r) for r in rows]
 
         return await self._execute(work)
 
@@ -218,7 +229,7 @@ class SqliteWorkspaceStore:
                 f"SELECT {MEMBERSHIP_COLUMNS} FROM memberships WHERE session_id = ?",
                 (session_id,),
             ).fetchone()
-            return None if row is None else _to_membership(row)
+            return None if row is None else to_membership(row)
 
         return await self._execute(work)
 
@@ -232,7 +243,7 @@ class SqliteWorkspaceStore:
                     f"WHERE workspace_id IN ({','.join('?' * len(chunk))})",
                     tuple(chunk),
                 ).fetchall()
-                found.extend((row["seq"], _to_membership(row)) for row in rows)
+                found.extend((row["seq"], to_membership(row)) for row in rows)
             return found
 
         rows = await self._execute(work)
@@ -268,7 +279,7 @@ def _select_membership(db: sqlite3.Connection, session_id: str) -> Membership:
     row = db.execute(
         f"SELECT {MEMBERSHIP_COLUMNS} FROM memberships WHERE session_id = ?", (session_id,)
     ).fetchone()
-    return _to_membership(row)
+    return to_membership(row)
 
 
 @asynccontextmanager

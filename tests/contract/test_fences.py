@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import os
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -19,7 +18,7 @@ from services.common.errors import SessionNotFound
 from services.gateway.fence_store import MemoryFenceStore
 from services.gateway.fencing import Fence, Fences, Stale
 from services.gateway.postgres_fences import PostgresFenceStore
-from tests.support.postgres import POSTGRES_DSN, drop_schema_named
+from tests.support.postgres import POSTGRES_DSN, drop_schema, schema_for
 
 SESSION = "s-1"
 EXAMPLES = itertools.count()
@@ -37,9 +36,9 @@ async def gateways(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncItera
         memory = MemoryFenceStore()
         yield Fences(memory), Fences(memory)
         return
-    schema = f"fences_{tmp_path.name.lower().replace('-', '_')}_{os.getpid()}"
-    await drop_schema_named(schema)
+    schema = schema_for(tmp_path, "fences")
     stores = [PostgresFenceStore(POSTGRES_DSN, schema) for _ in range(2)]
+    await drop_schema(stores[0])
     for store in stores:
         await store.open()
     try:
@@ -47,7 +46,7 @@ async def gateways(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncItera
     finally:
         for store in stores:
             await store.close()
-        await drop_schema_named(schema)
+        await drop_schema(stores[0])
 
 
 async def apply(fences: Fences, request: Fence, session_id: str = SESSION) -> None:

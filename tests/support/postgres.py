@@ -3,21 +3,49 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+from urllib.parse import quote, urlencode
 
 import psycopg
 from psycopg import sql
-
-from services.sessionlog.postgres_store import PostgresSessionStore
+from psycopg.conninfo import conninfo_to_dict
 
 POSTGRES_DSN = os.environ.get(
     "AGENTHOST_TEST_POSTGRES_DSN", "host=127.0.0.1 port=5432 user=postgres dbname=test"
 )
 
 
-async def drop_schema(store: PostgresSessionStore) -> None:
-    await drop_schema_named(store.schema)
+def postgres_url(dsn: str = POSTGRES_DSN) -> str:
+    """The DSN as AGENTHOST_DATABASE_URL takes it (postgresql://…)."""
+    if dsn.startswith(("postgresql://", "postgres://")):
+        return dsn
+    parts = conninfo_to_dict(dsn)
+    user = quote(str(parts.pop("user", "")), safe="")
+    password = parts.pop("password", None)
+    auth = f"{user}:{quote(str(password), safe='')}@" if password else f"{user}@" if user else ""
+    host, port = str(parts.pop("host", "localhost")), parts.pop("port", "5432")
+    if host.startswith("/"):  # a socket folder has no place in the URL's authority
+        parts["host"], host = host, ""
+    dbname = quote(str(parts.pop("dbname", "")), safe="")
+    query = urlencode({k: str(v) for k, v in parts.items()})
+    return f"postgresql://{auth}{host}:{port}/{dbname}" + (f"?{query}" if query else "")
 
 
-async def drop_schema_named(schema: str) -> None:
+@runtime_checkable
+class InSchema(Protocol):
+    """A PostgreSQL store: it keeps its tables in one schema."""
+
+    @property
+    def schema(self) -> str: ...
+
+
+def schema_for(tmp_path: Path, prefix: str) -> str:
+    """A schema for one test (and one process: xdist or parallel runs)."""
+    return f"{prefix}_{tmp_path.name.lower().replace('-', '_')}_{os.getpid()}"
+
+
+async def drop_schema(store: InSchema) -> None:
+    schema = store.schema
     async with await psycopg.AsyncConnection.connect(POSTGRES_DSN, autocommit=True) as db:
         await db.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))

@@ -1,17 +1,23 @@
-"""The session-log storage backends the contract suite runs on, opened fresh
-for each test (a SQLite file in tmp_path, a schema of its own in PostgreSQL)."""
+"""The storage backends the contract suites run on, opened fresh for each
+test (a SQLite file in tmp_path, a schema of its own in PostgreSQL): the
+session log's, the workspace store's and the projection checkpoints'."""
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Generic, Protocol, TypeVar
 
+from services.projection.checkpoint_store import CheckpointStore, SqliteCheckpointStore
+from services.projection.postgres_checkpoint_store import PostgresCheckpointStore
 from services.sessionlog.domain import SessionLog
 from services.sessionlog.group_commit import CommitStats
 from services.sessionlog.postgres_store import PostgresSessionStore
 from services.sessionlog.sqlite_store import SqliteSessionStore
-from tests.support.postgres import POSTGRES_DSN, drop_schema
+from services.workspace.postgres_store import PostgresWorkspaceStore
+from services.workspace.store import SqliteWorkspaceStore, WorkspaceStore
+from tests.support.postgres import POSTGRES_DSN, InSchema, drop_schema, schema_for
 
 Store = SqliteSessionStore | PostgresSessionStore
 
@@ -22,7 +28,7 @@ def sqlite_backend(tmp_path: Path) -> Callable[[], Store]:
 
 def postgres_backend(tmp_path: Path) -> Callable[[], Store]:
     """The PostgreSQL on this machine, one fresh schema per test."""
-    schema = f"contract_{tmp_path.name.lower().replace('-', '_')}_{os.getpid()}"
+    schema = schema_for(tmp_path, "contract")
     return lambda: PostgresSessionStore(POSTGRES_DSN, schema)
 
 
@@ -65,3 +71,59 @@ class OpenLog:
         for store in self._opened:
             await store.close()
         self._opened.clear()
+
+
+class Openable(Protocol):
+    async def open(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+
+S = TypeVar("S", bound=Openable)
+
+
+class StoreBackend(Generic[S]):
+    """Opens stores of one backend on the same data: each `opened()` after
+    the first is a restart. `clean` drops what a PostgreSQL test left."""
+
+    def __init__(self, make: Callable[[], S]) -> None:
+        self.make = make
+
+    @asynccontextmanager
+    async def opened(self) -> AsyncIterator[S]:
+        store = self.make()
+        await store.open()
+        try:
+            yield store
+        finally:
+            await store.close()
+
+    async def clean(self) -> None:
+        if isinstance(probe := self.make(), InSchema):
+            await drop_schema(probe)
+
+    @asynccontextmanager
+    async def cleaned(self) -> AsyncIterator[StoreBackend[S]]:
+        """This backend, with nothing left before or after (a fixture's body)."""
+        await self.clean()
+        try:
+            yield self
+        finally:
+            await self.clean()
+
+
+def workspace_store_backend(name: str, tmp_path: Path) -> StoreBackend[WorkspaceStore]:
+    if name == "postgres":
+        schema = schema_for(tmp_path, "workspace")
+        return StoreBackend(lambda: PostgresWorkspaceStore(POSTGRES_DSN, schema))
+    return StoreBackend(lambda: SqliteWorkspaceStore(tmp_path / "workspace.db"))
+
+
+STORE_BACKENDS = ("postgres", "sqlite")
+
+
+def checkpoint_store_backend(name: str, tmp_path: Path) -> StoreBackend[CheckpointStore]:
+    if name == "postgres":
+        schema = schema_for(tmp_path, "projection")
+        return StoreBackend(lambda: PostgresCheckpointStore(POSTGRES_DSN, schema))
+    return StoreBackend(lambda: SqliteCheckpointStore(tmp_path / "projection.db"))

@@ -1,4 +1,6 @@
-"""A real in-process session log on a SQLite file, and engines over it."""
+"""A real in-process session log on a SQLite file, and engines over it
+keeping their checkpoints on each backend (a SQLite file, a PostgreSQL
+schema of its own)."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from services.projection.engine import ProjectionEngine
 from services.projection.registry import UnitRegistry
 from services.projection.unit import ProjectionUnit
 from services.sessionlog.domain import SessionLog, open_session_log
+from tests.support.stores import StoreBackend
 
 from .units import MessageCounter, TitleUnit
 
@@ -31,8 +34,10 @@ async def log(tmp_path: Path) -> AsyncIterator[SessionLog]:
 
 
 @pytest.fixture
-def engine_factory(tmp_path: Path, log: SessionLog) -> EngineFactory:
-    """Engines sharing one checkpoint file: a new engine is a restart."""
+def engine_factory(
+    log: SessionLog, checkpoint_backend: StoreBackend[CheckpointStore]
+) -> EngineFactory:
+    """Engines sharing one checkpoint store: a new engine is a restart."""
 
     @asynccontextmanager
     async def make(
@@ -42,7 +47,7 @@ def engine_factory(tmp_path: Path, log: SessionLog) -> EngineFactory:
         # (only for an engine without a feeder, which then leaves nothing running).
         assert not (start and crash)
         registry = UnitRegistry(units or (MessageCounter(), TitleUnit()))
-        with CheckpointStore.open(tmp_path / "projection.db") as store:
+        async with checkpoint_backend.opened() as store:
             engine = ProjectionEngine(log, registry, store, **options)
             if start:
                 await engine.start()

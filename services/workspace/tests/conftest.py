@@ -1,5 +1,6 @@
-"""Fixtures: the real in-process session log and workspace store on SQLite
-files under tmp_path, and a clock the test moves by hand."""
+"""Fixtures: the real in-process session log on a SQLite file under
+tmp_path, the workspace store on each backend (a SQLite file, a PostgreSQL
+schema of its own), and a clock the test moves by hand."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from agenthost.sessionlog.v1 import events_pb2
 
 from services.sessionlog.domain import SessionLog, open_session_log
 from services.workspace.domain import Workspaces
-from services.workspace.store import SqliteWorkspaceStore, open_workspace_store
+from services.workspace.store import WorkspaceStore
 
 START_US = 1_700_000_000_000_000
 
@@ -68,11 +69,11 @@ async def log(log_path: Path) -> AsyncIterator[SessionLog]:
 
 
 @pytest.fixture
-async def store(store_path: Path) -> AsyncIterator[SqliteWorkspaceStore]:
-    async with open_workspace_store(store_path) as opened:
-        yield opened
+def store(workspace_store: WorkspaceStore) -> WorkspaceStore:
+    """On each backend (the root conftest's workspace_store)."""
+    return workspace_store
 
 
 @pytest.fixture
-def workspaces(log: SessionLog, store: SqliteWorkspaceStore, clock: ManualClock) -> Workspaces:
+def workspaces(log: SessionLog, store: WorkspaceStore, clock: ManualClock) -> Workspaces:
     return Workspaces(log, store, clock)

@@ -10,7 +10,7 @@ import pytest
 from services.sessionlog.domain import SessionLog
 from services.workspace.domain import Workspace, Workspaces
 from services.workspace.errors import WorkspaceNotFound
-from services.workspace.store import SqliteWorkspaceStore
+from services.workspace.store import WorkspaceStore
 from tests.support.folders import Folders
 
 from .conftest import plan_mode_event, prompt_events
@@ -148,7 +148,7 @@ async def test_an_unknown_workspace_fails_and_creates_nothing(
     workspaces: Workspaces,
     workspace: Workspace,
     log: SessionLog,
-    store: SqliteWorkspaceStore,
+    store: WorkspaceStore,
 ) -> None:
     await workspaces.connect("acct", workspace.id)
     sessions_before = await log.list_sessions()

@@ -15,7 +15,7 @@ import pytest
 from services.common.errors import SessionNotFound
 from services.sessionlog.domain import SessionLog, open_session_log
 from services.workspace.domain import Workspace, Workspaces
-from services.workspace.store import Membership, SqliteWorkspaceStore, open_workspace_store
+from services.workspace.store import Membership, WorkspaceStore, open_workspace_store
 from tests.support.folders import Folders
 
 from .conftest import ManualClock, plan_mode_event, prompt_events
@@ -28,7 +28,7 @@ async def workspace(workspaces: Workspaces, folders: Folders) -> Workspace:
 
 
 async def crash_after_membership(
-    store: SqliteWorkspaceStore, workspace: Workspace, session_id: str, clock: ManualClock
+    store: WorkspaceStore, workspace: Workspace, session_id: str, clock: ManualClock
 ) -> None:
     """What step 1 of session creation leaves when the process dies before
     step 2: the membership, and nothing in the session log."""
@@ -44,7 +44,7 @@ async def crash_after_membership(
 async def test_a_member_whose_session_was_never_created_shows_and_resolves(
     workspaces: Workspaces,
     workspace: Workspace,
-    store: SqliteWorkspaceStore,
+    store: WorkspaceStore,
     log: SessionLog,
     clock: ManualClock,
     folders: Folders,
@@ -62,7 +62,7 @@ async def test_a_member_whose_session_was_never_created_shows_and_resolves(
 async def test_connect_reuses_a_member_whose_session_was_never_created(
     workspaces: Workspaces,
     workspace: Workspace,
-    store: SqliteWorkspaceStore,
+    store: WorkspaceStore,
     clock: ManualClock,
 ) -> None:
     await crash_after_membership(store, workspace, "s-orphan", clock)
@@ -76,7 +76,7 @@ async def test_connect_reuses_a_member_whose_session_was_never_created(
 async def test_find_and_recent_resolve_a_member_whose_session_was_never_created(
     workspaces: Workspaces,
     workspace: Workspace,
-    store: SqliteWorkspaceStore,
+    store: WorkspaceStore,
     log: SessionLog,
     clock: ManualClock,
     folders: Folders,
@@ -92,7 +92,7 @@ async def test_find_and_recent_resolve_a_member_whose_session_was_never_created(
 
 
 async def test_a_session_log_that_fails_mid_creation_leaves_a_member_that_resolves(
-    store: SqliteWorkspaceStore, log_path: Path, clock: ManualClock, folders: Folders
+    store: WorkspaceStore, log_path: Path, clock: ManualClock, folders: Folders
 ) -> None:
     async with open_session_log(log_path) as down:
         workspace, _ = await Workspaces(down, store, clock).create_workspace(
@@ -113,10 +113,12 @@ async def test_a_session_log_that_fails_mid_creation_leaves_a_member_that_resolv
 
 
 async def test_a_membership_that_cannot_be_written_creates_no_session(
-    workspace: Workspace, log: SessionLog, store_path: Path, clock: ManualClock
+    log: SessionLog, store_path: Path, clock: ManualClock, folders: Folders
 ) -> None:
+    # SQLite only: another writer holding the file is how this one fails to write.
     async with open_workspace_store(store_path, busy_timeout_ms=50) as store:
         workspaces = Workspaces(log, store, clock)
+        workspace, _ = await workspaces.create_workspace("acct", folders("/src/app"))
         # Another writer holds the database: step 1 fails.
         blocker = sqlite3.connect(store_path, isolation_level=None)
         blocker.execute("BEGIN IMMEDIATE")
@@ -139,7 +141,7 @@ async def test_a_membership_that_cannot_be_written_creates_no_session(
 async def test_a_member_whose_id_the_log_gives_another_cwd_is_dropped(
     workspaces: Workspaces,
     workspace: Workspace,
-    store: SqliteWorkspaceStore,
+    store: WorkspaceStore,
     log: SessionLog,
     clock: ManualClock,
     folders: Folders,
@@ -164,7 +166,7 @@ async def test_a_member_whose_id_the_log_gives_another_cwd_is_dropped(
 
 
 async def test_after_a_session_log_restart_connect_still_returns_a_working_session(
-    store: SqliteWorkspaceStore, log_path: Path, clock: ManualClock, folders: Folders
+    store: WorkspaceStore, log_path: Path, clock: ManualClock, folders: Folders
 ) -> None:
     async with open_session_log(log_path) as log:
         workspaces = Workspaces(log, store, clock)
@@ -187,7 +189,7 @@ async def test_after_a_session_log_restart_connect_still_returns_a_working_sessi
 
 
 async def test_durable_members_keep_their_state_across_a_session_log_restart(
-    store: SqliteWorkspaceStore, log_path: Path, clock: ManualClock, folders: Folders
+    store: WorkspaceStore, log_path: Path, clock: ManualClock, folders: Folders
 ) -> None:
     async with open_session_log(log_path) as log:
         workspaces = Workspaces(log, store, clock)

@@ -15,7 +15,7 @@ import pytest
 from services.sessionlog.domain import SessionLog
 from services.sessionlog.sqlite_store import SqliteSessionStore
 from services.workspace.domain import Workspaces
-from services.workspace.store import SqliteWorkspaceStore
+from services.workspace.store import WorkspaceStore
 from tests.support.folders import Folders
 
 from .conftest import ManualClock, plan_mode_event, prompt_events
@@ -32,7 +32,7 @@ async def timed_log(log_path: Path, clock: ManualClock) -> AsyncIterator[Session
 
 
 @pytest.fixture
-def timed(timed_log: SessionLog, store: SqliteWorkspaceStore, clock: ManualClock) -> Workspaces:
+def timed(timed_log: SessionLog, store: WorkspaceStore, clock: ManualClock) -> Workspaces:
     return Workspaces(timed_log, store, clock)
 
 

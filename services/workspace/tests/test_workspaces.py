@@ -4,7 +4,6 @@ account scoping (another account's workspace is simply not there)."""
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 
 import pytest
 
@@ -12,8 +11,9 @@ from services.common.errors import SessionConflict, SessionNotFound
 from services.sessionlog.domain import SessionLog
 from services.workspace.domain import Workspaces
 from services.workspace.errors import SessionTaken, WorkspaceNotFound
-from services.workspace.store import open_workspace_store
+from services.workspace.store import WorkspaceStore
 from tests.support.folders import Folders
+from tests.support.stores import StoreBackend
 
 from .conftest import ManualClock, prompt_events
 
@@ -61,9 +61,12 @@ async def test_workspace_converts_to_its_proto(workspaces: Workspaces, folders: 
 
 
 async def test_workspaces_survive_a_restart_of_the_workspace_service(
-    log: SessionLog, store_path: Path, clock: ManualClock, folders: Folders
+    log: SessionLog,
+    workspace_backend: StoreBackend[WorkspaceStore],
+    clock: ManualClock,
+    folders: Folders,
 ) -> None:
-    async with open_workspace_store(store_path) as store:
+    async with workspace_backend.opened() as store:
         before = Workspaces(log, store, clock)
         first, _ = await before.create_workspace("acct", folders("/one"))
         await before.create_workspace("acct", folders("/two"))
@@ -71,7 +74,7 @@ async def test_workspaces_survive_a_restart_of_the_workspace_service(
         await log.append(session.id, prompt_events())
         listed_before = await before.list_workspaces("acct")
 
-    async with open_workspace_store(store_path) as store:
+    async with workspace_backend.opened() as store:
         after = Workspaces(log, store, clock)
 
         assert await after.list_workspaces("acct") == listed_before
