@@ -70,7 +70,7 @@ RELAYED_LEVELS = frozenset({"warning", "error", "critical"})
 # Of agenthost's own variables the children get only those the embedded stack
 # reads too (the model's); the supervisor sets the rest, so a shell set up
 # for a deployment (DSN, tokens file, peers) does not rewire `agenthost up`.
-PASSED_PREFIXES = ("AGENTHOST_MODEL", "AGENTHOST_BUILTIN_SCRIPT")
+PASSED_PREFIXES = ("AGENTHOST_MODEL", "AGENTHOST_BUILTIN_SCRIPT", "AGENTHOST_LEASE_S")
 # StreamReader's line limit: a log line carrying a traceback can be long.
 LINE_LIMIT = 1 << 20
 

@@ -16,6 +16,7 @@ from services.sessionlog.folds import SettingsFold
 from services.sessionlog.port import SessionLogPort
 
 from .agent import Agent, AgentStatus, PromptMode
+from .leases import DEFAULT_LEASE_S, SessionLeases
 from .live import LiveDelta, LiveFeed
 from .models.base import ModelAdapter
 from .plan_tools import exit_plan_mode_tool
@@ -78,6 +79,7 @@ class AgentRuntime:
         model: ModelAdapter,
         plan: PlanModePort | None = None,
         extra_tools: list[Tool] | None = None,
+        lease_s: float = DEFAULT_LEASE_S,
     ) -> None:
         self._log = log
         self._model = model
@@ -91,6 +93,8 @@ class AgentRuntime:
         # A None ends the watch (the runtime is stopping).
         self._status_watchers: set[asyncio.Queue[AgentStatus | None]] = set()
         self._recovery: asyncio.Task[None] | None = None
+        # A session's agent runs here only while this replica holds its lease.
+        self.leases = SessionLeases(log, self._drop, lease_s)
 
     # -- agents ----------------------------------------------------------------
 
@@ -107,7 +111,11 @@ class AgentRuntime:
         return await asyncio.shield(loading)
 
     async def _load(self, session_id: str) -> Agent:
+        """Take the session's lease first (SESSION_OWNED_ELSEWHERE when another
+        replica holds it live), so that even closing a turn a dead owner
+        left open is written under our token."""
         summary = await self._log.get_session(session_id)
+        token = await self.leases.acquire(session_id)
         agent = Agent(
             session_id,
             summary.cwd,
@@ -118,18 +126,34 @@ class AgentRuntime:
             live=self.live,
             base_sections=[base_section(summary.cwd)],
             on_status=self._publish,
+            lease_token=token,
+            on_lease_lost=self.leases.lost,
         )
-        await agent.load()
+        try:
+            await agent.load()
+        except BaseException:
+            await self.leases.release(session_id)
+            raise
         self._agents[session_id] = agent
         return agent
 
+    def _drop(self, session_id: str) -> None:
+        """The session's lease went to another replica: its agent stops here
+        at once, writing nothing (the log would refuse it), and the next call
+        for the session loads it afresh (or hears where it runs)."""
+        agent = self._agents.pop(session_id, None)
+        if agent is not None:
+            spawn(agent.close(), name=f"drop-{session_id}")
+
     async def close(self) -> None:
-        """Stop every agent; turns left open are picked up from the log by the
-        runtime that starts next (see recover)."""
+        """Stop every agent and give their leases up; turns left open are
+        picked up from the log by the runtime that loads them next (see
+        recover), which need not wait for the leases to expire."""
         if self._recovery is not None:
             self._recovery.cancel()
             await asyncio.gather(self._recovery, return_exceptions=True)
         await asyncio.gather(*(agent.close() for agent in self._agents.values()))
+        await self.leases.release_all()
         # Watches end now, so shutdown need not wait out its grace for them.
         for queue in self._status_watchers:
             queue.put_nowait(None)
