@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from agenthost.sessionlog.v1 import events_pb2 as ev
 
-from services.common.errors import NotFound
+from services.common.errors import NotFound, SessionOwnedElsewhere
 from services.common.tasks import spawn
 from services.sessionlog.folds import SettingsFold
 from services.sessionlog.port import SessionLogPort
@@ -29,6 +30,8 @@ BASE_SECTION_ID = "agenthost:base"
 RECOVERY_PAGE = 500
 # Pauses before asking an unreachable session log again at start-up.
 RECOVERY_RETRY_S = (0.2, 5.0)
+# How long past another owner's lease expiry a takeover is tried.
+TAKEOVER_MARGIN_S = 0.05
 
 log = logging.getLogger("agenthost.runtime")
 
@@ -95,6 +98,9 @@ class AgentRuntime:
         self._recovery: asyncio.Task[None] | None = None
         # A session's agent runs here only while this replica holds its lease.
         self.leases = SessionLeases(log, self._drop, lease_s)
+        # Sessions owned elsewhere that this replica would take over should
+        # their owner's lease run out with a turn open.
+        self._watchers: dict[str, asyncio.Task[None]] = {}
 
     # -- agents ----------------------------------------------------------------
 
@@ -108,7 +114,11 @@ class AgentRuntime:
             loading = spawn(self._load(session_id), name=f"load-{session_id}")
             self._loading[session_id] = loading
             loading.add_done_callback(lambda _: self._loading.pop(session_id, None))
-        return await asyncio.shield(loading)
+        try:
+            return await asyncio.shield(loading)
+        except SessionOwnedElsewhere as refused:
+            self._watch_owner(session_id, refused.expires_at_us)
+            raise
 
     async def _load(self, session_id: str) -> Agent:
         """Take the session's lease first (SESSION_OWNED_ELSEWHERE when another
@@ -137,6 +147,44 @@ class AgentRuntime:
         self._agents[session_id] = agent
         return agent
 
+    def _watch_owner(self, session_id: str, expires_at_us: int) -> None:
+        """A session turned away here gets a watcher: should its owner die
+        with a turn open (its lease then runs out unrenewed), this replica
+        takes the session over and closes the turn as interrupted, without
+        waiting for a client to come back for it."""
+        if session_id not in self._watchers:
+            watcher = spawn(self._take_over(session_id, expires_at_us), name=f"watch-{session_id}")
+            self._watchers[session_id] = watcher
+            watcher.add_done_callback(lambda _: self._watchers.pop(session_id, None))
+
+    async def _take_over(self, session_id: str, expires_at_us: int) -> None:
+        """Try again as the owner's lease runs out, while the log shows a turn
+        open (a live owner renews, and then we look again a lease later)."""
+        while True:
+            # Waiting for a lease to run out, not synchronisation.
+            await asyncio.sleep(self._until(expires_at_us))
+            try:
+                if not (await self._log.get_session(session_id)).running:
+                    return  # nothing left open to close: the next call loads it
+                await self.resume(session_id)
+                return
+            except SessionOwnedElsewhere as refused:
+                expires_at_us = refused.expires_at_us
+            except Exception as error:
+                log.warning(
+                    "could not take %s over: %s",
+                    session_id,
+                    error,
+                    extra={"session_id": session_id},
+                )
+                return
+
+    def _until(self, expires_at_us: int) -> float:
+        """Seconds until a lease expires (by our clock, bounded by one lease:
+        the log's clock may differ), and a margin past it."""
+        left = (expires_at_us - time.time_ns() // 1000) / 1_000_000
+        return min(max(left, 0.0), self.leases.lease_s) + TAKEOVER_MARGIN_S
+
     def _drop(self, session_id: str) -> None:
         """The session's lease went to another replica: its agent stops here
         at once, writing nothing (the log would refuse it), and the next call
@@ -149,9 +197,10 @@ class AgentRuntime:
         """Stop every agent and give their leases up; turns left open are
         picked up from the log by the runtime that loads them next (see
         recover), which need not wait for the leases to expire."""
-        if self._recovery is not None:
-            self._recovery.cancel()
-            await asyncio.gather(self._recovery, return_exceptions=True)
+        stopping = [*self._watchers.values(), *([self._recovery] if self._recovery else [])]
+        for task in stopping:
+            task.cancel()
+        await asyncio.gather(*stopping, return_exceptions=True)
         await asyncio.gather(*(agent.close() for agent in self._agents.values()))
         await self.leases.release_all()
         # Watches end now, so shutdown need not wait out its grace for them.
@@ -170,6 +219,8 @@ class AgentRuntime:
         for session_id in await self._running_sessions():
             try:
                 await self.resume(session_id)
+            except SessionOwnedElsewhere:
+                pass  # its owner runs it, or we take it over when its lease lapses
             except Exception as error:  # one broken session must not stop the others
                 log.warning(
                     "could not recover %s: %s", session_id, error, extra={"session_id": session_id}

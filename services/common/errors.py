@@ -237,7 +237,8 @@ class LeaseLost(FailedPrecondition):
 
 class SessionOwnedElsewhere(Unavailable):
     """Another runtime replica holds the session's live lease: retry later or
-    at another replica (`owner` says which holds it)."""
+    at another replica (`owner` says which holds it; `service` names the
+    agent runtime as the service that cannot serve the session here)."""
 
     REASON = "SESSION_OWNED_ELSEWHERE"
 
@@ -248,4 +249,9 @@ class SessionOwnedElsewhere(Unavailable):
             session_id=session_id,
             owner=owner,
             expires_at_us=expires_at_us,
+            service="agentruntime",
         )
+
+    @property
+    def expires_at_us(self) -> int:
+        return int(self.metadata["expires_at_us"])
