@@ -6,12 +6,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from agenthost.sessionlog.v1 import events_pb2 as ev
 
-from services.common.errors import NotFound, SessionOwnedElsewhere
+from services.common.errors import LeaseLost, NotFound, SessionOwnedElsewhere
 from services.common.tasks import spawn
 from services.sessionlog.folds import SettingsFold
 from services.sessionlog.port import SessionLogPort
@@ -34,6 +35,7 @@ RECOVERY_RETRY_S = (0.2, 5.0)
 TAKEOVER_MARGIN_S = 0.05
 
 log = logging.getLogger("agenthost.runtime")
+T = TypeVar("T")
 
 
 class CommandNotFound(NotFound):
@@ -250,9 +252,10 @@ class AgentRuntime:
     async def prompt(
         self, session_id: str, text: str, mode: PromptMode = PromptMode.SEND, input_id: str = ""
     ) -> tuple[PromptMode, AgentStatus]:
-        agent = await self.resume(session_id)
-        taken = await agent.prompt(text, mode, input_id)
-        return taken, agent.status()
+        async def take(agent: Agent) -> tuple[PromptMode, AgentStatus]:
+            return await agent.prompt(text, mode, input_id), agent.status()
+
+        return await self._on_agent(session_id, take)
 
     async def cancel(self, session_id: str) -> tuple[bool, AgentStatus]:
         agent = await self.resume(session_id)
@@ -283,13 +286,25 @@ class AgentRuntime:
     async def answer(self, session_id: str, question_id: str, answer: ev.QuestionAnswer) -> int:
         """Record the first answer of an open question (QUESTION_ANSWERED for a
         later one); the turn waiting for it goes on. Returns the answer's seq."""
-        return await (await self.resume(session_id)).answer(question_id, answer)
+        return await self._on_agent(session_id, lambda agent: agent.answer(question_id, answer))
 
     async def update_settings(
         self, session_id: str, sandbox: str | None, approvals: str | None
     ) -> tuple[SettingsFold, int]:
-        agent = await self.resume(session_id)
-        return await agent.update_settings(sandbox, approvals)
+        return await self._on_agent(
+            session_id, lambda agent: agent.update_settings(sandbox, approvals)
+        )
+
+    async def _on_agent(self, session_id: str, work: Callable[[Agent], Awaitable[T]]) -> T:
+        """`work` on the session's live agent. Deposed meanwhile (LEASE_LOST:
+        the log wrote nothing, and the agent is dropped), it is asked once
+        more of the agent loaded afresh, so the caller hears where the session
+        runs now (SESSION_OWNED_ELSEWHERE: retry), or is served here if the
+        lease came free."""
+        try:
+            return await work(await self.resume(session_id))
+        except LeaseLost:
+            return await work(await self.resume(session_id))
 
     def watch_live(self) -> AsyncIterator[LiveDelta]:
         """The text so far of everything running, then the pieces as they come."""

@@ -79,6 +79,22 @@ async def test_a_deposed_runtime_stops_its_turn_without_writing_and_drops_the_ag
     await runtime.close()
 
 
+async def test_a_prompt_to_a_deposed_idle_runtime_hears_where_the_session_runs(
+    log: SessionLog, clock: ManualClock
+) -> None:
+    runtime = AgentRuntime(log, BuiltinAdapter(), lease_s=LEASE_S)
+    await runtime.prompt("s", "hello")
+    await idle(runtime, "s")
+    last_seq = (await log.get_session("s")).last_seq
+    clock.advance(LEASE_S)
+    await log.acquire_lease("s", "elsewhere", LEASE_S)
+    with pytest.raises(SessionOwnedElsewhere) as refused:
+        await runtime.prompt("s", "next")  # refused LEASE_LOST, then asked afresh
+    assert refused.value.metadata["owner"] == "elsewhere"
+    assert (await log.get_session("s")).last_seq == last_seq
+    await runtime.close()
+
+
 async def test_a_graceful_stop_hands_the_leases_over_at_once(log: SessionLog) -> None:
     runtime = AgentRuntime(log, BuiltinAdapter(), lease_s=LEASE_S)
     await runtime.prompt("s", "hello")
