@@ -123,7 +123,7 @@ class Agent:
         base_sections: Sequence[ev.PromptSection],
         on_status: Callable[[AgentStatus], None],
         lease_token: int | None = None,
-        on_lease_lost: Callable[[str], None] | None = None,
+        on_lease_lost: Callable[[str, int], None] | None = None,
     ) -> None:
         self.session_id = session_id
         self.cwd = Path(cwd)
@@ -607,8 +607,8 @@ class Agent:
             )
         except LeaseLost:
             self._closing = True
-            if self._on_lease_lost is not None:
-                self._on_lease_lost(self.session_id)
+            if self._on_lease_lost is not None and self._lease_token is not None:
+                self._on_lease_lost(self.session_id, self._lease_token)
             raise
 
 

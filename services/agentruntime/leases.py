@@ -74,11 +74,14 @@ class SessionLeases:
             self._renewers[session_id] = spawn(self._renew(session_id), name=f"lease-{session_id}")
         return lease.token
 
-    def lost(self, session_id: str) -> None:
-        """The log refused our token: forget the lease and tell the runtime
-        (once, whoever noticed first: a renewal or an append)."""
-        if self._held.pop(session_id, None) is None:
+    def lost(self, session_id: str, token: int) -> None:
+        """The log refused `token`: forget the lease and tell the runtime
+        (once, whoever noticed first: a renewal or an append; a late refusal
+        of an older token leaves a lease taken again since alone)."""
+        held = self._held.get(session_id)
+        if held is None or held.token != token:
             return
+        del self._held[session_id]
         renewer = self._renewers.pop(session_id, None)
         if renewer is not None and renewer is not asyncio.current_task():
             renewer.cancel()
@@ -114,7 +117,7 @@ class SessionLeases:
                     session_id, self.owner, lease.token, self.lease_s
                 )
             except LeaseLost:
-                self.lost(session_id)
+                self.lost(session_id, lease.token)
                 return
             except Exception as error:  # the log away: try again next period
                 log.warning(
