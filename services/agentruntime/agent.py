@@ -426,7 +426,9 @@ class Agent:
     async def _step(self, turn_id: str, step: int) -> bool:
         """Run one step; True when its tool calls owe the model another request."""
         plan_sections = (
-            await self._plan.boundary_sections(self.session_id, self._state.plan.committed)
+            await self._plan.boundary_sections(
+                self.session_id, self._state.plan.committed, self._lease_token
+            )
             if self._plan
             else []
         )
@@ -576,7 +578,13 @@ class Agent:
             self._live.output(self.session_id, turn_id, call_id, piece)
 
         return ToolContext(
-            self.session_id, turn_id, call_id, self.cwd, self._state.settings.sandbox, on_output
+            self.session_id,
+            turn_id,
+            call_id,
+            self.cwd,
+            self._state.settings.sandbox,
+            on_output,
+            self._lease_token,
         )
 
     async def _record_result(self, turn_id: str, call: PendingCall, outcome: ToolOutcome) -> None:
