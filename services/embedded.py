@@ -17,6 +17,7 @@ import grpc
 from agenthost.projection.v1 import projection_pb2_grpc
 from agenthost.runtime.v1 import runtime_pb2_grpc
 
+from services.agentruntime.leases import lease_s_from_env
 from services.agentruntime.models.base import ModelAdapter
 from services.agentruntime.models.factory import adapter_from_env
 from services.agentruntime.plan_port import RemotePlanMode
@@ -203,7 +204,10 @@ class EmbeddedStack:
             plan = self._plan_client(name)
             model = self.model if self.model is not None else adapter_from_env()
             return agent_runtime_service(
-                self._log(name), model, RemotePlanMode(plan, self._plan_config()) if plan else None
+                self._log(name),
+                model,
+                RemotePlanMode(plan, self._plan_config()) if plan else None,
+                lease_s_from_env(os.environ),
             )
         assert self.tokens is not None
         return gateway_service(

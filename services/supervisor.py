@@ -68,10 +68,15 @@ KILL_AFTER_S = GRACE_S + 5.0
 CHILD_LOG_LEVEL = "WARNING,agenthost.server=INFO"
 RELAYED_LEVELS = frozenset({"warning", "error", "critical"})
 # Of agenthost's own variables the children get only those the embedded stack
-# reads too (the model's, the stack's database); the supervisor sets the rest,
-# so a shell set up for a deployment (a service's own DSN, tokens file, peers)
-# does not rewire `agenthost up`.
-PASSED_PREFIXES = ("AGENTHOST_MODEL", "AGENTHOST_BUILTIN_SCRIPT", "AGENTHOST_DATABASE_")
+# reads too (the model's, the lease period, the stack's database); the
+# supervisor sets the rest, so a shell set up for a deployment (a service's own
+# DSN, tokens file, peers) does not rewire `agenthost up`.
+PASSED_PREFIXES = (
+    "AGENTHOST_MODEL",
+    "AGENTHOST_BUILTIN_SCRIPT",
+    "AGENTHOST_LEASE_S",
+    "AGENTHOST_DATABASE_",
+)
 # StreamReader's line limit: a log line carrying a traceback can be long.
 LINE_LIMIT = 1 << 20
 

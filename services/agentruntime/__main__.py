@@ -2,7 +2,8 @@
 
 It needs the session log and, unless its address is "none", plan mode. The
 model comes from the environment (models/factory.py): the built-in model
-unless AGENTHOST_MODEL_BASE_URL names an OpenAI-compatible API."""
+unless AGENTHOST_MODEL_BASE_URL names an OpenAI-compatible API. Session leases
+last AGENTHOST_LEASE_S seconds (10) unless renewed (leases.py)."""
 
 import os
 
@@ -14,6 +15,7 @@ from services.planmode.client import PlanModeClient
 from services.planmode.config import config_from_env
 from services.sessionlog.client import SessionLogClient
 
+from .leases import lease_s_from_env
 from .models.factory import adapter_from_env
 from .plan_port import RemotePlanMode
 from .service import agent_runtime_service
@@ -24,7 +26,7 @@ def build(config: ServiceConfig, peers: Peers) -> ServiceDefinition:
     plan_config = config_from_env(os.environ)
     plan = RemotePlanMode(PlanModeClient(plan_channel), plan_config) if plan_channel else None
     log = SessionLogClient(required(peers, "sessionlog"))
-    return agent_runtime_service(log, adapter_from_env(), plan)
+    return agent_runtime_service(log, adapter_from_env(), plan, lease_s_from_env(os.environ))
 
 
 run_service("agentruntime", build, peers=PEERS["agentruntime"])

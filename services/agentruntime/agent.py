@@ -32,7 +32,7 @@ from pathlib import Path
 
 from agenthost.sessionlog.v1 import events_pb2 as ev
 
-from services.common.errors import FailedPrecondition, WrongExpectedSeq
+from services.common.errors import FailedPrecondition, LeaseLost, WrongExpectedSeq
 from services.common.tasks import spawn
 from services.sessionlog.folds import (
     PendingCall,
@@ -43,7 +43,7 @@ from services.sessionlog.folds import (
     settings_event,
     title_from_message,
 )
-from services.sessionlog.port import Direction, SessionLogPort
+from services.sessionlog.port import AppendResult, Direction, SessionLogPort
 
 from . import gates
 from .live import ANSWER, REASONING, LiveFeed
@@ -122,6 +122,8 @@ class Agent:
         live: LiveFeed,
         base_sections: Sequence[ev.PromptSection],
         on_status: Callable[[AgentStatus], None],
+        lease_token: int | None = None,
+        on_lease_lost: Callable[[str, int], None] | None = None,
     ) -> None:
         self.session_id = session_id
         self.cwd = Path(cwd)
@@ -145,6 +147,10 @@ class Agent:
         self._turn_task: asyncio.Task[None] | None = None
         # Set by close(): a stopping runtime records nothing about its turns.
         self._closing = False
+        # Every append carries it: the log refuses it once another runtime
+        # took the session over (LeaseLost), and then this agent stops.
+        self._lease_token = lease_token
+        self._on_lease_lost = on_lease_lost
 
     @property
     def state(self) -> SessionState:
@@ -271,7 +277,7 @@ class Agent:
             # A session is named after its first message until someone renames it.
             title = ev.SessionTitle(title=title_from_message(text))
             events.append(ev.Event(id=f"{input_id}-title", session_title=title))
-        await self._log.append(self.session_id, events)
+        await self._write(events)
         await self._catch_up()
         return self._state.turn.open
 
@@ -311,9 +317,7 @@ class Agent:
                 question_answered=ev.QuestionAnswered(question_id=question_id, answer=answer),
             )
             try:
-                result = await self._log.append(
-                    self.session_id, [answered], expected_last_seq=self._state.last_seq
-                )
+                result = await self._write([answered], expected_last_seq=self._state.last_seq)
             except WrongExpectedSeq:
                 continue
             self._answers.resolve(question_id, answer)
@@ -347,6 +351,8 @@ class Agent:
     async def _following_turn(self, ended: str) -> str:
         """The turn to run after `ended`: one a prompt opened meanwhile, else
         the turn of the oldest waiting input ("" when there is none)."""
+        if self._closing:
+            return ""
         await self._catch_up()
         turn = self._state.turn
         if turn.open and turn.turn_id != ended:
@@ -399,6 +405,12 @@ class Agent:
             if self._closing:
                 raise
             await self._end_turn(turn_id, ev.TURN_END_REASON_CANCELLED)
+        except LeaseLost:
+            # Deposed: the new owner ends this turn as interrupted.
+            log.warning(
+                "turn stopped: the session runs elsewhere now",
+                extra={"session_id": self.session_id},
+            )
         except Exception as error:
             log.exception("turn failed", extra={"session_id": self.session_id})
             await self._end_turn(turn_id, ev.TURN_END_REASON_ERROR, f"internal error: {error}")
@@ -414,7 +426,9 @@ class Agent:
     async def _step(self, turn_id: str, step: int) -> bool:
         """Run one step; True when its tool calls owe the model another request."""
         plan_sections = (
-            await self._plan.boundary_sections(self.session_id, self._state.plan.committed)
+            await self._plan.boundary_sections(
+                self.session_id, self._state.plan.committed, self._lease_token
+            )
             if self._plan
             else []
         )
@@ -564,7 +578,13 @@ class Agent:
             self._live.output(self.session_id, turn_id, call_id, piece)
 
         return ToolContext(
-            self.session_id, turn_id, call_id, self.cwd, self._state.settings.sandbox, on_output
+            self.session_id,
+            turn_id,
+            call_id,
+            self.cwd,
+            self._state.settings.sandbox,
+            on_output,
+            self._lease_token,
         )
 
     async def _record_result(self, turn_id: str, call: PendingCall, outcome: ToolOutcome) -> None:
@@ -580,8 +600,24 @@ class Agent:
         self._live.end_output(self.session_id, turn_id, call.call_id)
 
     async def _append(self, events: list[ev.Event]) -> None:
-        await self._log.append(self.session_id, events)
+        await self._write(events)
         await self._catch_up()
+
+    async def _write(
+        self, events: list[ev.Event], expected_last_seq: int | None = None
+    ) -> AppendResult:
+        """Every append of the agent, under its lease token. A refused token
+        means another runtime owns the session now: nothing more is written
+        from here (the turn stops where it is, see _turn)."""
+        try:
+            return await self._log.append(
+                self.session_id, events, expected_last_seq, lease_token=self._lease_token
+            )
+        except LeaseLost:
+            self._closing = True
+            if self._on_lease_lost is not None and self._lease_token is not None:
+                self._on_lease_lost(self.session_id, self._lease_token)
+            raise
 
 
 def _user_message(input_id: str, text: str) -> ev.Event:

@@ -29,10 +29,10 @@ class RemotePlanMode:
         self.config = config
 
     async def boundary_sections(
-        self, session_id: str, committed: bool
+        self, session_id: str, committed: bool, lease_token: int | None = None
     ) -> list[events_pb2.PromptSection]:
         try:
-            reply = await self.client.apply_at_boundary(session_id)
+            reply = await self.client.apply_at_boundary(session_id, lease_token)
         except Exception as error:  # the step must run whatever plan mode's state
             log.warning(
                 "plan-mode boundary failed (%s); step runs with the committed plan mode",
@@ -45,8 +45,8 @@ class RemotePlanMode:
     async def is_active(self, session_id: str) -> bool:
         return (await self.client.get(session_id)).state.active
 
-    async def exit_plan_mode(self, session_id: str) -> None:
-        await self.client.exit_plan_mode(session_id)
+    async def exit_plan_mode(self, session_id: str, lease_token: int | None = None) -> None:
+        await self.client.exit_plan_mode(session_id, lease_token)
 
     async def run_plan_command(self, session_id: str, args: str | None) -> PlanCommandOutcome:
         reply = await self.client.run_plan_command(session_id, args)
@@ -62,15 +62,15 @@ class EmbeddedPlanMode:
         self.controller = controller
 
     async def boundary_sections(
-        self, session_id: str, committed: bool
+        self, session_id: str, committed: bool, lease_token: int | None = None
     ) -> list[events_pb2.PromptSection]:
-        return (await self.controller.apply_at_boundary(session_id)).sections
+        return (await self.controller.apply_at_boundary(session_id, lease_token)).sections
 
     async def is_active(self, session_id: str) -> bool:
         return (await self.controller.get(session_id)).state.active
 
-    async def exit_plan_mode(self, session_id: str) -> None:
-        await self.controller.exit_plan_mode(session_id)
+    async def exit_plan_mode(self, session_id: str, lease_token: int | None = None) -> None:
+        await self.controller.exit_plan_mode(session_id, lease_token)
 
     async def run_plan_command(self, session_id: str, args: str | None) -> PlanCommandOutcome:
         try:

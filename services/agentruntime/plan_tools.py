@@ -64,7 +64,7 @@ def exit_plan_mode_tool(plan_mode: PlanModePort) -> Tool:
         if kind != "approve" or not answer.approve:
             return ToolOutcome(ok=False, error=NOT_UNDERSTOOD)
         try:
-            await plan_mode.exit_plan_mode(context.session_id)
+            await plan_mode.exit_plan_mode(context.session_id, context.lease_token)
         except DomainError as error:
             return ToolOutcome(ok=False, error=error.message)
         approved = ToolDisplay(summary="plan approved")

@@ -24,17 +24,19 @@ class PlanCommandOutcome:
 
 class PlanModePort(Protocol):
     async def boundary_sections(
-        self, session_id: str, committed: bool
+        self, session_id: str, committed: bool, lease_token: int | None = None
     ) -> list[events_pb2.PromptSection]:
-        """Apply a queued selection and return plan mode's prompt sections;
-        when plan mode cannot answer, the sections of `committed` (the plan
-        mode the runtime's fold of the log holds)."""
+        """Apply a queued selection (appended under the runtime's session
+        `lease_token`) and return plan mode's prompt sections; when plan mode
+        cannot answer, the sections of `committed` (the plan mode the
+        runtime's fold of the log holds)."""
         ...
 
     async def is_active(self, session_id: str) -> bool: ...
 
-    async def exit_plan_mode(self, session_id: str) -> None:
-        """Commit the approved exit (no notice). Raises PLAN_MODE_INACTIVE."""
+    async def exit_plan_mode(self, session_id: str, lease_token: int | None = None) -> None:
+        """Commit the approved exit (no notice) under the runtime's session
+        `lease_token`. Raises PLAN_MODE_INACTIVE, or LEASE_LOST."""
         ...
 
     async def run_plan_command(self, session_id: str, args: str | None) -> PlanCommandOutcome: ...

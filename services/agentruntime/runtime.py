@@ -5,17 +5,20 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from agenthost.sessionlog.v1 import events_pb2 as ev
 
-from services.common.errors import NotFound
+from services.common.errors import LeaseLost, NotFound, SessionOwnedElsewhere
 from services.common.tasks import spawn
 from services.sessionlog.folds import SettingsFold
 from services.sessionlog.port import SessionLogPort
 
 from .agent import Agent, AgentStatus, PromptMode
+from .leases import DEFAULT_LEASE_S, SessionLeases
 from .live import LiveDelta, LiveFeed
 from .models.base import ModelAdapter
 from .plan_tools import exit_plan_mode_tool
@@ -28,8 +31,11 @@ BASE_SECTION_ID = "agenthost:base"
 RECOVERY_PAGE = 500
 # Pauses before asking an unreachable session log again at start-up.
 RECOVERY_RETRY_S = (0.2, 5.0)
+# How long past another owner's lease expiry a takeover is tried.
+TAKEOVER_MARGIN_S = 0.05
 
 log = logging.getLogger("agenthost.runtime")
+T = TypeVar("T")
 
 
 class CommandNotFound(NotFound):
@@ -78,6 +84,7 @@ class AgentRuntime:
         model: ModelAdapter,
         plan: PlanModePort | None = None,
         extra_tools: list[Tool] | None = None,
+        lease_s: float = DEFAULT_LEASE_S,
     ) -> None:
         self._log = log
         self._model = model
@@ -91,6 +98,11 @@ class AgentRuntime:
         # A None ends the watch (the runtime is stopping).
         self._status_watchers: set[asyncio.Queue[AgentStatus | None]] = set()
         self._recovery: asyncio.Task[None] | None = None
+        # A session's agent runs here only while this replica holds its lease.
+        self.leases = SessionLeases(log, self._drop, lease_s)
+        # Sessions owned elsewhere that this replica would take over should
+        # their owner's lease run out with a turn open.
+        self._watchers: dict[str, asyncio.Task[None]] = {}
 
     # -- agents ----------------------------------------------------------------
 
@@ -104,10 +116,18 @@ class AgentRuntime:
             loading = spawn(self._load(session_id), name=f"load-{session_id}")
             self._loading[session_id] = loading
             loading.add_done_callback(lambda _: self._loading.pop(session_id, None))
-        return await asyncio.shield(loading)
+        try:
+            return await asyncio.shield(loading)
+        except SessionOwnedElsewhere as refused:
+            self._watch_owner(session_id, refused.expires_at_us)
+            raise
 
     async def _load(self, session_id: str) -> Agent:
+        """Take the session's lease first (SESSION_OWNED_ELSEWHERE when another
+        replica holds it live), so that even closing a turn a dead owner
+        left open is written under our token."""
         summary = await self._log.get_session(session_id)
+        token = await self.leases.acquire(session_id)
         agent = Agent(
             session_id,
             summary.cwd,
@@ -118,18 +138,73 @@ class AgentRuntime:
             live=self.live,
             base_sections=[base_section(summary.cwd)],
             on_status=self._publish,
+            lease_token=token,
+            on_lease_lost=self.leases.lost,
         )
-        await agent.load()
+        try:
+            await agent.load()
+        except BaseException:
+            await self.leases.release(session_id)
+            raise
         self._agents[session_id] = agent
         return agent
 
+    def _watch_owner(self, session_id: str, expires_at_us: int) -> None:
+        """A session turned away here gets a watcher: should its owner die
+        with a turn open (its lease then runs out unrenewed), this replica
+        takes the session over and closes the turn as interrupted, without
+        waiting for a client to come back for it."""
+        if session_id not in self._watchers:
+            watcher = spawn(self._take_over(session_id, expires_at_us), name=f"watch-{session_id}")
+            self._watchers[session_id] = watcher
+            watcher.add_done_callback(lambda _: self._watchers.pop(session_id, None))
+
+    async def _take_over(self, session_id: str, expires_at_us: int) -> None:
+        """Try again as the owner's lease runs out, while the log shows a turn
+        open (a live owner renews, and then we look again a lease later)."""
+        while True:
+            # Waiting for a lease to run out, not synchronisation.
+            await asyncio.sleep(self._until(expires_at_us))
+            try:
+                if not (await self._log.get_session(session_id)).running:
+                    return  # nothing left open to close: the next call loads it
+                await self.resume(session_id)
+                return
+            except SessionOwnedElsewhere as refused:
+                expires_at_us = refused.expires_at_us
+            except Exception as error:
+                log.warning(
+                    "could not take %s over: %s",
+                    session_id,
+                    error,
+                    extra={"session_id": session_id},
+                )
+                return
+
+    def _until(self, expires_at_us: int) -> float:
+        """Seconds until a lease expires (by our clock, bounded by one lease:
+        the log's clock may differ), and a margin past it."""
+        left = (expires_at_us - time.time_ns() // 1000) / 1_000_000
+        return min(max(left, 0.0), self.leases.lease_s) + TAKEOVER_MARGIN_S
+
+    def _drop(self, session_id: str) -> None:
+        """The session's lease went to another replica: its agent stops here
+        at once, writing nothing (the log would refuse it), and the next call
+        for the session loads it afresh (or hears where it runs)."""
+        agent = self._agents.pop(session_id, None)
+        if agent is not None:
+            spawn(agent.close(), name=f"drop-{session_id}")
+
     async def close(self) -> None:
-        """Stop every agent; turns left open are picked up from the log by the
-        runtime that starts next (see recover)."""
-        if self._recovery is not None:
-            self._recovery.cancel()
-            await asyncio.gather(self._recovery, return_exceptions=True)
+        """Stop every agent and give their leases up; turns left open are
+        picked up from the log by the runtime that loads them next (see
+        recover), which need not wait for the leases to expire."""
+        stopping = [*self._watchers.values(), *([self._recovery] if self._recovery else [])]
+        for task in stopping:
+            task.cancel()
+        await asyncio.gather(*stopping, return_exceptions=True)
         await asyncio.gather(*(agent.close() for agent in self._agents.values()))
+        await self.leases.release_all()
         # Watches end now, so shutdown need not wait out its grace for them.
         for queue in self._status_watchers:
             queue.put_nowait(None)
@@ -146,6 +221,8 @@ class AgentRuntime:
         for session_id in await self._running_sessions():
             try:
                 await self.resume(session_id)
+            except SessionOwnedElsewhere:
+                pass  # its owner runs it, or we take it over when its lease lapses
             except Exception as error:  # one broken session must not stop the others
                 log.warning(
                     "could not recover %s: %s", session_id, error, extra={"session_id": session_id}
@@ -175,9 +252,10 @@ class AgentRuntime:
     async def prompt(
         self, session_id: str, text: str, mode: PromptMode = PromptMode.SEND, input_id: str = ""
     ) -> tuple[PromptMode, AgentStatus]:
-        agent = await self.resume(session_id)
-        taken = await agent.prompt(text, mode, input_id)
-        return taken, agent.status()
+        async def take(agent: Agent) -> tuple[PromptMode, AgentStatus]:
+            return await agent.prompt(text, mode, input_id), agent.status()
+
+        return await self._on_agent(session_id, take)
 
     async def cancel(self, session_id: str) -> tuple[bool, AgentStatus]:
         agent = await self.resume(session_id)
@@ -208,13 +286,25 @@ class AgentRuntime:
     async def answer(self, session_id: str, question_id: str, answer: ev.QuestionAnswer) -> int:
         """Record the first answer of an open question (QUESTION_ANSWERED for a
         later one); the turn waiting for it goes on. Returns the answer's seq."""
-        return await (await self.resume(session_id)).answer(question_id, answer)
+        return await self._on_agent(session_id, lambda agent: agent.answer(question_id, answer))
 
     async def update_settings(
         self, session_id: str, sandbox: str | None, approvals: str | None
     ) -> tuple[SettingsFold, int]:
-        agent = await self.resume(session_id)
-        return await agent.update_settings(sandbox, approvals)
+        return await self._on_agent(
+            session_id, lambda agent: agent.update_settings(sandbox, approvals)
+        )
+
+    async def _on_agent(self, session_id: str, work: Callable[[Agent], Awaitable[T]]) -> T:
+        """`work` on the session's live agent. Deposed meanwhile (LEASE_LOST:
+        the log wrote nothing, and the agent is dropped), it is asked once
+        more of the agent loaded afresh, so the caller hears where the session
+        runs now (SESSION_OWNED_ELSEWHERE: retry), or is served here if the
+        lease came free."""
+        try:
+            return await work(await self.resume(session_id))
+        except LeaseLost:
+            return await work(await self.resume(session_id))
 
     def watch_live(self) -> AsyncIterator[LiveDelta]:
         """The text so far of everything running, then the pieces as they come."""

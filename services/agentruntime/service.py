@@ -8,6 +8,7 @@ from agenthost.runtime.v1 import runtime_pb2_grpc as pb_grpc
 from services.common.server import ServiceDefinition
 from services.sessionlog.port import SessionLogPort
 
+from .leases import DEFAULT_LEASE_S
 from .models.base import ModelAdapter
 from .ports import PlanModePort
 from .runtime import AgentRuntime
@@ -15,11 +16,15 @@ from .servicer import SERVICE_NAME, AgentRuntimeServicer
 
 
 def agent_runtime_service(
-    log: SessionLogPort, model: ModelAdapter, plan: PlanModePort | None
+    log: SessionLogPort,
+    model: ModelAdapter,
+    plan: PlanModePort | None,
+    lease_s: float = DEFAULT_LEASE_S,
 ) -> ServiceDefinition:
-    """Running turns stop before shutdown without a record, and on start the
-    turns a previous runtime left open are recovered from the log."""
-    runtime = AgentRuntime(log, model, plan)
+    """Running turns stop before shutdown without a record (their session
+    leases are given up), and on start the turns a previous runtime left open
+    are recovered from the log."""
+    runtime = AgentRuntime(log, model, plan, lease_s=lease_s)
     servicer = AgentRuntimeServicer(runtime)
 
     def register(server: grpc.aio.Server) -> None:

@@ -67,6 +67,9 @@ class ToolContext:
     sandbox: str
     # Streams a running command's output to clients (ephemeral).
     on_output: Callable[[str], None]
+    # The runtime's session lease token, for a tool that has another
+    # service write to the log on the session's behalf (exit_plan_mode).
+    lease_token: int | None = None
 
 
 @dataclass(frozen=True)

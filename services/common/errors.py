@@ -214,3 +214,44 @@ class EventIdConflict(FailedPrecondition):
             session_id=session_id,
             event_id=event_id,
         )
+
+
+class LeaseLost(FailedPrecondition):
+    """A session lease token that is no longer current: another runtime took
+    the session over. FAILED_PRECONDITION, not ABORTED: ABORTED invites a
+    retry of the read-modify-write, and a deposed owner must not retry; it
+    stops, and only a new acquisition (a new token) lets it write again."""
+
+    REASON = "LEASE_LOST"
+
+    def __init__(self, session_id: str, token: int, current_token: int) -> None:
+        super().__init__(
+            self.REASON,
+            f"lease token {token} of session {session_id!r} is not current "
+            f"(current: {current_token})",
+            session_id=session_id,
+            token=token,
+            current_token=current_token,
+        )
+
+
+class SessionOwnedElsewhere(Unavailable):
+    """Another runtime replica holds the session's live lease: retry later or
+    at another replica (`owner` says which holds it; `service` names the
+    agent runtime as the service that cannot serve the session here)."""
+
+    REASON = "SESSION_OWNED_ELSEWHERE"
+
+    def __init__(self, session_id: str, owner: str, expires_at_us: int) -> None:
+        super().__init__(
+            self.REASON,
+            f"session {session_id!r} runs on another runtime ({owner}); try again",
+            session_id=session_id,
+            owner=owner,
+            expires_at_us=expires_at_us,
+            service="agentruntime",
+        )
+
+    @property
+    def expires_at_us(self) -> int:
+        return int(self.metadata["expires_at_us"])

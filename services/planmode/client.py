@@ -40,9 +40,11 @@ class PlanModeClient:
         return reply
 
     @calls_peer
-    async def apply_at_boundary(self, session_id: str) -> pb.ApplyAtBoundaryResponse:
+    async def apply_at_boundary(
+        self, session_id: str, lease_token: int | None = None
+    ) -> pb.ApplyAtBoundaryResponse:
         reply: pb.ApplyAtBoundaryResponse = await self.stub.ApplyAtBoundary(
-            pb.ApplyAtBoundaryRequest(session_id=session_id),
+            pb.ApplyAtBoundaryRequest(session_id=session_id, lease_token=lease_token),
             # A step waits this long at most for plan mode (through a restart,
             # say), then runs with the plan mode committed in the log
             # (plan_port.RemotePlanMode).
@@ -52,9 +54,11 @@ class PlanModeClient:
         return reply
 
     @calls_peer
-    async def exit_plan_mode(self, session_id: str) -> pb.ExitPlanModeResponse:
+    async def exit_plan_mode(
+        self, session_id: str, lease_token: int | None = None
+    ) -> pb.ExitPlanModeResponse:
         reply: pb.ExitPlanModeResponse = await self.stub.ExitPlanMode(
-            pb.ExitPlanModeRequest(session_id=session_id),
+            pb.ExitPlanModeRequest(session_id=session_id, lease_token=lease_token),
             timeout=call_timeout(),
             wait_for_ready=True,
         )

@@ -126,21 +126,28 @@ class PlanModeController:
                 session_id, slot, lambda: self._set_when_idle_once(session_id, slot, active)
             )
 
-    async def apply_at_boundary(self, session_id: str) -> BoundaryResult:
+    async def apply_at_boundary(
+        self, session_id: str, lease_token: int | None = None
+    ) -> BoundaryResult:
         """Right before every model request. Never raises because a pending
         selection could not be recorded: the step runs with the committed
-        state and the selection waits for the next boundary."""
+        state and the selection waits for the next boundary. The selection is
+        appended under the runtime's `lease_token`: a deposed runtime's
+        boundary records nothing."""
         async with self._sessions.hold(session_id) as slot:
             await self._read(session_id, slot)  # an unknown session fails here
-            applied = await self._try_apply(session_id, slot)
+            applied = await self._try_apply(session_id, slot, lease_token)
             state = slot.snapshot().state
             sections = policy_sections(self._config, state.active)
             return BoundaryResult(state, sections, applied, slot.state.last_seq)
 
-    async def exit_plan_mode(self, session_id: str) -> PlanSnapshot:
-        """The approved exit tool's commit: no notice (the model asked for it)."""
+    async def exit_plan_mode(self, session_id: str, lease_token: int | None = None) -> PlanSnapshot:
+        """The approved exit tool's commit: no notice (the model asked for it),
+        under the runtime's `lease_token` (LeaseLost for a deposed one)."""
         async with self._sessions.hold(session_id) as slot:
-            await self._optimistically(session_id, slot, lambda: self._exit_once(session_id, slot))
+            await self._optimistically(
+                session_id, slot, lambda: self._exit_once(session_id, slot, lease_token)
+            )
             return slot.snapshot()
 
     async def run_plan_command(
@@ -193,21 +200,22 @@ class PlanModeController:
             return None
         return await self._set_once(session_id, slot, active)
 
-    async def _apply_once(self, session_id: str, slot: _Slot) -> None:
+    async def _apply_once(self, session_id: str, slot: _Slot, lease_token: int | None) -> None:
         plan = slot.state.plan
         if plan.pending is not None:
             await self._append_folded(
-                session_id, slot, switch_events(plan, plan.pending, by_user=True)
+                session_id, slot, switch_events(plan, plan.pending, by_user=True), lease_token
             )
         else:
             await self._confirm(session_id, slot)
 
-    async def _exit_once(self, session_id: str, slot: _Slot) -> None:
+    async def _exit_once(self, session_id: str, slot: _Slot, lease_token: int | None) -> None:
         plan = slot.state.plan
         if not plan.committed:
             await self._confirm(session_id, slot)
             raise PlanModeInactive(session_id)
-        await self._append_folded(session_id, slot, switch_events(plan, False, by_user=False))
+        events = switch_events(plan, False, by_user=False)
+        await self._append_folded(session_id, slot, events, lease_token)
 
     # -- the log -----------------------------------------------------------------------
 
@@ -257,12 +265,18 @@ class PlanModeController:
                 return
 
     async def _append_folded(
-        self, session_id: str, slot: _Slot, events: Sequence[events_pb2.Event]
+        self,
+        session_id: str,
+        slot: _Slot,
+        events: Sequence[events_pb2.Event],
+        lease_token: int | None = None,
     ) -> None:
         """Appends right after the folded state and folds the batch locally."""
         expected = slot.state.last_seq
         try:
-            result = await self._log.append(session_id, events, expected_last_seq=expected)
+            result = await self._log.append(
+                session_id, events, expected_last_seq=expected, lease_token=lease_token
+            )
         except Exception:  # a miss, or an outcome unknown: the log may hold the batch
             slot.fold = _Fold.BEHIND
             raise
@@ -279,9 +293,11 @@ class PlanModeController:
         slot.fold = _Fold.BEHIND
         await self._log.append(session_id, events)
 
-    async def _try_apply(self, session_id: str, slot: _Slot) -> bool:
+    async def _try_apply(self, session_id: str, slot: _Slot, lease_token: int | None) -> bool:
         try:
-            await self._optimistically(session_id, slot, lambda: self._apply_once(session_id, slot))
+            await self._optimistically(
+                session_id, slot, lambda: self._apply_once(session_id, slot, lease_token)
+            )
         # Whatever failed (log append, contention), the model request must
         # still go out; the selection stays in the log for the next boundary.
         except Exception as error:

@@ -51,7 +51,9 @@ class PlanModeServicer(pb_grpc.PlanModeServiceServicer):
     async def ApplyAtBoundary(
         self, request: pb.ApplyAtBoundaryRequest, context: grpc.aio.ServicerContext
     ) -> pb.ApplyAtBoundaryResponse:
-        result = await self.controller.apply_at_boundary(request.session_id)
+        result = await self.controller.apply_at_boundary(
+            request.session_id, request.lease_token if request.HasField("lease_token") else None
+        )
         return pb.ApplyAtBoundaryResponse(
             state=state_pb(result.state),
             sections=result.sections,
@@ -62,7 +64,9 @@ class PlanModeServicer(pb_grpc.PlanModeServiceServicer):
     async def ExitPlanMode(
         self, request: pb.ExitPlanModeRequest, context: grpc.aio.ServicerContext
     ) -> pb.ExitPlanModeResponse:
-        snapshot = await self.controller.exit_plan_mode(request.session_id)
+        snapshot = await self.controller.exit_plan_mode(
+            request.session_id, request.lease_token if request.HasField("lease_token") else None
+        )
         return pb.ExitPlanModeResponse(state=state_pb(snapshot.state), as_of_seq=snapshot.as_of_seq)
 
     async def RunPlanCommand(

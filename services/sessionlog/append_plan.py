@@ -6,10 +6,10 @@ commit. The plan applies the append rules of store.SessionStore.append to
 each batch in arrival order, against the store as the earlier batches of the
 wave left it, so a wave answers exactly what the same batches would answer
 one transaction each: idempotency first (a batch whose ids are all present
-returns their seqs), then the expected seq, then gapless seqs from the
-session's last one. A refused batch adds nothing to the plan, so it cannot
-touch its neighbours. The rules live here once, and the backends differ only
-in SQL.
+returns their seqs), then the writer's lease token (leases.py), then the
+expected seq, then gapless seqs from the session's last one. A refused batch
+adds nothing to the plan, so it cannot touch its neighbours. The rules live
+here once, and the backends differ only in SQL.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from services.common.errors import EventIdConflict, WrongExpectedSeq
 
+from .leases import check_token
 from .port import AppendResult
 from .store import (
     Event,
@@ -43,6 +44,8 @@ class AppendRequest:
     events: Sequence[Event]
     expected_last_seq: int | None
     now_us: int
+    # The writer's session lease token (None: an unfenced writer).
+    lease_token: int | None = None
 
 
 @dataclass(frozen=True)
@@ -53,6 +56,8 @@ class Stored:
     last_seqs: dict[str, int]
     # The seq of each of the wave's (session id, event id) pairs already stored.
     seqs: dict[tuple[str, str], int]
+    # The current lease token of each of the wave's sessions that has a lease.
+    lease_tokens: dict[str, int] = field(default_factory=dict)
 
 
 def wanted_ids(requests: Sequence[AppendRequest]) -> dict[str, list[str]]:
@@ -94,6 +99,7 @@ class _Wave:
     def __init__(self, stored: Stored) -> None:
         self.last_seqs = dict(stored.last_seqs)
         self.seqs = dict(stored.seqs)
+        self.lease_tokens = stored.lease_tokens
         self.plan = WavePlan()
 
     def add(self, request: AppendRequest) -> AppendResult:
@@ -105,6 +111,7 @@ class _Wave:
             if len(present) != len(ids):
                 raise EventIdConflict(session_id, next(i for i in ids if i in present))
             return AppendResult([present[i] for i in ids], last_seq, duplicate=True)
+        check_token(session_id, request.lease_token, self.lease_tokens.get(session_id))
         if request.expected_last_seq is not None and request.expected_last_seq != last_seq:
             raise WrongExpectedSeq(session_id, request.expected_last_seq, last_seq)
         seqs = list(range(last_seq + 1, last_seq + 1 + len(ids)))

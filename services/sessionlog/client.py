@@ -23,6 +23,7 @@ from services.common.errors import NotReady
 from services.common.status import error_info
 
 from . import folds
+from .leases import Lease
 from .port import (
     DEFAULT_HEARTBEAT_S,
     DEFAULT_MESSAGE_LIMIT,
@@ -64,6 +65,12 @@ def _outcome_unknown(error: grpc.aio.AioRpcError) -> bool:
     if code == grpc.StatusCode.UNAVAILABLE:
         return True
     return code == grpc.StatusCode.UNKNOWN and "Stream removed" in (error.details() or "")
+
+
+def _lease(message: pb.Lease) -> Lease:
+    return Lease(
+        message.session_id, message.owner, message.token, message.expires_at.ToMicroseconds()
+    )
 
 
 def _item(response: pb.SubscribeResponse | pb.SubscribeAllResponse) -> SubscriptionItem:
@@ -127,7 +134,12 @@ class SessionLogClient:
 
     @calls_peer
     async def append(
-        self, session_id: str, events: Sequence[Event], expected_last_seq: int | None = None
+        self,
+        session_id: str,
+        events: Sequence[Event],
+        expected_last_seq: int | None = None,
+        *,
+        lease_token: int | None = None,
     ) -> AppendResult:
         """Append a batch. Its events get ids here when they have none, so a
         batch whose outcome a restart of the log left unknown is sent again
@@ -139,6 +151,8 @@ class SessionLogClient:
             event.id = event.id or f"e-{batch_id}-{n}"
         if expected_last_seq is not None:
             request.expected_last_seq = expected_last_seq
+        if lease_token is not None:
+            request.lease_token = lease_token
         reply = await self._call(self._stub.Append, request)
         return AppendResult(list(reply.seqs), reply.last_seq, reply.duplicate)
 
@@ -236,3 +250,31 @@ class SessionLogClient:
             self._stub.ForkSession, request, idempotent=bool(new_session_id)
         )
         return reply.session
+
+    # Lease calls are sent again when their outcome is unknown: a repeated
+    # acquire or renew by the same owner answers what the first did, and a
+    # repeated release finds the lease released (False, nothing changed).
+
+    @calls_peer
+    async def acquire_lease(self, session_id: str, owner: str, ttl_s: float) -> Lease:
+        request = pb.AcquireLeaseRequest(session_id=session_id, owner=owner, ttl_ms=_ttl_ms(ttl_s))
+        reply: pb.AcquireLeaseResponse = await self._call(self._stub.AcquireLease, request)
+        return _lease(reply.lease)
+
+    @calls_peer
+    async def renew_lease(self, session_id: str, owner: str, token: int, ttl_s: float) -> Lease:
+        request = pb.RenewLeaseRequest(
+            session_id=session_id, owner=owner, token=token, ttl_ms=_ttl_ms(ttl_s)
+        )
+        reply: pb.RenewLeaseResponse = await self._call(self._stub.RenewLease, request)
+        return _lease(reply.lease)
+
+    @calls_peer
+    async def release_lease(self, session_id: str, owner: str, token: int) -> bool:
+        request = pb.ReleaseLeaseRequest(session_id=session_id, owner=owner, token=token)
+        reply: pb.ReleaseLeaseResponse = await self._call(self._stub.ReleaseLease, request)
+        return reply.released
+
+
+def _ttl_ms(ttl_s: float) -> int:
+    return round(ttl_s * 1000)

@@ -20,13 +20,16 @@ from services.common import ranges
 from services.common.errors import (
     BadPageToken,
     InvalidArgument,
+    InvalidRequest,
+    LeaseLost,
     SessionConflict,
     SessionNotFound,
 )
 from services.common.ranges import INT64_MAX
 from services.common.recent import Recent
 
-from . import folds
+from . import folds, leases
+from .leases import Lease
 from .port import (
     DEFAULT_HEARTBEAT_S,
     DEFAULT_MESSAGE_LIMIT,
@@ -58,6 +61,8 @@ CATCH_UP_BATCH = 500
 # length of the session; the renewal folds as many, so it costs O(1) per event.
 CHECKPOINT_EVERY = 256
 HEADERS_CACHED = 10_000
+# The longest lease a caller may ask for (the contract's ttl_ms bound).
+MAX_LEASE_S = 3600.0
 
 
 @dataclass
@@ -184,16 +189,22 @@ class SessionLog:
         session_id: str,
         events: Sequence[Event],
         expected_last_seq: int | None = None,
+        *,
+        lease_token: int | None = None,
     ) -> AppendResult:
         if expected_last_seq is not None:
             ranges.int64(expected_last_seq, "expected_last_seq", low=-1)
+        if lease_token is not None:
+            ranges.int64(lease_token, "lease_token", low=1)
         header = await self._require_header(session_id)
         if not events:
             last_seq = (await self.get_session(session_id)).last_seq
             return AppendResult([], last_seq, duplicate=False)
         batch = [self._prepared(event) for event in events]
         _refuse_repeated_ids(batch)
-        result = await self._store.append(header, batch, expected_last_seq, self._clock())
+        result = await self._store.append(
+            header, batch, expected_last_seq, self._clock(), lease_token
+        )
         self._lazy.pop(session_id, None)
         if not result.duplicate:
             self._fire(session_id)
@@ -201,6 +212,30 @@ class SessionLog:
                 self._checkpoints_due[session_id] = None
                 self._checkpoint_wake.set()
         return result
+
+    # -- leases --------------------------------------------------------------------
+
+    async def acquire_lease(self, session_id: str, owner: str, ttl_s: float) -> Lease:
+        """The session's lease after trying to take it (leases.acquire): the
+        caller's when its `owner` is the caller."""
+        await self._require_header(session_id)
+        change = leases.acquire(session_id, owner, _ttl_us(ttl_s), self._clock())
+        return await self._store.change_lease(session_id, change)
+
+    async def renew_lease(self, session_id: str, owner: str, token: int, ttl_s: float) -> Lease:
+        """Extended by `ttl_s` from now, or LeaseLost."""
+        ranges.int64(token, "token", low=1)
+        change = leases.renew(session_id, owner, token, _ttl_us(ttl_s), self._clock())
+        return await self._store.change_lease(session_id, change)
+
+    async def release_lease(self, session_id: str, owner: str, token: int) -> bool:
+        """False when `token` was no longer the owner's current one."""
+        ranges.int64(token, "token", low=1)
+        try:
+            await self._store.change_lease(session_id, leases.release(session_id, owner, token))
+        except LeaseLost:
+            return False
+        return True
 
     def _prepared(self, event: Event) -> Event:
         event_kind(event)  # a body is required
@@ -422,6 +457,12 @@ async def _follow(
                 await waiter.wait()
         except TimeoutError:
             yield Heartbeat()
+
+
+def _ttl_us(ttl_s: float) -> int:
+    if not 0 < ttl_s <= MAX_LEASE_S:
+        raise InvalidRequest("ttl", f"must be more than 0 and at most {MAX_LEASE_S} s")
+    return round(ttl_s * 1_000_000)
 
 
 def _passes_checkpoint(seqs: Sequence[int]) -> bool:

@@ -4,7 +4,7 @@ Both the in-process `SessionLog` (domain.py) and the gRPC `SessionLogClient`
 (client.py) satisfy this protocol, so a service's domain code is written once
 and runs embedded or against the remote session-log service. Errors are the
 domain errors of services.common.errors (SessionNotFound, SessionConflict,
-WrongExpectedSeq, EventIdConflict), raised identically by both.
+WrongExpectedSeq, EventIdConflict, LeaseLost), raised identically by both.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from typing import Protocol
 from agenthost.sessionlog.v1 import events_pb2, session_log_pb2
 
 from .folds import SessionState
+from .leases import Lease
 
 Event = events_pb2.Event
 SessionSummary = session_log_pb2.SessionSummary
@@ -85,7 +86,25 @@ class SessionLogPort(Protocol):
         session_id: str,
         events: Sequence[Event],
         expected_last_seq: int | None = None,
-    ) -> AppendResult: ...
+        *,
+        lease_token: int | None = None,
+    ) -> AppendResult:
+        """`lease_token`: the writer's session lease token; the append is
+        refused (LeaseLost) unless it is the session's current one."""
+        ...
+
+    async def acquire_lease(self, session_id: str, owner: str, ttl_s: float) -> Lease:
+        """Take the session's lease when it is free, expired or `owner`'s;
+        answers the lease as it stands (another owner's when it is live)."""
+        ...
+
+    async def renew_lease(self, session_id: str, owner: str, token: int, ttl_s: float) -> Lease:
+        """Extend `owner`'s lease while `token` is current; LeaseLost otherwise."""
+        ...
+
+    async def release_lease(self, session_id: str, owner: str, token: int) -> bool:
+        """Give the lease up; False when `token` was no longer current."""
+        ...
 
     async def read(
         self,

@@ -30,6 +30,7 @@ from services.common.errors import SessionNotFound, StorageUnavailable
 
 from .append_plan import AppendRequest, Outcome, Stored, WavePlan, plan_wave, wanted_ids
 from .group_commit import CommitStats, GroupCommitter
+from .leases import Lease, LeaseChange
 from .port import AppendResult, Direction, ReadResult, TailPage
 from .store import (
     Event,
@@ -80,6 +81,12 @@ CREATE TABLE IF NOT EXISTS state_checkpoints (
     version INTEGER NOT NULL,
     state BYTEA NOT NULL
 );
+CREATE TABLE IF NOT EXISTS session_leases (
+    session_id TEXT PRIMARY KEY,
+    owner TEXT NOT NULL,
+    token BIGINT NOT NULL,
+    expires_at_us BIGINT NOT NULL
+);
 """
 
 EVENT_COLUMNS = "session_id, seq, position, body"
@@ -90,6 +97,12 @@ INSERT_SESSION = (
 INSERT_EVENT = (
     "INSERT INTO events (session_id, seq, event_id, kind, is_message, body) "
     "VALUES (%s, %s, %s, %s, %s, %s)"
+)
+UPSERT_LEASE = (
+    "INSERT INTO session_leases (session_id, owner, token, expires_at_us) "
+    "VALUES (%s, %s, %s, %s) "
+    "ON CONFLICT (session_id) DO UPDATE SET owner = excluded.owner, token = excluded.token, "
+    "expires_at_us = excluded.expires_at_us"
 )
 TOUCH_SESSION = (
     "UPDATE sessions SET last_seq = %s, updated_at_us = %s, blank = blank AND %s, "
@@ -233,8 +246,9 @@ class PostgresSessionStore:
         events: Sequence[Event],
         expected_last_seq: int | None,
         now_us: int,
+        lease_token: int | None = None,
     ) -> AppendResult:
-        request = AppendRequest(header, events, expected_last_seq, now_us)
+        request = AppendRequest(header, events, expected_last_seq, now_us, lease_token)
         return await self._committer.append(request)
 
     async def _commit_wave(self, requests: Sequence[AppendRequest]) -> list[Outcome]:
@@ -247,6 +261,31 @@ class PostgresSessionStore:
                 plan = plan_wave(await _stored(connection, requests), requests)
                 await _write_plan(connection, plan)
         return plan.outcomes
+
+    # -- leases -------------------------------------------------------------------------
+
+    async def change_lease(self, session_id: str, change: LeaseChange) -> Lease:
+        """Under the append lock, so a wave of any replica reads the token
+        either before this change or after its commit, never in between."""
+
+        async def apply() -> Lease:
+            connection = self._connection(write=True)
+            async with _storage_errors(), connection.transaction():
+                await connection.execute("SELECT pg_advisory_xact_lock(%s)", (APPEND_LOCK,))
+                row = await _one(
+                    connection,
+                    "SELECT session_id, owner, token, expires_at_us FROM session_leases "
+                    "WHERE session_id = %s",
+                    (session_id,),
+                )
+                stored, answer = change(None if row is None else Lease(**row))
+                await connection.execute(
+                    UPSERT_LEASE,
+                    (stored.session_id, stored.owner, stored.token, stored.expires_at_us),
+                )
+                return answer
+
+        return await self._committer.alone(apply)
 
     # -- reads -------------------------------------------------------------------------------
 
@@ -410,7 +449,7 @@ async def _stored(
 ) -> Stored:
     wanted = wanted_ids(requests)
     pairs = [(session_id, event_id) for session_id, ids in wanted.items() for event_id in ids]
-    # Both queries are sent before either result is awaited: one round trip.
+    # The queries are sent before any result is awaited: one round trip.
     sessions = await connection.execute(
         "SELECT id, last_seq FROM sessions WHERE id = ANY(%s)", (list(wanted),)
     )
@@ -420,9 +459,13 @@ async def _stored(
         "USING (session_id, event_id)",
         ([p[0] for p in pairs], [p[1] for p in pairs]),
     )
+    leases = await connection.execute(
+        "SELECT session_id, token FROM session_leases WHERE session_id = ANY(%s)", (list(wanted),)
+    )
     last_seqs = {r["id"]: int(r["last_seq"]) for r in await sessions.fetchall()}
     seqs = {(r["session_id"], r["event_id"]): int(r["seq"]) for r in await events.fetchall()}
-    return Stored(last_seqs, seqs)
+    tokens = {r["session_id"]: int(r["token"]) for r in await leases.fetchall()}
+    return Stored(last_seqs, seqs, tokens)
 
 
 async def _write_plan(connection: psycopg.AsyncConnection[Row], plan: WavePlan) -> None:

@@ -11,6 +11,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from . import folds
 from .domain import SessionLog
+from .leases import Lease
 from .port import DEFAULT_HEARTBEAT_S, DEFAULT_MESSAGE_LIMIT, CaughtUp, Direction, Heartbeat
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["SessionLogService"].full_name
@@ -23,6 +24,12 @@ _DIRECTIONS = {
 
 def _heartbeat_s(request: pb.SubscribeRequest | pb.SubscribeAllRequest) -> float:
     return request.heartbeat_ms / 1000 if request.HasField("heartbeat_ms") else DEFAULT_HEARTBEAT_S
+
+
+def _lease(lease: Lease) -> pb.Lease:
+    message = pb.Lease(session_id=lease.session_id, owner=lease.owner, token=lease.token)
+    message.expires_at.FromMicroseconds(lease.expires_at_us)
+    return message
 
 
 def _heartbeat() -> pb.Heartbeat:
@@ -60,7 +67,10 @@ class SessionLogServicer(pb_grpc.SessionLogServiceServicer):
         self, request: pb.AppendRequest, context: grpc.aio.ServicerContext
     ) -> pb.AppendResponse:
         expected = request.expected_last_seq if request.HasField("expected_last_seq") else None
-        result = await self.log.append(request.session_id, request.events, expected)
+        token = request.lease_token if request.HasField("lease_token") else None
+        result = await self.log.append(
+            request.session_id, request.events, expected, lease_token=token
+        )
         return pb.AppendResponse(
             seqs=result.seqs, last_seq=result.last_seq, duplicate=result.duplicate
         )
@@ -149,3 +159,25 @@ class SessionLogServicer(pb_grpc.SessionLogServiceServicer):
             request.new_session_id or None,
         )
         return pb.ForkSessionResponse(session=summary)
+
+    async def AcquireLease(
+        self, request: pb.AcquireLeaseRequest, context: grpc.aio.ServicerContext
+    ) -> pb.AcquireLeaseResponse:
+        lease = await self.log.acquire_lease(
+            request.session_id, request.owner, request.ttl_ms / 1000
+        )
+        return pb.AcquireLeaseResponse(lease=_lease(lease))
+
+    async def RenewLease(
+        self, request: pb.RenewLeaseRequest, context: grpc.aio.ServicerContext
+    ) -> pb.RenewLeaseResponse:
+        lease = await self.log.renew_lease(
+            request.session_id, request.owner, request.token, request.ttl_ms / 1000
+        )
+        return pb.RenewLeaseResponse(lease=_lease(lease))
+
+    async def ReleaseLease(
+        self, request: pb.ReleaseLeaseRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ReleaseLeaseResponse:
+        released = await self.log.release_lease(request.session_id, request.owner, request.token)
+        return pb.ReleaseLeaseResponse(released=released)

@@ -29,6 +29,7 @@ from services.common.sqlite import connect_wal, in_transaction
 
 from .append_plan import AppendRequest, Outcome, Stored, WavePlan, plan_wave, wanted_ids
 from .group_commit import CommitStats, GroupCommitter
+from .leases import Lease, LeaseChange
 from .port import AppendResult, Direction, ReadResult, TailPage
 from .store import (
     Event,
@@ -79,6 +80,12 @@ CREATE TABLE IF NOT EXISTS state_checkpoints (
     version INTEGER NOT NULL,
     state BLOB NOT NULL
 );
+CREATE TABLE IF NOT EXISTS session_leases (
+    session_id TEXT PRIMARY KEY,
+    owner TEXT NOT NULL,
+    token INTEGER NOT NULL,
+    expires_at_us INTEGER NOT NULL
+);
 """
 
 EVENT_COLUMNS = "session_id, seq, position, body"
@@ -89,6 +96,11 @@ INSERT_SESSION = (
 INSERT_EVENT = (
     "INSERT INTO events (session_id, seq, event_id, kind, is_message, body) "
     "VALUES (?, ?, ?, ?, ?, ?)"
+)
+UPSERT_LEASE = (
+    "INSERT INTO session_leases (session_id, owner, token, expires_at_us) VALUES (?, ?, ?, ?) "
+    "ON CONFLICT (session_id) DO UPDATE SET owner = excluded.owner, token = excluded.token, "
+    "expires_at_us = excluded.expires_at_us"
 )
 TOUCH_SESSION = (
     "UPDATE sessions SET last_seq = ?, updated_at_us = ?, blank = blank AND ?, "
@@ -248,12 +260,30 @@ class SqliteSessionStore:
         events: Sequence[Event],
         expected_last_seq: int | None,
         now_us: int,
+        lease_token: int | None = None,
     ) -> AppendResult:
-        request = AppendRequest(header, events, expected_last_seq, now_us)
+        request = AppendRequest(header, events, expected_last_seq, now_us, lease_token)
         return await self._committer.append(request)
 
     async def _commit_wave(self, requests: Sequence[AppendRequest]) -> list[Outcome]:
         return await self._write(lambda db: _append_wave(db, requests))
+
+    # -- leases ------------------------------------------------------------------
+
+    async def change_lease(self, session_id: str, change: LeaseChange) -> Lease:
+        def apply(db: sqlite3.Connection) -> Lease:
+            row = db.execute(
+                "SELECT session_id, owner, token, expires_at_us FROM session_leases "
+                "WHERE session_id = ?",
+                (session_id,),
+            ).fetchone()
+            stored, answer = change(None if row is None else Lease(*row))
+            db.execute(
+                UPSERT_LEASE, (stored.session_id, stored.owner, stored.token, stored.expires_at_us)
+            )
+            return answer
+
+        return await self._committer.alone(lambda: self._write(apply))
 
     # -- reads -------------------------------------------------------------------
 
@@ -417,7 +447,14 @@ def _stored(db: sqlite3.Connection, requests: Sequence[AppendRequest]) -> Stored
                 (session_id, *chunk),
             ).fetchall()
             seqs.update({(session_id, r[0]): int(r[1]) for r in rows})
-    return Stored(last_seqs, seqs)
+    lease_tokens: dict[str, int] = {}
+    for chunk in _chunks(list(wanted)):
+        rows = db.execute(
+            f"SELECT session_id, token FROM session_leases WHERE session_id IN ({_marks(chunk)})",
+            chunk,
+        ).fetchall()
+        lease_tokens.update({r[0]: int(r[1]) for r in rows})
+    return Stored(last_seqs, seqs, lease_tokens)
 
 
 def _write_plan(db: sqlite3.Connection, plan: WavePlan) -> None:

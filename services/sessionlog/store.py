@@ -17,6 +17,7 @@ from typing import Any, Protocol, runtime_checkable
 from agenthost.sessionlog.v1 import events_pb2, session_log_pb2
 
 from .folds import summary_change
+from .leases import Lease, LeaseChange
 from .port import AppendResult, Direction, ReadResult, TailPage
 
 Event = events_pb2.Event
@@ -133,14 +134,21 @@ class SessionStore(Protocol):
         events: Sequence[Event],
         expected_last_seq: int | None,
         now_us: int,
+        lease_token: int | None = None,
     ) -> AppendResult:
         """Atomically append a non-empty batch whose events all have ids.
 
         Creates the session row from `header` when absent. A batch whose ids
         are all present returns the original seqs (duplicate=True); a batch
-        mixing old and new ids raises EventIdConflict; a mismatching
+        mixing old and new ids raises EventIdConflict; a `lease_token` that
+        is not the session's current one raises LeaseLost; a mismatching
         expected_last_seq raises WrongExpectedSeq. Idempotency is checked
         first, so the retry of a batch that succeeded is not a conflict."""
+        ...
+
+    async def change_lease(self, session_id: str, change: LeaseChange) -> Lease:
+        """Apply `change` to the session's lease row in one transaction,
+        ordered with the append waves (leases.py); answers what it answers."""
         ...
 
     async def read(

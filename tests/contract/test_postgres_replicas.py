@@ -1,5 +1,6 @@
 """Two session-log replicas on one PostgreSQL: a subscriber of one sees what
-the other appends, live (NOTIFY), and positions never run backwards."""
+the other appends, live (NOTIFY), and positions never run backwards; a
+session lease taken on one fences appends made through the other."""
 
 from __future__ import annotations
 
@@ -7,9 +8,14 @@ import asyncio
 import os
 from pathlib import Path
 
+import pytest
+
+from services.common.errors import LeaseLost
 from services.sessionlog.domain import SessionLog
+from services.sessionlog.leases import Lease
 from services.sessionlog.port import CaughtUp, Heartbeat
 from services.sessionlog.postgres_store import PostgresSessionStore
+from tests.support.clocks import ManualClock
 from tests.support.events import user
 from tests.support.postgres import POSTGRES_DSN, drop_schema
 
@@ -43,6 +49,52 @@ async def test_a_subscriber_on_one_replica_sees_appends_made_on_another(tmp_path
         for task in feeds:
             task.cancel()
         await asyncio.gather(*feeds, return_exceptions=True)
+        for store in stores:
+            await store.close()
+        await drop_schema(stores[0])
+
+
+async def test_a_takeover_through_one_replica_fences_the_old_owner_on_the_other(
+    tmp_path: Path,
+) -> None:
+    """Lease changes and append waves take the one append lock, so however
+    the replicas interleave, once the takeover committed the old token is
+    refused everywhere; appends racing the takeover land before it or not
+    at all."""
+    schema = f"leases_{os.getpid()}_{tmp_path.name.lower().replace('-', '_')}"
+    stores = [PostgresSessionStore(POSTGRES_DSN, schema) for _ in range(2)]
+    await drop_schema(stores[0])
+    for store in stores:
+        await store.open()
+    clock = ManualClock()
+    old_side, new_side = SessionLog(stores[0], clock), SessionLog(stores[1], clock)
+    try:
+        await old_side.create_session("s", "/w")
+        await old_side.append("s", [user("hello")])
+        old = await old_side.acquire_lease("s", "a", 10.0)
+        clock.advance(10.0)
+        racing = [old_side.append("s", [user(f"a{n}")], lease_token=old.token) for n in range(20)]
+        outcomes = await asyncio.gather(
+            *racing[:10],
+            new_side.acquire_lease("s", "b", 10.0),
+            *racing[10:],
+            return_exceptions=True,
+        )
+        taken = outcomes[10]
+        assert isinstance(taken, Lease)
+        assert (taken.owner, taken.token) == ("b", old.token + 1)
+        # The old side's appends commit in queue order: once one is refused
+        # (the takeover committed), no later one is accepted.
+        fenced = [isinstance(o, LeaseLost) for o in outcomes[:10] + outcomes[11:]]
+        assert fenced == sorted(fenced)
+        with pytest.raises(LeaseLost):
+            await old_side.append("s", [user("late a")], lease_token=old.token)
+        await new_side.append("s", [user("b")], lease_token=taken.token)
+        events = (await new_side.read("s")).events
+        texts = [e.user_message.text for e in events]
+        assert texts == ["hello", *(f"a{n}" for n in range(fenced.count(False))), "b"]
+        assert [e.seq for e in events] == list(range(len(events)))
+    finally:
         for store in stores:
             await store.close()
         await drop_schema(stores[0])

@@ -187,10 +187,15 @@ class LostFirstAnswers:
         return getattr(self._log, name)
 
     async def append(
-        self, session_id: str, events: Sequence[Event], expected_last_seq: int | None = None
+        self,
+        session_id: str,
+        events: Sequence[Event],
+        expected_last_seq: int | None = None,
+        *,
+        lease_token: int | None = None,
     ) -> AppendResult:
-        await self._log.append(session_id, events, expected_last_seq)
-        return await self._log.append(session_id, events)
+        await self._log.append(session_id, events, expected_last_seq, lease_token=lease_token)
+        return await self._log.append(session_id, events, lease_token=lease_token)
 
 
 async def test_a_prompt_whose_append_answer_was_lost_still_runs(
@@ -218,9 +223,16 @@ class HeldAfterWriting:
         return getattr(self._log, name)
 
     async def append(
-        self, session_id: str, events: Sequence[Event], expected_last_seq: int | None = None
+        self,
+        session_id: str,
+        events: Sequence[Event],
+        expected_last_seq: int | None = None,
+        *,
+        lease_token: int | None = None,
     ) -> AppendResult:
-        result = await self._log.append(session_id, events, expected_last_seq)
+        result = await self._log.append(
+            session_id, events, expected_last_seq, lease_token=lease_token
+        )
         if self.holding:
             self.written.set()
             await self.release.wait()

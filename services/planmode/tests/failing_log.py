@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator, Sequence
 
 from services.common.errors import Unavailable
 from services.sessionlog.folds import SessionState
+from services.sessionlog.leases import Lease
 from services.sessionlog.port import (
     DEFAULT_HEARTBEAT_S,
     DEFAULT_MESSAGE_LIMIT,
@@ -34,11 +35,15 @@ class AppendOutage:
         session_id: str,
         events: Sequence[Event],
         expected_last_seq: int | None = None,
+        *,
+        lease_token: int | None = None,
     ) -> AppendResult:
         if self.on:
             raise Unavailable("SESSION_LOG_UNAVAILABLE", "the session log is unreachable")
         self.calls["append"] += 1
-        return await self._log.append(session_id, events, expected_last_seq)
+        return await self._log.append(
+            session_id, events, expected_last_seq, lease_token=lease_token
+        )
 
     async def create_session(self, session_id: str | None, cwd: str) -> tuple[SessionSummary, bool]:
         return await self._log.create_session(session_id, cwd)
@@ -104,3 +109,12 @@ class AppendOutage:
 
     async def delete_session(self, session_id: str) -> None:
         await self._log.delete_session(session_id)
+
+    async def acquire_lease(self, session_id: str, owner: str, ttl_s: float) -> Lease:
+        return await self._log.acquire_lease(session_id, owner, ttl_s)
+
+    async def renew_lease(self, session_id: str, owner: str, token: int, ttl_s: float) -> Lease:
+        return await self._log.renew_lease(session_id, owner, token, ttl_s)
+
+    async def release_lease(self, session_id: str, owner: str, token: int) -> bool:
+        return await self._log.release_lease(session_id, owner, token)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from agenthost.sessionlog.v1 import events_pb2
 
-from services.common.errors import SessionNotFound
+from services.common.errors import LeaseLost, SessionNotFound
 from services.planmode.config import DEFAULT_SECTION, PlanModeConfig
 from services.planmode.controller import PlanModeController, PlanState, SetOutcome
 from services.planmode.errors import PlanModeInactive
@@ -307,3 +307,29 @@ async def test_the_events_of_a_commit_are_complete_log_values(
     assert event.WhichOneof("body") == "plan_mode"
     assert event.id
     assert event.HasField("time")
+
+
+# -- under a runtime's session lease ---------------------------------------------------------
+
+
+async def test_a_deposed_runtimes_boundary_and_exit_write_nothing(
+    controller: PlanModeController, runtime: RuntimeDriver, log: SessionLog, session_id: str
+) -> None:
+    deposed = await log.acquire_lease(session_id, "runtime-a", 10.0)
+    await log.release_lease(session_id, "runtime-a", deposed.token)
+    owner = await log.acquire_lease(session_id, "runtime-b", 10.0)
+    await runtime.start_turn()
+    assert (await controller.set(session_id, True)).outcome is SetOutcome.QUEUED
+    before = await last_seq(log, session_id)
+
+    stale = await controller.apply_at_boundary(session_id, deposed.token)
+    assert not stale.applied and stale.state == PlanState(active=False, pending=True)
+    assert await last_seq(log, session_id) == before
+    applied = await controller.apply_at_boundary(session_id, owner.token)
+    assert applied.applied and applied.state == PlanState(active=True)
+
+    with pytest.raises(LeaseLost):
+        await controller.exit_plan_mode(session_id, deposed.token)
+    assert (await controller.get(session_id)).state == PlanState(active=True)
+    await controller.exit_plan_mode(session_id, owner.token)
+    assert (await controller.get(session_id)).state == PlanState(active=False)
