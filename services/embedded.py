@@ -184,9 +184,14 @@ class EmbeddedStack:
     def _plan_config(self) -> PlanModeConfig:
         return self.plan_config or config_from_env(os.environ)
 
+    def stores(self) -> Database:
+        """Where the services keep their data: the database given, else the
+        stack's setting (SQLite in the data folder by default)."""
+        return self.database or database_from_env(os.environ, self.data_dir)
+
     def _definition(self, name: str) -> ServiceDefinition:
         data = self.data_dir
-        database = self.database or database_from_env(os.environ, data)
+        database = self.stores()
         if name == "sessionlog":
             return session_log_service(data / "sessionlog.db", session_store(database))
         if name == "planmode":
@@ -218,4 +223,5 @@ class EmbeddedStack:
             projection_pb2_grpc.ProjectionServiceStub(self._channel(name, "projection")),
             self._plan_client(name),
             heartbeat_s=self.gateway_heartbeat_s,
+            database=database,
         )

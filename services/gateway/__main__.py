@@ -5,7 +5,9 @@ it). Tokens: AGENTHOST_TOKENS_FILE, a JSON object of token -> account; without
 it a local token is made in AGENTHOST_DATA_DIR/token for the account "local".
 Browsers (gRPC-Web, Connect): at AGENTHOST_WEB_LISTEN when it is set, for the
 origins in AGENTHOST_WEB_ORIGINS (see services/common/config.py); its log
-line "web listening" gives the URL.
+line "web listening" gives the URL. Its fences: in memory, or shared with
+the other gateway replicas in PostgreSQL when AGENTHOST_DATABASE_URL names
+one (services/common/database.py).
 """
 
 import logging
@@ -16,6 +18,7 @@ from agenthost.projection.v1 import projection_pb2_grpc
 from agenthost.runtime.v1 import runtime_pb2_grpc
 
 from services.common.config import ServiceConfig
+from services.common.database import database_from_env
 from services.common.main import Peers, required, run_service
 from services.common.server import ServiceDefinition
 from services.common.topology import PEERS
@@ -46,6 +49,7 @@ def build(config: ServiceConfig, peers: Peers) -> ServiceDefinition:
         runtime_pb2_grpc.AgentRuntimeServiceStub(required(peers, "agentruntime")),
         projection_pb2_grpc.ProjectionServiceStub(required(peers, "projection")),
         PlanModeClient(plan_channel) if plan_channel else None,
+        database=database_from_env(os.environ, config.data_dir),
     )
 
 

@@ -11,43 +11,37 @@ their ids stay used, which is what a single gateway does too.
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-from typing import Any
-
-import psycopg
-from psycopg import sql
-from psycopg.rows import tuple_row
-
-from services.common.errors import StorageUnavailable
+from services.common.postgres import PostgresStore
 
 from .fence_store import ClientKey, Order, RequestKey
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS gateway_generations (
-    account TEXT NOT NULL,
-    client_id TEXT NOT NULL,
-    generation BIGINT NOT NULL,
-    PRIMARY KEY (account, client_id)
-);
-CREATE TABLE IF NOT EXISTS gateway_applied (
-    account TEXT NOT NULL,
-    client_id TEXT NOT NULL,
-    session_id TEXT NOT NULL,
-    generation BIGINT NOT NULL,
-    request_id BIGINT NOT NULL,
-    PRIMARY KEY (account, client_id, session_id)
-);
-CREATE TABLE IF NOT EXISTS gateway_in_flight (
-    account TEXT NOT NULL,
-    client_id TEXT NOT NULL,
-    session_id TEXT NOT NULL,
-    generation BIGINT NOT NULL,
-    request_id BIGINT NOT NULL,
-    PRIMARY KEY (account, client_id, session_id, generation, request_id)
-);
-"""
+# Released migrations never change; a change is a new entry at the end.
+TABLES = (
+    """
+    CREATE TABLE gateway_generations (
+        account TEXT NOT NULL,
+        client_id TEXT NOT NULL,
+        generation BIGINT NOT NULL,
+        PRIMARY KEY (account, client_id)
+    );
+    CREATE TABLE gateway_applied (
+        account TEXT NOT NULL,
+        client_id TEXT NOT NULL,
+        session_id TEXT NOT NULL,
+        generation BIGINT NOT NULL,
+        request_id BIGINT NOT NULL,
+        PRIMARY KEY (account, client_id, session_id)
+    );
+    CREATE TABLE gateway_in_flight (
+        account TEXT NOT NULL,
+        client_id TEXT NOT NULL,
+        session_id TEXT NOT NULL,
+        generation BIGINT NOT NULL,
+        request_id BIGINT NOT NULL,
+        PRIMARY KEY (account, client_id, session_id, generation, request_id)
+    );
+    """,
+)
 
 ADVANCE = (
     "INSERT INTO gateway_generations (account, client_id, generation) VALUES (%s, %s, %s) "
@@ -83,68 +77,26 @@ APPLIED = (
 )
 
 
-class PostgresFenceStore:
-    def __init__(self, dsn: str, schema: str = "public") -> None:
-        self.dsn = dsn
-        self.schema = schema
-        self._connection: psycopg.AsyncConnection[tuple[Any, ...]] | None = None
-        # One connection, one transaction at a time: each is a few statements.
-        self._lock = asyncio.Lock()
-
-    async def open(self) -> None:
-        self._connection = await self._connect()
-        async with self._connection.transaction():
-            await self._connection.execute(
-                sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(self.schema))
-            )
-            await self._connection.execute(SCHEMA)
-
-    async def _connect(self) -> psycopg.AsyncConnection[tuple[Any, ...]]:
-        connection = await psycopg.AsyncConnection.connect(
-            self.dsn, autocommit=True, row_factory=tuple_row
-        )
-        await connection.execute(
-            sql.SQL("SET search_path TO {}").format(sql.Identifier(self.schema))
-        )
-        return connection
-
-    async def close(self) -> None:
-        if self._connection is not None:
-            await self._connection.close()
-        self._connection = None
+class PostgresFenceStore(PostgresStore):
+    STORE = "gateway_fences"
+    MIGRATIONS = TABLES
 
     async def advance_generation(self, client: ClientKey, generation: int) -> int:
-        async with self._session() as db:
-            row = await (await db.execute(ADVANCE, (*client, generation))).fetchone()
-        assert row is not None
-        return int(row[0])
+        rows = await self.db.fetch(ADVANCE, (*client, generation))
+        return int(rows[0]["generation"])
 
     async def reserve(self, key: RequestKey, order: Order) -> Order | None:
-        async with self._session() as db, db.transaction():
+        async with self.db.transaction() as db:
             await db.execute(LOCK_KEY, ("\x1f".join(key),))
             row = await (await db.execute(NEWEST, (*key, *key))).fetchone()
-            newest = None if row is None else (int(row[0]), int(row[1]))
+            newest = None if row is None else (int(row["generation"]), int(row["request_id"]))
             if newest is not None and order <= newest:
                 return newest
             await db.execute(TAKE, (*key, *order))
             return None
 
     async def release(self, key: RequestKey, order: Order, *, applied: bool) -> None:
-        async with self._session() as db, db.transaction():
+        async with self.db.transaction() as db:
             await db.execute(DONE, (*key, *order))
             if applied:
                 await db.execute(APPLIED, (*key, *order))
-
-    @asynccontextmanager
-    async def _session(self) -> AsyncIterator[psycopg.AsyncConnection[tuple[Any, ...]]]:
-        """The connection, alone; PostgreSQL unreachable is the storage
-        being unavailable (UNAVAILABLE, retry), not a bug of the call."""
-        async with self._lock:
-            try:
-                if self._connection is None:
-                    raise StorageUnavailable("the gateway's fence store is not open")
-                if self._connection.broken or self._connection.closed:  # PostgreSQL restarted
-                    self._connection = await self._connect()
-                yield self._connection
-            except psycopg.OperationalError as error:
-                raise StorageUnavailable(str(error).strip() or type(error).__name__) from error

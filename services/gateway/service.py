@@ -9,12 +9,16 @@ from agenthost.gateway.v1 import gateway_pb2_grpc as gw_grpc
 from agenthost.projection.v1 import projection_pb2_grpc as pj_grpc
 from agenthost.runtime.v1 import runtime_pb2_grpc as rt_grpc
 
+from services.common.database import Backend, Database
 from services.common.server import ServiceDefinition
 from services.planmode.client import PlanModeClient
 from services.sessionlog.port import SessionLogPort
 from services.workspace.client import WorkspaceClient
 
 from .accounts import TokenStore, current_account
+from .fence_store import FenceStore, MemoryFenceStore
+from .fencing import Fences
+from .postgres_fences import PostgresFenceStore
 from .servicer import HEARTBEAT_S, SERVICE_NAME, GatewayServicer
 
 
@@ -26,10 +30,21 @@ def gateway_service(
     projection: pj_grpc.ProjectionServiceStub,
     plan: PlanModeClient | None,
     heartbeat_s: float = HEARTBEAT_S,
+    database: Database | None = None,
 ) -> ServiceDefinition:
     """Serving once it follows the session log live; without a plan-mode
-    client, PlanMode/SetPlanMode answer "unavailable"."""
-    servicer = GatewayServicer(log, workspaces, runtime, projection, plan, heartbeat_s)
+    client, PlanMode/SetPlanMode answer "unavailable". Its fences are in
+    memory, or shared with the other gateways when the stack's `database`
+    is PostgreSQL (fence_store.py)."""
+    store = fence_store(database)
+    servicer = GatewayServicer(
+        log, workspaces, runtime, projection, plan, heartbeat_s, Fences(store)
+    )
+
+    async def open_() -> None:
+        if isinstance(store, PostgresFenceStore):
+            await store.open()
+        await servicer.hub.start()
 
     def register(server: grpc.aio.Server) -> None:
         gw_grpc.add_GatewayServiceServicer_to_server(servicer, server)
@@ -41,15 +56,26 @@ def gateway_service(
             tokens.account_for(authorization if isinstance(authorization, str) else None)
         )
 
+    shared = store if isinstance(store, PostgresFenceStore) else None
     return GatewayDefinition(
         [SERVICE_NAME],
         register,
-        open=servicer.hub.start,
+        open=open_,
+        close=store.close,
         before_stop=[servicer.hub.stop],
         authenticate=authenticate,
+        # PostgreSQL: NOT_SERVING while the fences cannot be reached.
+        probe=shared.probe if shared is not None else None,
         web=True,
         servicer=servicer,
     )
+
+
+def fence_store(database: Database | None) -> FenceStore:
+    """Shared by the gateways of a stack on PostgreSQL; else this one's own."""
+    if database is not None and database.backend is Backend.POSTGRES:
+        return PostgresFenceStore(database.postgres_dsn(), database.schema)
+    return MemoryFenceStore()
 
 
 @dataclass

@@ -103,6 +103,7 @@ class GatewayServicer(gw_grpc.GatewayServiceServicer):
         projection: pj_grpc.ProjectionServiceStub,
         plan: PlanModeClient | None,
         heartbeat_s: float = HEARTBEAT_S,
+        fences: Fences | None = None,
     ) -> None:
         self.log = log
         self.workspaces = workspaces
@@ -110,7 +111,7 @@ class GatewayServicer(gw_grpc.GatewayServiceServicer):
         self.projection = projection
         self.plan = plan
         self.heartbeat_s = heartbeat_s
-        self.fences = Fences()
+        self.fences = fences if fences is not None else Fences()
         self.plans = PlanViews()
         self.hub = Hub(log, runtime, projection, workspaces, self.plans)
         self._access: Recent[tuple[str, str], bool] = Recent(ACCESS_KEPT)

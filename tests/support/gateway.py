@@ -138,7 +138,8 @@ class GatewayHarness:
 @asynccontextmanager
 async def another_gateway(harness: GatewayHarness) -> AsyncIterator[str]:
     """A second gateway replica in front of the same internal services (its
-    own channels, fences and hub, as another process would have); its address."""
+    own channels and hub, as another process would have; its fences shared
+    when the stack's database is PostgreSQL); its address."""
     stack = harness.stack
     channels = {name: stack.channel(name) for name in stack.names}
     plan = PlanModeClient(channels["planmode"]) if stack.with_plan_mode else None
@@ -150,6 +151,7 @@ async def another_gateway(harness: GatewayHarness) -> AsyncIterator[str]:
         runtime_pb2_grpc.AgentRuntimeServiceStub(channels["agentruntime"]),
         projection_pb2_grpc.ProjectionServiceStub(channels["projection"]),
         plan,
+        database=stack.stores(),
     )
     host = ServiceHost(ServiceConfig(name="gateway-2", data_dir=stack.data_dir), definition)
     await host.start()

@@ -1,0 +1,97 @@
+"""Gateways as stateless replicas over a stack on PostgreSQL: a client whose
+connection moves from one gateway to another (here: a channel with both
+addresses, as behind a load balancer, when the first one stops) resumes
+with every event exactly once, and its superseded generation is refused by
+both gateways, the restarted first one included, since the fences live in
+the database rather than in either gateway."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import grpc
+import pytest
+from agenthost.gateway.v1 import gateway_pb2 as gw
+
+from clients.sdk import AgentHostClient
+from tests.support.gateway import ALICE, GatewayHarness, another_gateway, running_gateway
+from tests.support.postgres import drop_schema, postgres_url, schema_for
+from tests.support.rpc import expect_rpc_error, reason_of
+
+pytestmark = pytest.mark.postgres
+
+WAIT_S = 30.0
+
+
+class Schema:
+    def __init__(self, schema: str) -> None:
+        self.schema = schema
+
+
+@pytest.fixture
+async def gateway(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[GatewayHarness]:
+    """The embedded stack with its database in a PostgreSQL schema of its own."""
+    schema = Schema(schema_for(tmp_path, "replicas"))
+    await drop_schema(schema)
+    monkeypatch.setenv("AGENTHOST_DATABASE_URL", postgres_url())
+    monkeypatch.setenv("AGENTHOST_DATABASE_SCHEMA", schema.schema)
+    try:
+        async with running_gateway(tmp_path / "data") as harness:
+            yield harness
+    finally:
+        await drop_schema(schema)
+
+
+async def test_a_client_moving_between_gateways_resumes_once_and_its_old_generation_is_stale(
+    gateway: GatewayHarness, tmp_path: Path
+) -> None:
+    stack = gateway.stack
+    first_address = gateway.address
+    async with another_gateway(gateway) as second_address:
+        both = f"ipv4:{first_address},{second_address}"  # pick_first: the first while it serves
+        async with AgentHostClient(both, ALICE, client_id="mover") as client:
+            session = await client.open_session((await client.create_session(cwd=str(tmp_path))).id)
+            await session.prompt("before the move")
+            await session.wait_until(lambda s: not s.running and s.last_seq > 0, WAIT_S)
+            old_generation = client.generation
+
+            await stack.stop_service("gateway")  # the client's gateway goes away
+            await client.wait_for(
+                lambda: client.connected and client.generation > old_generation, WAIT_S
+            )
+            await session.prompt("after the move")
+            await session.wait_until(
+                lambda s: (
+                    not s.running
+                    and any(
+                        e.HasField("user_message") and e.user_message.text == "after the move"
+                        for e in s.events
+                    )
+                ),
+                WAIT_S,
+            )
+            seqs = session.history.seqs
+            assert seqs == list(range(session.last_seq + 1)), seqs  # each event once, no gap
+
+            old = gw.RequestFence(client_id="mover", generation=old_generation, request_id=10**6)
+            second = gateway.client_of(second_address, client_id="mover")
+            refused = await expect_rpc_error(
+                second.stub.Prompt(
+                    gw.PromptRequest(session_id=session.id, text="from the past", fence=old)
+                ),
+                grpc.StatusCode.FAILED_PRECONDITION,
+            )
+            assert reason_of(refused) == "STALE"
+
+            await stack.start_service("gateway")  # back, with nothing in memory
+            first = gateway.client_of(first_address, client_id="mover")
+            refused = await expect_rpc_error(
+                first.stub.Prompt(
+                    gw.PromptRequest(session_id=session.id, text="from the past", fence=old)
+                ),
+                grpc.StatusCode.FAILED_PRECONDITION,
+            )
+            assert reason_of(refused) == "STALE"
+            texts = [e.user_message.text for e in session.events if e.HasField("user_message")]
+            assert texts == ["before the move", "after the move"]
