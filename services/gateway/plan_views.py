@@ -17,9 +17,10 @@ gateway knows of the session:
   that skips a seq drops it, as does a seed older than what was received);
 - it is at or past every write this gateway acknowledged for the session
   (read-your-writes: the follower may not have delivered that write yet).
-Otherwise the caller reads through the projection (at least as of what this
-gateway knows, so the projection spares its own read when it folded that
-far) and seeds the view with the answer.
+A read right after this gateway's own write waits (briefly) for the follower
+to deliver it. Otherwise the caller reads through the projection (at least
+as of what this gateway knows, so the projection spares its own read when
+it folded that far) and seeds the view with the answer.
 
 A write made through another gateway replica is reflected once this
 gateway's follower delivers it, as every live frame is; each reply carries
@@ -32,6 +33,8 @@ nothing the view shows.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from dataclasses import dataclass
 
 from agenthost.sessionlog.v1 import events_pb2
@@ -42,6 +45,9 @@ from services.sessionlog.folds import PlanFold, fold_plan, plan_view
 # Sessions whose plan (or last received seq) the gateway keeps, recently used
 # first; a forgotten one is read through the projection again.
 KEPT = 10_000
+# How long a read waits for the follower to deliver a write this gateway
+# acknowledged, before it reads through the projection instead.
+CATCH_UP_S = 1.0
 
 
 @dataclass
@@ -58,6 +64,8 @@ class _Tracked:
 class PlanViews:
     def __init__(self, kept: int = KEPT) -> None:
         self._sessions: Recent[str, _Tracked] = Recent(kept)
+        # Set (and replaced) on every event the follower delivers.
+        self._advanced = asyncio.Event()
 
     def _tracked(self, session_id: str) -> _Tracked:
         tracked = self._sessions.recall(session_id)
@@ -68,6 +76,8 @@ class PlanViews:
 
     def on_event(self, event: events_pb2.Event) -> None:
         """An event of the follower's stream (in log order per session)."""
+        advanced, self._advanced = self._advanced, asyncio.Event()
+        advanced.set()
         tracked = self._tracked(event.session_id)
         tracked.received = max(tracked.received, event.seq)
         if tracked.plan is None or event.seq <= tracked.as_of:
@@ -87,6 +97,29 @@ class PlanViews:
         """The newest seq this gateway knows the session has (-1: none)."""
         tracked = self._sessions.get(session_id)
         return -1 if tracked is None else max(tracked.received, tracked.acknowledged)
+
+    async def read_soon(
+        self, session_id: str, within_s: float = CATCH_UP_S
+    ) -> tuple[dict[str, bool], int] | None:
+        """`read`, once the follower delivered what this gateway acknowledged
+        (it trails the write's reply by little): waited for at most
+        `within_s`, as long as the kept view can still catch up."""
+        loop = asyncio.get_running_loop()
+        until = loop.time() + within_s
+        while (kept := self.read(session_id)) is None:
+            tracked = self._sessions.get(session_id)
+            behind_only_the_follower = (
+                tracked is not None
+                and tracked.plan is not None
+                and tracked.as_of >= tracked.received
+            )
+            if not behind_only_the_follower or loop.time() >= until:
+                return None
+            advanced = self._advanced
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout_at(until):
+                    await advanced.wait()
+        return kept
 
     def read(self, session_id: str) -> tuple[dict[str, bool], int] | None:
         """The plan view and the seq it is as of, when it is as new as

@@ -652,7 +652,7 @@ class GatewayServicer(gw_grpc.GatewayServiceServicer):
         if self.plan is None:
             return gw.PlanModeResponse(plan=gw.PlanModeValue(), seq=-1)
         session_id = request.session_id
-        kept = self.plans.read(session_id)
+        kept = await self.plans.read_soon(session_id)
         if kept is not None:
             return gw.PlanModeResponse(plan=_plan_value(kept[0]), seq=kept[1])
         block = await self._projections(

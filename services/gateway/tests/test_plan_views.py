@@ -4,6 +4,8 @@ while it is as new as anything the gateway knows."""
 
 from __future__ import annotations
 
+import asyncio
+
 from agenthost.sessionlog.v1 import events_pb2 as ev
 from hypothesis import given
 from hypothesis import strategies as st
@@ -102,3 +104,22 @@ def test_a_forgotten_session_is_read_through_again() -> None:
     views.seed("b", {"active": False}, 1)
     assert views.read("a") is None
     assert views.read("b") == ({"active": False}, 1)
+
+
+async def test_a_read_right_after_a_write_waits_for_the_follower_to_deliver_it() -> None:
+    events = numbered([plan_mode(False), plan_mode(True)])
+    views = PlanViews()
+    views.seed(SESSION, folded(events[:1]), 1)
+    views.acknowledged(SESSION, 2)
+    reading = asyncio.ensure_future(views.read_soon(SESSION, within_s=30))
+    await asyncio.sleep(0)  # the read is waiting: nothing delivered seq 2 yet
+    assert not reading.done()
+    views.on_event(events[1])
+    assert await asyncio.wait_for(reading, 30) == ({"active": True}, 2)
+
+
+async def test_a_read_the_follower_cannot_answer_gives_up_at_once() -> None:
+    views = PlanViews()
+    views.seed(SESSION, {"active": False}, 1)
+    views.on_event(numbered([user("a"), user("b"), user("c")])[2])  # a gap: seq 2 is unknown
+    assert await asyncio.wait_for(views.read_soon(SESSION, within_s=30), 1) is None
