@@ -43,6 +43,7 @@ from .port import (
 )
 from .sqlite_store import SqliteSessionStore
 from .store import (
+    EVERY_SESSION,
     Event,
     SessionHeader,
     SessionStore,
@@ -63,6 +64,9 @@ CHECKPOINT_EVERY = 256
 HEADERS_CACHED = 10_000
 # The longest lease a caller may ask for (the contract's ttl_ms bound).
 MAX_LEASE_S = 3600.0
+# Pauses before listening again to a shared store that lost its listener:
+# the first, and the longest it doubles to.
+LISTEN_RETRY_S = (0.1, 5.0)
 
 
 @dataclass
@@ -395,12 +399,34 @@ class SessionLog:
 
     async def follow_shared_store(self) -> None:
         """Wake local subscribers on appends other replicas make (runs until
-        cancelled; returns at once for a store only this process writes)."""
-        if isinstance(self._store, SharedStore):
-            async for session_id in self._store.changes():
-                self._fire(session_id)
+        cancelled; returns at once for a store only this process writes). A
+        lost listener (PostgreSQL restarted) is made again, and each time it
+        listens every subscriber reads again: what other replicas appended
+        meanwhile arrives then, not at the next heartbeat."""
+        if not isinstance(self._store, SharedStore):
+            return
+        delay = LISTEN_RETRY_S[0]
+        while True:
+            try:
+                async for session_id in self._store.changes():
+                    if session_id == EVERY_SESSION:
+                        delay = LISTEN_RETRY_S[0]
+                        self._fire_all()
+                    else:
+                        self._fire(session_id)
+            except Exception as error:  # the server went away: listen again
+                log.warning(
+                    "lost the shared store's change listener (%s); again in %ss", error, delay
+                )
+            await asyncio.sleep(delay)  # a pause before listening again, not synchronisation
+            delay = min(delay * 2, LISTEN_RETRY_S[1])
 
     # -- internals ---------------------------------------------------------------------
+
+    def _fire_all(self) -> None:
+        for signal in self._session_signals.values():
+            signal.fire()
+        self._all_signal.fire()
 
     def _fire(self, session_id: str) -> None:
         signal = self._session_signals.get(session_id)

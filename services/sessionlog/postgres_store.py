@@ -33,6 +33,7 @@ from .group_commit import CommitStats, GroupCommitter
 from .leases import Lease, LeaseChange
 from .port import AppendResult, Direction, ReadResult, TailPage
 from .store import (
+    EVERY_SESSION,
     Event,
     EventRow,
     SessionHeader,
@@ -46,6 +47,8 @@ from .store import (
 )
 
 CHANNEL = "agenthost_sessionlog"
+# How its connections show in pg_stat_activity.
+APPLICATION_NAME = "agenthost sessionlog"
 APPEND_LOCK = 0x61676E74  # any constant shared by every replica
 
 SCHEMA = """
@@ -150,7 +153,7 @@ class PostgresSessionStore:
 
     async def _connect(self) -> psycopg.AsyncConnection[Row]:
         connection = await psycopg.AsyncConnection.connect(
-            self.dsn, autocommit=True, row_factory=dict_row
+            self.dsn, autocommit=True, row_factory=dict_row, application_name=APPLICATION_NAME
         )
         await connection.execute(
             sql.SQL("SET search_path TO {}").format(sql.Identifier(self.schema))
@@ -203,6 +206,7 @@ class PostgresSessionStore:
         listener = await self._connect()
         try:
             await listener.execute(f"LISTEN {CHANNEL}")
+            yield EVERY_SESSION
             async for notice in listener.notifies():
                 yield notice.payload
         finally:

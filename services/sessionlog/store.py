@@ -198,9 +198,17 @@ class SessionStore(Protocol):
         ...
 
 
+# What `SharedStore.changes` yields first, once it listens: any session may
+# have changed before then (the listener is new, or was lost and made again).
+EVERY_SESSION = ""
+
+
 @runtime_checkable
 class SharedStore(Protocol):
     """A store several session-log replicas write to: it reports the sessions
     other replicas appended to, so local subscribers wake up."""
 
-    def changes(self) -> AsyncIterator[str]: ...
+    def changes(self) -> AsyncIterator[str]:
+        """EVERY_SESSION once listening, then each session appended to; ends
+        or raises when the listener is lost."""
+        ...

@@ -8,13 +8,14 @@ import asyncio
 import os
 from pathlib import Path
 
+import psycopg
 import pytest
 
 from services.common.errors import LeaseLost
 from services.sessionlog.domain import SessionLog
 from services.sessionlog.leases import Lease
 from services.sessionlog.port import CaughtUp, Heartbeat
-from services.sessionlog.postgres_store import PostgresSessionStore
+from services.sessionlog.postgres_store import APPLICATION_NAME, PostgresSessionStore
 from tests.support.clocks import ManualClock
 from tests.support.events import user
 from tests.support.postgres import POSTGRES_DSN, drop_schema
@@ -45,6 +46,55 @@ async def test_a_subscriber_on_one_replica_sees_appends_made_on_another(tmp_path
                         break
         assert [p for _, p in received] == sorted(p for _, p in received)
         assert {s for s, _ in received} == {"s"}
+    finally:
+        for task in feeds:
+            task.cancel()
+        await asyncio.gather(*feeds, return_exceptions=True)
+        for store in stores:
+            await store.close()
+        await drop_schema(stores[0])
+
+
+async def cut_the_listeners() -> int:
+    """End the session logs' LISTEN connections, as a PostgreSQL restart
+    would; how many were ended."""
+    async with await psycopg.AsyncConnection.connect(POSTGRES_DSN, autocommit=True) as db:
+        cursor = await db.execute(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+            "WHERE application_name = %s AND query LIKE 'LISTEN%%' AND pid <> pg_backend_pid()",
+            (APPLICATION_NAME,),
+        )
+        row = await cursor.fetchone()
+        assert row is not None
+        return int(row[0])
+
+
+async def test_a_subscriber_keeps_following_another_replica_after_its_listener_is_cut(
+    tmp_path: Path,
+) -> None:
+    """The listener is made again and the subscriber reads what it missed at
+    once, not at its next heartbeat (far beyond this test's wait)."""
+    schema = f"relisten_{os.getpid()}_{tmp_path.name.lower().replace('-', '_')}"
+    stores = [PostgresSessionStore(POSTGRES_DSN, schema) for _ in range(2)]
+    await drop_schema(stores[0])
+    for store in stores:
+        await store.open()
+    first, second = SessionLog(stores[0]), SessionLog(stores[1])
+    feeds = [asyncio.create_task(log.follow_shared_store()) for log in (first, second)]
+    try:
+        await second.create_session("s", "/w")
+        await second.append("s", [user("before the cut")])
+        texts: list[str] = []
+        async with asyncio.timeout(WAIT_S):
+            async for item in first.subscribe("s", heartbeat_s=600):
+                if isinstance(item, CaughtUp):
+                    assert await cut_the_listeners() >= 1
+                    await second.append("s", [user("after the cut")])
+                elif not isinstance(item, Heartbeat):
+                    texts.append(item.user_message.text)
+                    if texts[-1] == "after the cut":
+                        break
+        assert texts == ["before the cut", "after the cut"]
     finally:
         for task in feeds:
             task.cancel()
