@@ -114,8 +114,10 @@ class Chat:
         self._answered: set[str] = set()
         self._background: set[asyncio.Task[None]] = set()
         self._prompt: PromptSession[str] | None = None
-        # The terminal's keys while a turn runs and no prompt reads them.
+        # The terminal's keys while a turn runs and no prompt reads them, and
+        # the lines finished meanwhile.
         self._keys: Input | None = None
+        self._typed_ahead: deque[str] = deque()
 
     # -- output ---------------------------------------------------------------------------
 
@@ -299,8 +301,10 @@ class Chat:
         """While a turn runs there is no prompt, but the keys still work:
         Ctrl-C cancels the turn, Shift-Tab toggles plan mode (it applies at
         the next model request) and Ctrl-D leaves, the turn going on in the
-        runtime. True when the user left. Waits for the session's next
-        change; without a terminal, only for that."""
+        runtime. What is typed meanwhile is kept for the prompt: the line
+        under way as its draft, finished lines to be sent when the turn is
+        over. True when the user left. Waits for the session's next change;
+        without a terminal, only for that."""
         changed = asyncio.ensure_future(self._changed.wait())
         if self._keys is None:
             await changed
@@ -316,6 +320,8 @@ class Chat:
                     left.set()
                 elif press.key == Keys.BackTab:
                     self._spawn(self._toggle_plan())
+                else:
+                    self._type_ahead(press.key, press.data)
 
         leaving = asyncio.ensure_future(left.wait())
         # Raw mode: the keys arrive one by one and unechoed, Ctrl-C as a key.
@@ -327,6 +333,15 @@ class Chat:
             self._stop_spinner()
             self.say("(the turn goes on; agenthost chat --continue comes back to it)", "dim")
         return left.is_set()
+
+    def _type_ahead(self, key: str, data: str) -> None:
+        if key in (Keys.ControlM, Keys.ControlJ):  # Enter (a terminal's, or a newline)
+            self._typed_ahead.append(self._draft)
+            self._draft = ""
+        elif key == Keys.ControlH:  # Backspace
+            self._draft = self._draft[:-1]
+        elif data.isprintable():
+            self._draft += data
 
     async def _toggle_plan(self) -> None:
         state = self.session.plan.state
@@ -358,6 +373,10 @@ class Chat:
     async def _read_once(self, label: str) -> str | None:
         if self._prompt is None:
             return await self._lines.get()
+        if self._typed_ahead:  # typed while the turn ran: shown as if at the prompt
+            line = self._typed_ahead.popleft()
+            self.say(f"{label}{line}")
+            return line
         draft, self._draft = self._draft, ""
         while True:
             try:

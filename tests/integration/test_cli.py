@@ -237,14 +237,15 @@ def test_chat_streams_the_work_asks_approvals_and_cancels(up: Up, tmp_path: Path
         child.expect_exact("assistant: All done.")
         assert (project / "app.py").read_text().count("return 2") == 1
 
-        # A long answer: Ctrl-C cancels the turn, cleanly.
+        # A long answer: Ctrl-C cancels the turn, cleanly; a line typed
+        # while it ran is kept and taken once it is over.
         child.expect_exact(">")
         child.sendline("now something long")
         child.expect_exact("This will take a while")
+        child.sendline("/quit")
         child.sendintr()
         expect_all(child, "cancelling the turn", "turn cancelled")
-        child.expect_exact(">")
-        child.sendline("/quit")
+        child.expect_exact("> /quit")
         child.expect_exact("bye")
         child.expect(pexpect.EOF)
     finally:

@@ -592,7 +592,9 @@ async def test_a_failed_query_keeps_history_and_the_last_known_state(
 
     await gateway.stack.start_service("projection")
     recovered = await session.refresh_plan(deadline=WAIT_S)
-    assert recovered.decision.verdict is Verdict.APPLIED
+    # The gateway ends its streams once it follows the projections again, so
+    # the query the reconnect makes may answer first: either way it applied.
+    assert recovered.decision.verdict in (Verdict.APPLIED, Verdict.OLDER_REQUEST)
     assert session.plan_error is None and session.plan.state == ON
 
 
