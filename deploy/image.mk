@@ -5,8 +5,11 @@
 #   make base-image        pick python:3.11-slim, or build agenthost-base:bookworm once
 #   make image             agenthost:dev from deploy/docker/Dockerfile
 #   make postgres-image    pick postgres:15-bookworm, or build agenthost-postgres:15 once
+#   make lb-image          agenthost-lb:dev, Debian's haproxy for the scale profile
 #   make compose-up        the compose stack from the local image, waits until healthy
-#                          (COMPOSE_PROFILES=postgres also starts PostgreSQL)
+#                          (COMPOSE_PROFILES=postgres also starts PostgreSQL;
+#                          COMPOSE_PROFILES=scale runs deploy/compose.scale.yml instead:
+#                          replicas over PostgreSQL behind the load balancer)
 #   make compose-down      stops it and removes its containers, networks and volumes
 #   make k8s-render        renders deploy/k8s overlays into build/k8s/*.yaml
 #   make deploy-manifests  regenerates docker-compose.yml, deploy/compose.postgres.yml and the
@@ -25,6 +28,7 @@ PULL_TIMEOUT_S ?= 120
 POSTGRES_IMAGE ?= postgres:15-bookworm
 LOCAL_POSTGRES_IMAGE ?= agenthost-postgres:15
 POSTGRES_IMAGE_FILE := build/postgres-image
+LB_IMAGE ?= agenthost-lb:dev
 COMPOSE ?= docker-compose
 COMPOSE_PROFILES ?=
 COMPOSE_PROJECT ?= agenthost
@@ -48,7 +52,7 @@ BASE_IMAGE_FILE := build/base-image
 BASE_ROOTFS := build/base-rootfs
 PROJECT_SOURCES = $(shell find services clients -name '*.py' -not -path '*/__pycache__/*' 2>/dev/null)
 
-.PHONY: wheelhouse base-image image postgres-image compose-up compose-down k8s-render deploy-manifests test-containers
+.PHONY: wheelhouse base-image image postgres-image lb-image compose-up compose-down k8s-render deploy-manifests test-containers
 
 # The project wheel is built by setuptools from a staging copy of the sources
 # (so nothing is written into the work tree), exactly as pyproject.toml says:
@@ -137,6 +141,15 @@ postgres-image: base-image
 			--build-arg BASE_IMAGE=$$(cat $(BASE_IMAGE_FILE)) --tag $(LOCAL_POSTGRES_IMAGE) . \
 			&& echo "$(LOCAL_POSTGRES_IMAGE)" > $(POSTGRES_IMAGE_FILE); \
 	fi
+
+# The gateways' load balancer for the scale profile (deploy/docker/lb.Dockerfile):
+# Debian's haproxy on the same base as the services, rebuilt from the layer
+# cache when its files change.
+lb-image: base-image
+	docker build --quiet --file deploy/docker/lb.Dockerfile \
+		--build-arg BASE_IMAGE=$$(cat $(BASE_IMAGE_FILE)) --tag $(LB_IMAGE) .
+	@docker image prune --force --filter label=agenthost.build=lb-image --filter until=1h >/dev/null
+	@echo "lb image: $(LB_IMAGE) (base $$(cat $(BASE_IMAGE_FILE)))"
 
 # Starts the stack and returns once every container reports healthy (compose
 # 1.29 has no --wait; its health checks use the gRPC health service). With
