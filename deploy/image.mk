@@ -155,8 +155,12 @@ lb-image: base-image
 # 1.29 has no --wait; its health checks use the gRPC health service). With
 # COMPOSE_PROFILES=postgres, deploy/compose.postgres.yml wires the services
 # that can use PostgreSQL to the profile's server.
-COMPOSE_FILES = --file docker-compose.yml \
-	$(if $(filter postgres,$(COMPOSE_PROFILES)),--file deploy/compose.postgres.yml)
+# COMPOSE_PROFILES=scale runs deploy/compose.scale.yml alone (PostgreSQL, the
+# replicas and their load balancer).
+SCALE := $(filter scale,$(COMPOSE_PROFILES))
+USES_POSTGRES := $(or $(SCALE),$(filter postgres,$(COMPOSE_PROFILES)))
+COMPOSE_FILES = $(if $(SCALE),--file deploy/compose.scale.yml,--file docker-compose.yml \
+	$(if $(filter postgres,$(COMPOSE_PROFILES)),--file deploy/compose.postgres.yml))
 
 # The stack's internal token (internal_auth.py): made once, kept in build/.
 INTERNAL_TOKEN_FILE := build/internal-token
@@ -164,18 +168,29 @@ $(INTERNAL_TOKEN_FILE):
 	mkdir -p build
 	umask 077 && $(PYTHON) -c 'import secrets; print(secrets.token_urlsafe(32))' > $@
 
-compose-up: image $(INTERNAL_TOKEN_FILE) $(if $(filter postgres,$(COMPOSE_PROFILES)),postgres-image)
-	AGENTHOST_IMAGE=$(AGENTHOST_IMAGE) \
+# The gateway replicas' shared bearer token for the account "local" (scale
+# profile), made once. Mounted into the gateways, which run as uid 10001: the
+# file is theirs when make runs as root, else readable by every user.
+TOKENS_FILE := build/tokens.json
+$(TOKENS_FILE):
+	mkdir -p build
+	umask 077 && $(PYTHON) -c 'import json, secrets; print(json.dumps({secrets.token_urlsafe(32): "local"}))' > $@
+	chown 10001:10001 $@ 2>/dev/null || chmod 0644 $@
+
+compose-up: image $(INTERNAL_TOKEN_FILE) $(if $(USES_POSTGRES),postgres-image) \
+		$(if $(SCALE),lb-image $(TOKENS_FILE))
+	AGENTHOST_IMAGE=$(AGENTHOST_IMAGE) AGENTHOST_LB_IMAGE=$(LB_IMAGE) \
 	AGENTHOST_INTERNAL_TOKEN=$${AGENTHOST_INTERNAL_TOKEN:-$$(cat $(INTERNAL_TOKEN_FILE))} \
 	AGENTHOST_POSTGRES_IMAGE=$$(cat $(POSTGRES_IMAGE_FILE) 2>/dev/null || echo $(POSTGRES_IMAGE)) \
 	$(COMPOSE) --project-name $(COMPOSE_PROJECT) $(COMPOSE_FILES) \
 		$(foreach p,$(COMPOSE_PROFILES),--profile $(p)) up --detach
 	$(PY) deploy/compose_wait.py --project $(COMPOSE_PROJECT) --timeout $(COMPOSE_WAIT_S)
 	@echo "gateway: 127.0.0.1:$${AGENTHOST_GATEWAY_PORT:-7100}; its bearer token:" \
-		"$(COMPOSE) -p $(COMPOSE_PROJECT) exec gateway cat /data/token"
+		"$(if $(SCALE),in $${AGENTHOST_COMPOSE_TOKENS_FILE:-$(TOKENS_FILE)},$(COMPOSE) -p $(COMPOSE_PROJECT) exec gateway cat /data/token)"
 
 compose-down:
-	$(COMPOSE) --project-name $(COMPOSE_PROJECT) --profile postgres down --volumes --remove-orphans
+	$(COMPOSE) --project-name $(COMPOSE_PROJECT) $(COMPOSE_FILES) --profile postgres \
+		down --volumes --remove-orphans
 
 deploy-manifests: $(STAMP_DEPS)
 	$(PY) deploy/render.py
