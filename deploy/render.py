@@ -64,6 +64,9 @@ service started once the ones it calls are healthy. Debian's docker-compose
   make compose-up COMPOSE_PROFILES=postgres
       also PostgreSQL, as every service's store: the postgres profile and
       deploy/compose.postgres.yml (AGENTHOST_POSTGRES_IMAGE picks the image)
+  make compose-up COMPOSE_PROFILES=scale
+      replicas over PostgreSQL behind a load balancer: deploy/compose.scale.yml,
+      used instead of this file
   make compose-down                      stop, remove containers and volumes
 
 Only the gateway is published, on 127.0.0.1:7100 (AGENTHOST_GATEWAY_PORT
