@@ -5,8 +5,11 @@
 #   make base-image        pick python:3.11-slim, or build agenthost-base:bookworm once
 #   make image             agenthost:dev from deploy/docker/Dockerfile
 #   make postgres-image    pick postgres:15-bookworm, or build agenthost-postgres:15 once
+#   make lb-image          agenthost-lb:dev, Debian's haproxy for the scale profile
 #   make compose-up        the compose stack from the local image, waits until healthy
-#                          (COMPOSE_PROFILES=postgres also starts PostgreSQL)
+#                          (COMPOSE_PROFILES=postgres also starts PostgreSQL;
+#                          COMPOSE_PROFILES=scale runs deploy/compose.scale.yml instead:
+#                          replicas over PostgreSQL behind the load balancer)
 #   make compose-down      stops it and removes its containers, networks and volumes
 #   make k8s-render        renders deploy/k8s overlays into build/k8s/*.yaml
 #   make deploy-manifests  regenerates docker-compose.yml, deploy/compose.postgres.yml and the
@@ -25,6 +28,7 @@ PULL_TIMEOUT_S ?= 120
 POSTGRES_IMAGE ?= postgres:15-bookworm
 LOCAL_POSTGRES_IMAGE ?= agenthost-postgres:15
 POSTGRES_IMAGE_FILE := build/postgres-image
+LB_IMAGE ?= agenthost-lb:dev
 COMPOSE ?= docker-compose
 COMPOSE_PROFILES ?=
 COMPOSE_PROJECT ?= agenthost
@@ -48,7 +52,7 @@ BASE_IMAGE_FILE := build/base-image
 BASE_ROOTFS := build/base-rootfs
 PROJECT_SOURCES = $(shell find services clients -name '*.py' -not -path '*/__pycache__/*' 2>/dev/null)
 
-.PHONY: wheelhouse base-image image postgres-image compose-up compose-down k8s-render deploy-manifests test-containers
+.PHONY: wheelhouse base-image image postgres-image lb-image compose-up compose-down k8s-render deploy-manifests test-containers
 
 # The project wheel is built by setuptools from a staging copy of the sources
 # (so nothing is written into the work tree), exactly as pyproject.toml says:
@@ -138,12 +142,25 @@ postgres-image: base-image
 			&& echo "$(LOCAL_POSTGRES_IMAGE)" > $(POSTGRES_IMAGE_FILE); \
 	fi
 
+# The gateways' load balancer for the scale profile (deploy/docker/lb.Dockerfile):
+# Debian's haproxy on the same base as the services, rebuilt from the layer
+# cache when its files change.
+lb-image: base-image
+	docker build --quiet --file deploy/docker/lb.Dockerfile \
+		--build-arg BASE_IMAGE=$$(cat $(BASE_IMAGE_FILE)) --tag $(LB_IMAGE) .
+	@docker image prune --force --filter label=agenthost.build=lb-image --filter until=1h >/dev/null
+	@echo "lb image: $(LB_IMAGE) (base $$(cat $(BASE_IMAGE_FILE)))"
+
 # Starts the stack and returns once every container reports healthy (compose
 # 1.29 has no --wait; its health checks use the gRPC health service). With
 # COMPOSE_PROFILES=postgres, deploy/compose.postgres.yml wires the services
 # that can use PostgreSQL to the profile's server.
-COMPOSE_FILES = --file docker-compose.yml \
-	$(if $(filter postgres,$(COMPOSE_PROFILES)),--file deploy/compose.postgres.yml)
+# COMPOSE_PROFILES=scale runs deploy/compose.scale.yml alone (PostgreSQL, the
+# replicas and their load balancer).
+SCALE := $(filter scale,$(COMPOSE_PROFILES))
+USES_POSTGRES := $(or $(SCALE),$(filter postgres,$(COMPOSE_PROFILES)))
+COMPOSE_FILES = $(if $(SCALE),--file deploy/compose.scale.yml,--file docker-compose.yml \
+	$(if $(filter postgres,$(COMPOSE_PROFILES)),--file deploy/compose.postgres.yml))
 
 # The stack's internal token (internal_auth.py): made once, kept in build/.
 INTERNAL_TOKEN_FILE := build/internal-token
@@ -151,18 +168,29 @@ $(INTERNAL_TOKEN_FILE):
 	mkdir -p build
 	umask 077 && $(PYTHON) -c 'import secrets; print(secrets.token_urlsafe(32))' > $@
 
-compose-up: image $(INTERNAL_TOKEN_FILE) $(if $(filter postgres,$(COMPOSE_PROFILES)),postgres-image)
-	AGENTHOST_IMAGE=$(AGENTHOST_IMAGE) \
+# The gateway replicas' shared bearer token for the account "local" (scale
+# profile), made once. Mounted into the gateways, which run as uid 10001: the
+# file is theirs when make runs as root, else readable by every user.
+TOKENS_FILE := build/tokens.json
+$(TOKENS_FILE):
+	mkdir -p build
+	umask 077 && $(PYTHON) -c 'import json, secrets; print(json.dumps({secrets.token_urlsafe(32): "local"}))' > $@
+	chown 10001:10001 $@ 2>/dev/null || chmod 0644 $@
+
+compose-up: image $(INTERNAL_TOKEN_FILE) $(if $(USES_POSTGRES),postgres-image) \
+		$(if $(SCALE),lb-image $(TOKENS_FILE))
+	AGENTHOST_IMAGE=$(AGENTHOST_IMAGE) AGENTHOST_LB_IMAGE=$(LB_IMAGE) \
 	AGENTHOST_INTERNAL_TOKEN=$${AGENTHOST_INTERNAL_TOKEN:-$$(cat $(INTERNAL_TOKEN_FILE))} \
 	AGENTHOST_POSTGRES_IMAGE=$$(cat $(POSTGRES_IMAGE_FILE) 2>/dev/null || echo $(POSTGRES_IMAGE)) \
 	$(COMPOSE) --project-name $(COMPOSE_PROJECT) $(COMPOSE_FILES) \
 		$(foreach p,$(COMPOSE_PROFILES),--profile $(p)) up --detach
 	$(PY) deploy/compose_wait.py --project $(COMPOSE_PROJECT) --timeout $(COMPOSE_WAIT_S)
 	@echo "gateway: 127.0.0.1:$${AGENTHOST_GATEWAY_PORT:-7100}; its bearer token:" \
-		"$(COMPOSE) -p $(COMPOSE_PROJECT) exec gateway cat /data/token"
+		"$(if $(SCALE),in $${AGENTHOST_COMPOSE_TOKENS_FILE:-$(TOKENS_FILE)},$(COMPOSE) -p $(COMPOSE_PROJECT) exec gateway cat /data/token)"
 
 compose-down:
-	$(COMPOSE) --project-name $(COMPOSE_PROJECT) --profile postgres down --volumes --remove-orphans
+	$(COMPOSE) --project-name $(COMPOSE_PROJECT) $(COMPOSE_FILES) --profile postgres \
+		down --volumes --remove-orphans
 
 deploy-manifests: $(STAMP_DEPS)
 	$(PY) deploy/render.py

@@ -167,16 +167,75 @@ def test_postgres_overlay_moves_the_capable_services_to_postgres() -> None:
     (secret,) = [m for n, m in of_kind(manifests, "Secret").items() if "agenthost-secrets-" in n]
     capable = {name: entry["postgres"] for name, entry in REGISTRY.items() if "postgres" in entry}
     assert capable, "no service can use PostgreSQL"
+    stateless = set(capable) | {name for name in REGISTRY if replicas(name) > 1}
     for name, deployment in of_kind(manifests, "Deployment").items():
         volumes = {v["name"]: v for v in deployment["spec"]["template"]["spec"]["volumes"]}
         strategy = deployment["spec"]["strategy"]["type"]
         if name in capable:
+            assert secret["data"][capable[name]], f"{name}: no DSN in the overlay's Secret"
+        if name in stateless:
             assert "emptyDir" in volumes["data"] and f"{name}-data" not in claims, name
             assert strategy == "RollingUpdate", name
-            assert secret["data"][capable[name]], f"{name}: no DSN in the overlay's Secret"
         else:
             assert volumes["data"]["persistentVolumeClaim"]["claimName"] in claims, name
             assert strategy == "Recreate", name
+
+
+def replicas(name: str) -> int:
+    return int(REGISTRY[name].get("replicas", 1))
+
+
+def test_postgres_overlay_runs_replicas_of_the_stateless_services_with_budgets() -> None:
+    """Every service that can run as replicas over PostgreSQL runs more than one,
+    each with a PodDisruptionBudget keeping one up; the agent runtime runs one
+    (the gateway does not route to the runtime owning a session yet), and so
+    does the session log (a created session lives in one replica's memory
+    until its first append: services.toml)."""
+    replicated = {"gateway", "projection", "workspace", "planmode"}
+    assert {name for name in REGISTRY if replicas(name) > 1} == replicated
+    manifests = render("overlays/postgres")
+    deployments = of_kind(manifests, "Deployment")
+    budgets = of_kind(manifests, "PodDisruptionBudget")
+    assert set(budgets) == replicated
+    for name in replicated:
+        deployment = deployments[name]
+        assert deployment["spec"]["replicas"] == replicas(name) > 1, name
+        budget = budgets[name]["spec"]
+        assert budget["minAvailable"] == 1, name
+        assert budget["selector"] == deployment["spec"]["selector"], name
+    assert deployments["agentruntime"]["spec"]["replicas"] == 1
+    # The base stays one replica of each, on its claims.
+    base = render("base")
+    assert {d["spec"]["replicas"] for d in of_kind(base, "Deployment").values()} == {1}
+    assert of_kind(base, "PodDisruptionBudget") == {}
+
+
+def test_compose_scale_profile_runs_replicas_behind_the_load_balancer() -> None:
+    scale = yaml.safe_load((REPO / "deploy" / "compose.scale.yml").read_text())
+    services = scale["services"]
+    assert set(services) == set(REGISTRY) | {"postgres", "lb"}
+    # Only the load balancer is published, on loopback, and it waits for a healthy gateway.
+    assert [name for name, spec in services.items() if spec.get("ports")] == ["lb"]
+    assert all(port.startswith("127.0.0.1:") for port in services["lb"]["ports"])
+    assert services["lb"]["depends_on"] == {"gateway": {"condition": "service_healthy"}}
+    assert services["lb"]["healthcheck"]["test"][:2] == ["CMD", "bash"]
+    assert "profiles" not in services["postgres"]
+    for name, entry in REGISTRY.items():
+        spec = services[name]
+        assert spec["healthcheck"]["test"] == ["CMD", "grpc-health-probe"], name
+        if replicas(name) > 1:
+            assert spec["deploy"] == {"replicas": replicas(name)}, name
+            assert "volumes" not in spec and "/data" in spec["tmpfs"], name
+        else:
+            assert "deploy" not in spec and spec["volumes"] == [f"{name}-data:/data"], name
+        if "postgres" in entry:
+            assert "@postgres:5432/" in spec["environment"][entry["postgres"]], name
+            assert spec["depends_on"]["postgres"] == {"condition": "service_healthy"}, name
+    # The gateways share one tokens file rather than each making its own token.
+    gateway = services["gateway"]
+    assert gateway["environment"]["AGENTHOST_TOKENS_FILE"] == "/run/secrets/tokens.json"
+    assert gateway["secrets"] == ["tokens.json"]
+    assert "tokens.json" in scale["secrets"]
 
 
 def test_compose_publishes_only_on_loopback_and_checks_grpc_health() -> None:
