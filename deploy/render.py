@@ -254,8 +254,10 @@ The scale profile: every service that can run as replicas over PostgreSQL
 (`replicas = N` in deploy/services.toml) runs N times, the gateways behind a
 load balancer (Debian's haproxy, `make lb-image`, gRPC over h2c) that alone
 is published, on 127.0.0.1:7100 (AGENTHOST_GATEWAY_PORT moves it). Internal
-peers reach every replica: compose DNS returns each container's address and
-the services' channels balance round_robin over them. The replicas keep
+peers: compose DNS returns each replica's address; the services' channels
+use the first that answers (gRPC's pick_first) and move on when it goes
+away, so a peer's replicas back each other up but do not share its load
+(round_robin did, but made a restart test flaky: not yet understood). The replicas keep
 nothing in /data (a tmpfs). The agent runtime and the session log run once
 (deploy/services.toml says why); the runtime keeps its volume.
 The gateways share one tokens file ({"TOKEN": "ACCOUNT"}), mounted from

@@ -25,12 +25,6 @@ CHANNEL_OPTIONS = [
     ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
     ("grpc.keepalive_time_ms", 30_000),
     ("grpc.keepalive_permit_without_calls", 1),
-    # A peer's name may resolve to several replicas (compose DNS of a scaled
-    # service, a headless Service): spread calls over every address that is up
-    # rather than pick_first's one. Stateful peers run one replica (one address,
-    # the same either way); a replica that goes away drops out and the name is
-    # resolved again.
-    ("grpc.lb_policy_name", "round_robin"),
 ]
 
 

@@ -27,6 +27,7 @@ from psycopg.pq import TransactionStatus
 from psycopg.rows import dict_row
 
 from services.common.errors import SessionNotFound, StorageUnavailable
+from services.common.postgres import storage_errors
 
 from .append_plan import AppendRequest, Outcome, Stored, WavePlan, plan_wave, wanted_ids
 from .group_commit import CommitStats, GroupCommitter
@@ -169,7 +170,7 @@ class PostgresSessionStore:
         return connection
 
     async def _fetch(self, query: str, params: Sequence[Any] = ()) -> list[Row]:
-        async with self._read_lock, _storage_errors():
+        async with self._read_lock, storage_errors():
             cursor = await self._connection(write=False).execute(query, params)
             return await cursor.fetchall()
 
@@ -177,7 +178,7 @@ class PostgresSessionStore:
         """Each connection answers, or is made again (PostgreSQL dropped it)."""
 
         async def probe() -> None:
-            async with _storage_errors():
+            async with storage_errors():
                 self._write = await self._answering(self._write)
                 async with self._read_lock:
                     self._read = await self._answering(self._read)
@@ -258,7 +259,7 @@ class PostgresSessionStore:
     async def _commit_wave(self, requests: Sequence[AppendRequest]) -> list[Outcome]:
         """One wave, one transaction, two round trips: BEGIN, the lock and the
         reads travel together; then the writes, NOTIFY and COMMIT."""
-        async with _storage_errors():
+        async with storage_errors():
             connection = self._connection(write=True)
             async with _pipelined_transaction(connection):
                 await connection.execute("SELECT pg_advisory_xact_lock(%s)", (APPEND_LOCK,))
@@ -274,7 +275,7 @@ class PostgresSessionStore:
 
         async def apply() -> Lease:
             connection = self._connection(write=True)
-            async with _storage_errors(), connection.transaction():
+            async with storage_errors(), connection.transaction():
                 await connection.execute("SELECT pg_advisory_xact_lock(%s)", (APPEND_LOCK,))
                 row = await _one(
                     connection,
@@ -365,7 +366,7 @@ class PostgresSessionStore:
     ) -> SessionSummary:
         async def fork() -> SessionSummary:
             connection = self._connection(write=True)
-            async with _storage_errors(), connection.transaction():
+            async with storage_errors(), connection.transaction():
                 await connection.execute("SELECT pg_advisory_xact_lock(%s)", (APPEND_LOCK,))
                 return await _fork(connection, source_id, up_to_seq, header, now_us)
 
@@ -374,7 +375,7 @@ class PostgresSessionStore:
     async def delete(self, session_id: str) -> bool:
         async def delete() -> bool:
             connection = self._connection(write=True)
-            async with _storage_errors(), connection.transaction():
+            async with storage_errors(), connection.transaction():
                 await connection.execute(
                     "DELETE FROM state_checkpoints WHERE session_id = %s", (session_id,)
                 )
@@ -399,7 +400,7 @@ class PostgresSessionStore:
 
     async def save_checkpoint(self, session_id: str, checkpoint: StateCheckpoint) -> None:
         async def save() -> None:
-            async with _storage_errors():
+            async with storage_errors():
                 await self._connection(write=True).execute(
                     "INSERT INTO state_checkpoints (session_id, seq, version, state) "
                     "SELECT id, %s, %s, %s FROM sessions WHERE id = %s "
@@ -411,16 +412,6 @@ class PostgresSessionStore:
                 )
 
         await self._committer.alone(save)
-
-
-@asynccontextmanager
-async def _storage_errors() -> AsyncIterator[None]:
-    """PostgreSQL unreachable or refusing work (lost connection, shutdown,
-    disk full) is the storage being unavailable, not a bug of the call."""
-    try:
-        yield
-    except psycopg.OperationalError as error:
-        raise StorageUnavailable(str(error).strip() or type(error).__name__) from error
 
 
 @asynccontextmanager

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import psycopg
@@ -23,8 +25,10 @@ from tests.support.postgres import POSTGRES_DSN, drop_schema
 WAIT_S = 10.0
 
 
-async def test_a_subscriber_on_one_replica_sees_appends_made_on_another(tmp_path: Path) -> None:
-    schema = f"replicas_{os.getpid()}_{tmp_path.name.lower().replace('-', '_')}"
+@asynccontextmanager
+async def two_replicas(tmp_path: Path, prefix: str) -> AsyncIterator[tuple[SessionLog, SessionLog]]:
+    """Two session logs on one fresh schema, each following the other's appends."""
+    schema = f"{prefix}_{os.getpid()}_{tmp_path.name.lower().replace('-', '_')}"
     stores = [PostgresSessionStore(POSTGRES_DSN, schema) for _ in range(2)]
     await drop_schema(stores[0])
     for store in stores:
@@ -32,6 +36,18 @@ async def test_a_subscriber_on_one_replica_sees_appends_made_on_another(tmp_path
     first, second = SessionLog(stores[0]), SessionLog(stores[1])
     feeds = [asyncio.create_task(log.follow_shared_store()) for log in (first, second)]
     try:
+        yield first, second
+    finally:
+        for task in feeds:
+            task.cancel()
+        await asyncio.gather(*feeds, return_exceptions=True)
+        for store in stores:
+            await store.close()
+        await drop_schema(stores[0])
+
+
+async def test_a_subscriber_on_one_replica_sees_appends_made_on_another(tmp_path: Path) -> None:
+    async with two_replicas(tmp_path, "replicas") as (first, second):
         await second.create_session("s", "/w")
         await second.append("s", [user("from the second replica")])
         received: list[tuple[str, int]] = []
@@ -46,13 +62,6 @@ async def test_a_subscriber_on_one_replica_sees_appends_made_on_another(tmp_path
                         break
         assert [p for _, p in received] == sorted(p for _, p in received)
         assert {s for s, _ in received} == {"s"}
-    finally:
-        for task in feeds:
-            task.cancel()
-        await asyncio.gather(*feeds, return_exceptions=True)
-        for store in stores:
-            await store.close()
-        await drop_schema(stores[0])
 
 
 async def cut_the_listeners() -> int:
@@ -74,14 +83,7 @@ async def test_a_subscriber_keeps_following_another_replica_after_its_listener_i
 ) -> None:
     """The listener is made again and the subscriber reads what it missed at
     once, not at its next heartbeat (far beyond this test's wait)."""
-    schema = f"relisten_{os.getpid()}_{tmp_path.name.lower().replace('-', '_')}"
-    stores = [PostgresSessionStore(POSTGRES_DSN, schema) for _ in range(2)]
-    await drop_schema(stores[0])
-    for store in stores:
-        await store.open()
-    first, second = SessionLog(stores[0]), SessionLog(stores[1])
-    feeds = [asyncio.create_task(log.follow_shared_store()) for log in (first, second)]
-    try:
+    async with two_replicas(tmp_path, "relisten") as (first, second):
         await second.create_session("s", "/w")
         await second.append("s", [user("before the cut")])
         texts: list[str] = []
@@ -95,13 +97,6 @@ async def test_a_subscriber_keeps_following_another_replica_after_its_listener_i
                     if texts[-1] == "after the cut":
                         break
         assert texts == ["before the cut", "after the cut"]
-    finally:
-        for task in feeds:
-            task.cancel()
-        await asyncio.gather(*feeds, return_exceptions=True)
-        for store in stores:
-            await store.close()
-        await drop_schema(stores[0])
 
 
 async def test_a_takeover_through_one_replica_fences_the_old_owner_on_the_other(

@@ -253,22 +253,28 @@ def test_chat_streams_the_work_asks_approvals_and_cancels(up: Up, tmp_path: Path
     assert child.exitstatus == 0, child.before
 
 
-def test_while_a_turn_runs_shift_tab_switches_plan_mode_and_ctrl_d_leaves(
-    up: Up, tmp_path: Path
-) -> None:
+def chat_in_the_long_turn(up: Up, tmp_path: Path) -> pexpect.spawn[str]:
+    """A chat in a new project past the script's coding turn (approvals off),
+    in its long answer, which runs until cancelled."""
     project = tmp_path / "project"
     project.mkdir()
     child = chat(up, "--workspace", str(project))
+    child.expect_exact("plan: off")
+    child.expect_exact(">")
+    child.sendline("/approvals never")
+    child.expect_exact("approvals: never")
+    child.sendline("warm up")
+    child.expect_exact("assistant: All done.")
+    child.sendline("long")
+    child.expect_exact("This will take a while")
+    return child
+
+
+def test_while_a_turn_runs_shift_tab_switches_plan_mode_and_ctrl_d_leaves(
+    up: Up, tmp_path: Path
+) -> None:
+    child = chat_in_the_long_turn(up, tmp_path)
     try:
-        child.expect_exact("plan: off")
-        child.expect_exact(">")
-        # The scripted coding turn comes first: use it up.
-        child.sendline("/approvals never")
-        child.expect_exact("approvals: never")
-        child.sendline("warm up")
-        child.expect_exact("assistant: All done.")
-        child.sendline("long")
-        child.expect_exact("This will take a while")
         child.send("\x1b[Z")  # Shift-Tab, with no prompt shown
         child.expect_exact("plan: off → on (pending)")
         child.sendcontrol("d")
@@ -283,18 +289,8 @@ def test_while_a_turn_runs_shift_tab_switches_plan_mode_and_ctrl_d_leaves(
 
 def test_chat_through_plan_mode_and_a_plan_review(up: Up, tmp_path: Path) -> None:
     project = tmp_path / "project"
-    project.mkdir()
-    child = chat(up, "--workspace", str(project))
+    child = chat_in_the_long_turn(up, tmp_path)
     try:
-        child.expect_exact("plan: off")
-        child.expect_exact(">")
-        # The scripted coding turn and the long answer come first: use them up.
-        child.sendline("/approvals never")
-        child.expect_exact("approvals: never")
-        child.sendline("warm up")
-        child.expect_exact("assistant: All done.")
-        child.sendline("long")
-        child.expect_exact("This will take a while")
         child.sendintr()
         child.expect_exact("turn cancelled")
 

@@ -15,8 +15,8 @@ import pytest
 from agenthost.gateway.v1 import gateway_pb2 as gw
 
 from clients.sdk import AgentHostClient
-from tests.support.gateway import ALICE, GatewayHarness, another_gateway, running_gateway
-from tests.support.postgres import drop_schema, postgres_url, schema_for
+from tests.support.gateway import ALICE, Client, GatewayHarness, another_gateway, running_gateway
+from tests.support.postgres import stack_on_postgres
 from tests.support.rpc import expect_rpc_error, reason_of
 
 pytestmark = pytest.mark.postgres
@@ -24,23 +24,24 @@ pytestmark = pytest.mark.postgres
 WAIT_S = 30.0
 
 
-class Schema:
-    def __init__(self, schema: str) -> None:
-        self.schema = schema
-
-
 @pytest.fixture
 async def gateway(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[GatewayHarness]:
     """The embedded stack with its database in a PostgreSQL schema of its own."""
-    schema = Schema(schema_for(tmp_path, "replicas"))
-    await drop_schema(schema)
-    monkeypatch.setenv("AGENTHOST_DATABASE_URL", postgres_url())
-    monkeypatch.setenv("AGENTHOST_DATABASE_SCHEMA", schema.schema)
-    try:
-        async with running_gateway(tmp_path / "data") as harness:
-            yield harness
-    finally:
-        await drop_schema(schema)
+    async with (
+        stack_on_postgres(tmp_path, monkeypatch, "replicas"),
+        running_gateway(tmp_path / "data") as harness,
+    ):
+        yield harness
+
+
+async def refused_as_stale(client: Client, session_id: str, fence: gw.RequestFence) -> None:
+    refused = await expect_rpc_error(
+        client.stub.Prompt(
+            gw.PromptRequest(session_id=session_id, text="from the past", fence=fence)
+        ),
+        grpc.StatusCode.FAILED_PRECONDITION,
+    )
+    assert reason_of(refused) == "STALE"
 
 
 async def test_a_client_moving_between_gateways_resumes_once_and_its_old_generation_is_stale(
@@ -75,23 +76,8 @@ async def test_a_client_moving_between_gateways_resumes_once_and_its_old_generat
             assert seqs == list(range(session.last_seq + 1)), seqs  # each event once, no gap
 
             old = gw.RequestFence(client_id="mover", generation=old_generation, request_id=10**6)
-            second = gateway.client_of(second_address, client_id="mover")
-            refused = await expect_rpc_error(
-                second.stub.Prompt(
-                    gw.PromptRequest(session_id=session.id, text="from the past", fence=old)
-                ),
-                grpc.StatusCode.FAILED_PRECONDITION,
-            )
-            assert reason_of(refused) == "STALE"
-
+            await refused_as_stale(gateway.client_of(second_address, "mover"), session.id, old)
             await stack.start_service("gateway")  # back, with nothing in memory
-            first = gateway.client_of(first_address, client_id="mover")
-            refused = await expect_rpc_error(
-                first.stub.Prompt(
-                    gw.PromptRequest(session_id=session.id, text="from the past", fence=old)
-                ),
-                grpc.StatusCode.FAILED_PRECONDITION,
-            )
-            assert reason_of(refused) == "STALE"
+            await refused_as_stale(gateway.client_of(first_address, "mover"), session.id, old)
             texts = [e.user_message.text for e in session.events if e.HasField("user_message")]
             assert texts == ["before the move", "after the move"]

@@ -25,26 +25,16 @@ from tests.integration.test_up_processes import _prompt_through_the_gateway, age
 from tests.support.folders import Folders
 from tests.support.gateway import Client, running_gateway
 from tests.support.hosts import REPO
-from tests.support.postgres import POSTGRES_DSN, drop_schema, postgres_url, schema_for
+from tests.support.postgres import POSTGRES_DSN, stack_on_postgres
 
 pytestmark = pytest.mark.postgres
-
-
-class Schema:
-    def __init__(self, schema: str) -> None:
-        self.schema = schema
 
 
 @pytest.fixture
 async def database(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[str]:
     """The stack's database setting points at a schema of this test's own."""
-    schema = Schema(schema_for(tmp_path, "stack"))
-    await drop_schema(schema)
-    monkeypatch.setenv("AGENTHOST_DATABASE_URL", postgres_url())
-    monkeypatch.setenv("AGENTHOST_DATABASE_SCHEMA", schema.schema)
-    monkeypatch.delenv("AGENTHOST_SESSIONLOG_DSN", raising=False)
-    yield schema.schema
-    await drop_schema(schema)
+    async with stack_on_postgres(tmp_path, monkeypatch, "stack") as schema:
+        yield schema
 
 
 def is_idle(session_id: str):  # type: ignore[no-untyped-def]

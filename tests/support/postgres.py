@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 from urllib.parse import quote, urlencode
 
 import psycopg
+import pytest
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 
@@ -49,3 +53,25 @@ async def drop_schema(store: InSchema) -> None:
     schema = store.schema
     async with await psycopg.AsyncConnection.connect(POSTGRES_DSN, autocommit=True) as db:
         await db.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+
+
+@dataclass(frozen=True)
+class SchemaName:
+    schema: str
+
+
+@asynccontextmanager
+async def stack_on_postgres(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, prefix: str
+) -> AsyncIterator[str]:
+    """The stack's database setting (as a deployment sets it) points at a
+    fresh schema of this test's own, dropped afterwards; its name."""
+    schema = SchemaName(schema_for(tmp_path, prefix))
+    await drop_schema(schema)
+    monkeypatch.setenv("AGENTHOST_DATABASE_URL", postgres_url())
+    monkeypatch.setenv("AGENTHOST_DATABASE_SCHEMA", schema.schema)
+    monkeypatch.delenv("AGENTHOST_SESSIONLOG_DSN", raising=False)
+    try:
+        yield schema.schema
+    finally:
+        await drop_schema(schema)
