@@ -76,8 +76,12 @@ async def test_a_client_moving_between_gateways_resumes_once_and_its_old_generat
             assert seqs == list(range(session.last_seq + 1)), seqs  # each event once, no gap
 
             old = gw.RequestFence(client_id="mover", generation=old_generation, request_id=10**6)
-            await refused_as_stale(gateway.client_of(second_address, "mover"), session.id, old)
+            await refused_as_stale(
+                gateway.client_of(second_address, client_id="mover"), session.id, old
+            )
             await stack.start_service("gateway")  # back, with nothing in memory
-            await refused_as_stale(gateway.client_of(first_address, "mover"), session.id, old)
+            await refused_as_stale(
+                gateway.client_of(first_address, client_id="mover"), session.id, old
+            )
             texts = [e.user_message.text for e in session.events if e.HasField("user_message")]
             assert texts == ["before the move", "after the move"]
