@@ -45,6 +45,8 @@ class FenceStore(Protocol):
         not (refused with a typed error: its id is free again)."""
         ...
 
+    async def open(self) -> None: ...
+
     async def close(self) -> None: ...
 
 
@@ -85,6 +87,9 @@ class MemoryFenceStore:
             requests.applied = order
         if applied or requests.in_flight:
             self._requests.remember(key, requests)
+
+    async def open(self) -> None:
+        pass
 
     async def close(self) -> None:
         pass

@@ -10,6 +10,7 @@ from agenthost.projection.v1 import projection_pb2_grpc as pj_grpc
 from agenthost.runtime.v1 import runtime_pb2_grpc as rt_grpc
 
 from services.common.database import Backend, Database
+from services.common.postgres import PostgresStore
 from services.common.server import ServiceDefinition
 from services.planmode.client import PlanModeClient
 from services.sessionlog.port import SessionLogPort
@@ -42,8 +43,7 @@ def gateway_service(
     )
 
     async def open_() -> None:
-        if isinstance(store, PostgresFenceStore):
-            await store.open()
+        await store.open()
         await servicer.hub.start()
 
     def register(server: grpc.aio.Server) -> None:
@@ -56,7 +56,6 @@ def gateway_service(
             tokens.account_for(authorization if isinstance(authorization, str) else None)
         )
 
-    shared = store if isinstance(store, PostgresFenceStore) else None
     return GatewayDefinition(
         [SERVICE_NAME],
         register,
@@ -65,7 +64,7 @@ def gateway_service(
         before_stop=[servicer.hub.stop],
         authenticate=authenticate,
         # PostgreSQL: NOT_SERVING while the fences cannot be reached.
-        probe=shared.probe if shared is not None else None,
+        probe=store.probe if isinstance(store, PostgresStore) else None,
         web=True,
         servicer=servicer,
     )

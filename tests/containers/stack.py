@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import subprocess
 import tomllib
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, cast
 
@@ -46,6 +48,29 @@ def registry() -> dict[str, dict[str, Any]]:
 def peer_addresses() -> dict[str, str]:
     """Where each service finds the others on the network (as compose and Kubernetes set it)."""
     return {ADDRESS_ENV[name]: f"{name}:{PORT}" for name in registry()}
+
+
+def compose_make(
+    target: str, project: str, env: Mapping[str, str], up_s: float, healthy_s: float, *settings: str
+) -> subprocess.CompletedProcess[str]:
+    """The README's `make compose-up` / `make compose-down` for one compose
+    project (`settings`: more make variables, e.g. a profile)."""
+    return subprocess.run(
+        [
+            "make",
+            "--no-print-directory",
+            target,
+            *settings,
+            f"COMPOSE_PROJECT={project}",
+            f"AGENTHOST_IMAGE={env['AGENTHOST_IMAGE']}",
+            f"COMPOSE_WAIT_S={healthy_s}",
+        ],
+        cwd=REPO,
+        env=dict(env),
+        capture_output=True,
+        text=True,
+        timeout=up_s + healthy_s,
+    )
 
 
 def free_loopback_port() -> int:

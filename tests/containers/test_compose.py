@@ -15,7 +15,14 @@ import pytest
 from agenthost.gateway.v1 import gateway_pb2 as gw
 from agenthost.gateway.v1 import gateway_pb2_grpc
 
-from tests.containers.stack import REPO, free_loopback_port, open_channel, registry, wait_serving
+from tests.containers.stack import (
+    REPO,
+    compose_make,
+    free_loopback_port,
+    open_channel,
+    registry,
+    wait_serving,
+)
 
 pytestmark = [pytest.mark.containers, pytest.mark.timeout(600)]
 
@@ -53,21 +60,7 @@ class Compose:
 
     def make(self, target: str) -> subprocess.CompletedProcess[str]:
         """The README's `make compose-up` / `make compose-down`, for this project."""
-        return subprocess.run(
-            [
-                "make",
-                "--no-print-directory",
-                target,
-                f"COMPOSE_PROJECT={self.project}",
-                f"AGENTHOST_IMAGE={self.env['AGENTHOST_IMAGE']}",
-                f"COMPOSE_WAIT_S={HEALTHY_TIMEOUT_S}",
-            ],
-            cwd=REPO,
-            env=self.env,
-            capture_output=True,
-            text=True,
-            timeout=UP_TIMEOUT_S + HEALTHY_TIMEOUT_S,
-        )
+        return compose_make(target, self.project, self.env, UP_TIMEOUT_S, HEALTHY_TIMEOUT_S)
 
     def volumes(self) -> list[str]:
         listed = subprocess.run(

@@ -27,7 +27,7 @@ from agenthost.gateway.v1 import gateway_pb2_grpc
 
 from clients.sdk import AgentHostClient
 from clients.sdk.session import Session
-from tests.containers.stack import REPO, free_loopback_port, open_channel, registry
+from tests.containers.stack import REPO, compose_make, free_loopback_port, open_channel, registry
 from tests.support.rpc import expect_rpc_error, reason_of
 
 pytestmark = [pytest.mark.containers, pytest.mark.timeout(600)]
@@ -61,21 +61,13 @@ class ScaleCompose:
         return f"127.0.0.1:{self.port}"
 
     def make(self, target: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [
-                "make",
-                "--no-print-directory",
-                target,
-                "COMPOSE_PROFILES=scale",
-                f"COMPOSE_PROJECT={self.project}",
-                f"AGENTHOST_IMAGE={self.env['AGENTHOST_IMAGE']}",
-                f"COMPOSE_WAIT_S={HEALTHY_TIMEOUT_S}",
-            ],
-            cwd=REPO,
-            env=self.env,
-            capture_output=True,
-            text=True,
-            timeout=UP_TIMEOUT_S + HEALTHY_TIMEOUT_S,
+        return compose_make(
+            target,
+            self.project,
+            self.env,
+            UP_TIMEOUT_S,
+            HEALTHY_TIMEOUT_S,
+            "COMPOSE_PROFILES=scale",
         )
 
     def run(self, *args: str, timeout: float = UP_TIMEOUT_S) -> subprocess.CompletedProcess[str]:
