@@ -15,7 +15,6 @@ from pathlib import Path
 
 import grpc
 from agenthost.projection.v1 import projection_pb2_grpc
-from agenthost.runtime.v1 import runtime_pb2_grpc
 
 from services.agentruntime.leases import lease_s_from_env
 from services.agentruntime.models.base import ModelAdapter
@@ -30,6 +29,7 @@ from services.common.server import PortInUse, ServiceDefinition, ServiceHost, po
 from services.common.tasks import serve_until_signalled
 from services.common.topology import DEFAULT_PORTS, DEFAULT_WEB_PORT, SERVICES
 from services.gateway.accounts import LOCAL_ACCOUNT, TokenStore, ensure_local_token
+from services.gateway.runtimes import RuntimeReplicas
 from services.gateway.service import gateway_service
 from services.planmode.client import PlanModeClient
 from services.planmode.config import PlanModeConfig, config_from_env
@@ -168,7 +168,11 @@ class EmbeddedStack:
     def channel(self, target: str) -> grpc.aio.Channel:
         """A channel to one of the stack's services, as its peers call it
         (with the internal token); the caller closes it."""
-        return open_channel(self.addresses[target], self.internal_token)
+        return self.dial(self.addresses[target])
+
+    def dial(self, address: str) -> grpc.aio.Channel:
+        """A channel to one replica's address, as peers call it."""
+        return open_channel(address, self.internal_token)
 
     def _channel(self, owner: str, target: str) -> grpc.aio.Channel:
         channel = self.channel(target)
@@ -219,7 +223,7 @@ class EmbeddedStack:
             self.tokens,
             self._log(name),
             WorkspaceClient(self._channel(name, "workspace")),
-            runtime_pb2_grpc.AgentRuntimeServiceStub(self._channel(name, "agentruntime")),
+            RuntimeReplicas(self.addresses["agentruntime"], self.dial),
             projection_pb2_grpc.ProjectionServiceStub(self._channel(name, "projection")),
             self._plan_client(name),
             heartbeat_s=self.gateway_heartbeat_s,

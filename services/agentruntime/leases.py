@@ -44,7 +44,13 @@ def lease_s_from_env(env: Mapping[str, str]) -> float:
 
 
 class SessionLeases:
-    """The leases of one runtime replica, under an owner id fresh at each start."""
+    """The leases of one runtime replica, held under its owner id: the
+    address peers reach the replica at, once it listens (`serve_at`). The id
+    says where a session runs, so a gateway turned away by another replica
+    knows whom to ask (services/gateway/runtimes.py); and it stays the same
+    across a restart at the same address, so a replica killed without giving
+    its leases up takes its sessions back at once instead of waiting for
+    them to expire (its dead incarnation writes nothing more)."""
 
     def __init__(
         self,
@@ -52,12 +58,17 @@ class SessionLeases:
         on_lost: Callable[[str], None],
         lease_s: float = DEFAULT_LEASE_S,
     ) -> None:
+        # Until the replica listens (a runtime used in-process keeps it).
         self.owner = f"runtime-{uuid.uuid4().hex}"
         self.lease_s = lease_s
         self._log = log
         self._on_lost = on_lost
         self._held: dict[str, Lease] = {}
         self._renewers: dict[str, asyncio.Task[None]] = {}
+
+    def serve_at(self, address: str) -> None:
+        """Own leases as the replica at `address` (before any is taken)."""
+        self.owner = address
 
     def token(self, session_id: str) -> int | None:
         lease = self._held.get(session_id)

@@ -36,4 +36,5 @@ def agent_runtime_service(
         open=runtime.start_recovery,
         close=model.aclose,
         before_stop=[runtime.close],
+        listening=runtime.leases.serve_at,
     )

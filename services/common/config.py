@@ -10,6 +10,7 @@ from pathlib import Path
 import grpc
 
 from .internal_auth import token_from_env
+from .topology import ADVERTISE_HOST_ENV
 
 DEFAULT_DATA_DIR = Path(".agenthost")
 TLS_CERT_ENV = "AGENTHOST_TLS_CERT_FILE"
@@ -50,7 +51,8 @@ class ServiceConfig:
     """Where a service listens and keeps its data.
 
     Environment: AGENTHOST_LISTEN (host:port), AGENTHOST_DATA_DIR,
-    AGENTHOST_GRACE_S (shutdown grace period), AGENTHOST_DRAIN_S (how long
+    AGENTHOST_ADVERTISE_HOST (where peers reach a replica listening on every
+    interface), AGENTHOST_GRACE_S (shutdown grace period), AGENTHOST_DRAIN_S (how long
     health reports NOT_SERVING while still serving, before shutdown starts,
     so a load balancer can stop routing), AGENTHOST_LOG_LEVEL, and the
     stack's internal token (AGENTHOST_INTERNAL_TOKEN or _FILE: see
@@ -76,7 +78,12 @@ class ServiceConfig:
     web_listen: str | None = None
     web_origins: tuple[str, ...] = ()
     web_files: Path | None = None
-    extra: dict[str, str] = field(default_factory=dict)
+    # Where peers reach this replica when it listens on every interface
+    # (AGENTHOST_ADVERTISE_HOST; unset: the host's own address).
+    advertise_host: str | None = None
+    # The address of each peer as configured (a target may name several
+    # replicas: services/common/topology.py).
+    peer_addresses: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def from_env(
@@ -95,6 +102,7 @@ class ServiceConfig:
             "web_listen": env.get(WEB_LISTEN_ENV) or None,
             "web_origins": split_origins(env.get(WEB_ORIGINS_ENV, "")),
             "web_files": Path(env[WEB_FILES_ENV]) if env.get(WEB_FILES_ENV) else None,
+            "advertise_host": env.get(ADVERTISE_HOST_ENV) or None,
         }
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)  # type: ignore[arg-type]

@@ -48,9 +48,11 @@ def run_service(name: str, build: Build, peers: Sequence[str] = ()) -> None:
             default=os.environ.get(ADDRESS_ENV[peer], default_address(peer)),
         )
     args = parser.parse_args()
-    config = ServiceConfig.from_env(name, listen=args.listen, data_dir=args.data_dir)
-    configure_logging(config.name, config.log_level)
     addresses = {peer: getattr(args, peer) for peer in peers}
+    config = ServiceConfig.from_env(
+        name, listen=args.listen, data_dir=args.data_dir, peer_addresses=addresses
+    )
+    configure_logging(config.name, config.log_level)
     try:
         asyncio.run(_serve(config, addresses, build))
     except PortInUse as error:

@@ -33,6 +33,7 @@ from .interceptors import Authenticate, ServiceInterceptor
 from .internal_auth import require_token
 from .reflection import enable_reflection
 from .tasks import serve_until_signalled, spawn
+from .topology import reachable_address
 from .web import PortTaken, WebServer, bind, expand_origins, service_apps, web_app
 
 log = logging.getLogger("agenthost.server")
@@ -117,6 +118,9 @@ class ServiceDefinition:
     stats: object | None = None
     # Public: also served to browsers where the config names a web address.
     web: bool = False
+    # Told, once the port is bound and before `open`, the address peers reach
+    # this replica at (how an agent runtime names itself as a lease owner).
+    listening: Callable[[str], None] | None = None
 
 
 class ServiceHost:
@@ -190,6 +194,11 @@ class ServiceHost:
         await server.start()
         self._started = True
         log.info("listening", extra={"address": self.address})
+        if self.definition.listening is not None:
+            host = self.config.listen.rsplit(":", 1)[0]
+            self.definition.listening(
+                reachable_address(host, self.port, self.config.advertise_host)
+            )
         await self._serve_browsers()
         if self.definition.open is not None:
             await self.definition.open()

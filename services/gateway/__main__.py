@@ -15,8 +15,8 @@ import os
 from pathlib import Path
 
 from agenthost.projection.v1 import projection_pb2_grpc
-from agenthost.runtime.v1 import runtime_pb2_grpc
 
+from services.common.client import open_channel
 from services.common.config import ServiceConfig
 from services.common.database import database_from_env
 from services.common.main import Peers, required, run_service
@@ -27,6 +27,7 @@ from services.sessionlog.client import SessionLogClient
 from services.workspace.client import WorkspaceClient
 
 from .accounts import LOCAL_ACCOUNT, TokenStore, ensure_local_token
+from .runtimes import RuntimeReplicas
 from .service import gateway_service
 
 
@@ -46,10 +47,19 @@ def build(config: ServiceConfig, peers: Peers) -> ServiceDefinition:
         load_tokens(config.data_dir),
         SessionLogClient(required(peers, "sessionlog")),
         WorkspaceClient(required(peers, "workspace")),
-        runtime_pb2_grpc.AgentRuntimeServiceStub(required(peers, "agentruntime")),
+        runtime_replicas(config, peers),
         projection_pb2_grpc.ProjectionServiceStub(required(peers, "projection")),
         PlanModeClient(plan_channel) if plan_channel else None,
         database=database_from_env(os.environ, config.data_dir),
+    )
+
+
+def runtime_replicas(config: ServiceConfig, peers: Peers) -> RuntimeReplicas:
+    """The runtime's replicas: the names of its address may stand for several."""
+    required(peers, "agentruntime")
+    return RuntimeReplicas(
+        config.peer_addresses["agentruntime"],
+        lambda address: open_channel(address, config.internal_token),
     )
 
 

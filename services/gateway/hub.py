@@ -12,8 +12,9 @@ Followers:
   only after the turn/end a client has seen); after a lost stream every
   client connection is ended, so clients resume with their cursors and read
   the values they missed;
-- the runtime's live stream: ephemeral text of running steps and commands,
-  ordered against the logged records by LiveTexts.
+- the live stream of every agent-runtime replica (runtimes.py): ephemeral
+  text of running steps and commands, ordered against the logged records by
+  LiveTexts.
 
 Every event also goes to the gateway's plan views (plan_views.py), which
 answer `PlanMode` reads without a call.
@@ -26,16 +27,17 @@ or doubled.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 
+import grpc
 from agenthost.gateway.v1 import gateway_pb2 as gw
 from agenthost.projection.v1 import projection_pb2 as pj
 from agenthost.projection.v1 import projection_pb2_grpc
 from agenthost.runtime.v1 import runtime_pb2 as rt
-from agenthost.runtime.v1 import runtime_pb2_grpc
 from agenthost.sessionlog.v1 import events_pb2
 from google.protobuf import struct_pb2
 
@@ -47,6 +49,7 @@ from services.workspace.client import WorkspaceClient
 
 from .live import LiveTexts
 from .plan_views import PlanViews
+from .runtimes import RESOLVE_EVERY_S, RuntimeReplicas
 
 log = logging.getLogger("agenthost.gateway")
 
@@ -98,7 +101,7 @@ class Hub:
     def __init__(
         self,
         log: SessionLogPort,
-        runtime: runtime_pb2_grpc.AgentRuntimeServiceStub,
+        runtime: RuntimeReplicas,
         projection: projection_pb2_grpc.ProjectionServiceStub,
         workspaces: WorkspaceClient,
         plans: PlanViews,
@@ -130,7 +133,7 @@ class Hub:
         self._tasks = [
             spawn(self._forever("session log", self._follow_log), name="hub-log"),
             spawn(self._forever("projections", self._follow_projections), name="hub-projections"),
-            spawn(self._forever("live text", self._follow_live), name="hub-live"),
+            spawn(self._follow_every_runtime(), name="hub-live"),
         ]
         await asyncio.wait_for(self.live.wait(), 30)
 
@@ -311,9 +314,53 @@ class Hub:
         if not self._ahead_of_the_log(change.session_id, change.seq, frame):
             await self._send(change.session_id, frame)
 
-    async def _follow_live(self) -> None:
-        stream: AsyncIterator[rt.WatchLiveResponse] = self._runtime.WatchLive(
-            rt.WatchLiveRequest(), wait_for_ready=True
+    async def _follow_every_runtime(self) -> None:
+        """One follower of live text per runtime replica known, started as
+        replicas are learned or resolved, stopped as they go."""
+        following: dict[str, asyncio.Task[None]] = {}
+        try:
+            while True:
+                self._runtime.learned.clear()
+                wanted = await self._runtime.replicas()
+                for address in wanted - following.keys():
+                    following[address] = spawn(
+                        self._follow_live_at(address), name=f"hub-live-{address}"
+                    )
+                for address in following.keys() - wanted:
+                    following.pop(address).cancel()
+                for address in [a for a, task in following.items() if task.done()]:
+                    del following[address]
+                # A period for resolving again, or a new owner learned.
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(RESOLVE_EVERY_S):
+                        await self._runtime.learned.wait()
+        finally:
+            for task in following.values():
+                task.cancel()
+            await asyncio.gather(*following.values(), return_exceptions=True)
+
+    async def _follow_live_at(self, address: str) -> None:
+        """Follow one replica: one the target resolves to is waited for and
+        followed again after each loss; an owner learned from a call only
+        while it answers (a call sent to it again follows it again). A lost
+        stream may mean a replica gone: its sessions are placed afresh."""
+        attempt = 0
+        while True:
+            try:
+                await self._follow_live(address, wait_for_ready=address in self._runtime.resolved)
+                attempt, why = 0, "it ended"
+            except grpc.aio.AioRpcError as error:
+                attempt, why = attempt + 1, error.code().name
+            self._runtime.lost(address)
+            if address not in self._runtime.resolved:
+                return
+            delay = RECONNECT_DELAYS_S[min(attempt, len(RECONNECT_DELAYS_S) - 1)]
+            log.warning("lost the live text of %s (%s); again in %ss", address, why, delay)
+            await asyncio.sleep(delay)
+
+    async def _follow_live(self, address: str, wait_for_ready: bool) -> None:
+        stream: AsyncIterator[rt.WatchLiveResponse] = self._runtime.stub(address).WatchLive(
+            rt.WatchLiveRequest(), wait_for_ready=wait_for_ready
         )
         async for reply in stream:
             if reply.HasField("assistant"):

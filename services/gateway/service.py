@@ -7,7 +7,6 @@ from dataclasses import dataclass
 import grpc
 from agenthost.gateway.v1 import gateway_pb2_grpc as gw_grpc
 from agenthost.projection.v1 import projection_pb2_grpc as pj_grpc
-from agenthost.runtime.v1 import runtime_pb2_grpc as rt_grpc
 
 from services.common.database import Backend, Database
 from services.common.postgres import PostgresStore
@@ -20,6 +19,7 @@ from .accounts import TokenStore, current_account
 from .fence_store import FenceStore, MemoryFenceStore
 from .fencing import Fences
 from .postgres_fences import PostgresFenceStore
+from .runtimes import RuntimeReplicas
 from .servicer import HEARTBEAT_S, SERVICE_NAME, GatewayServicer
 
 
@@ -27,7 +27,7 @@ def gateway_service(
     tokens: TokenStore,
     log: SessionLogPort,
     workspaces: WorkspaceClient,
-    runtime: rt_grpc.AgentRuntimeServiceStub,
+    runtime: RuntimeReplicas,
     projection: pj_grpc.ProjectionServiceStub,
     plan: PlanModeClient | None,
     heartbeat_s: float = HEARTBEAT_S,
@@ -41,6 +41,10 @@ def gateway_service(
     servicer = GatewayServicer(
         log, workspaces, runtime, projection, plan, heartbeat_s, Fences(store)
     )
+
+    async def close() -> None:
+        await store.close()
+        await runtime.close()
 
     async def open_() -> None:
         await store.open()
@@ -60,7 +64,7 @@ def gateway_service(
         [SERVICE_NAME],
         register,
         open=open_,
-        close=store.close,
+        close=close,
         before_stop=[servicer.hub.stop],
         authenticate=authenticate,
         # PostgreSQL: NOT_SERVING while the fences cannot be reached.

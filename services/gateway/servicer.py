@@ -22,7 +22,6 @@ from agenthost.planmode.v1 import plan_mode_pb2 as pm
 from agenthost.projection.v1 import projection_pb2 as pj
 from agenthost.projection.v1 import projection_pb2_grpc as pj_grpc
 from agenthost.runtime.v1 import runtime_pb2 as rt
-from agenthost.runtime.v1 import runtime_pb2_grpc as rt_grpc
 from agenthost.sessionlog.v1 import events_pb2 as ev
 from agenthost.workspace.v1 import workspace_pb2 as ws
 from google.protobuf import json_format, struct_pb2
@@ -42,6 +41,7 @@ from .fencing import Fence, Fences
 from .hub import Connection, Frame, Hub, projection_frame
 from .internal_errors import restating_internal_errors
 from .plan_views import PlanViews
+from .runtimes import RuntimeReplicas
 from .session_ids import scoped_session_id
 
 log = logging.getLogger("agenthost.gateway")
@@ -52,7 +52,7 @@ HEARTBEAT_S = 15.0
 # How long OpenSession waits for the projection block.
 SIDE_READ_TIMEOUT_S = 2.0
 # The peers this servicer calls through raw stubs (the others through ports).
-RUNTIME, PROJECTION = "agentruntime", "projection"
+PROJECTION = "projection"
 PLAN_KEY = "plan"
 # A reconnect whose cursor is further behind than this reopens the session.
 MAX_CATCH_UP = 10_000
@@ -99,7 +99,7 @@ class GatewayServicer(gw_grpc.GatewayServiceServicer):
         self,
         log: SessionLogPort,
         workspaces: WorkspaceClient,
-        runtime: rt_grpc.AgentRuntimeServiceStub,
+        runtime: RuntimeReplicas,
         projection: pj_grpc.ProjectionServiceStub,
         plan: PlanModeClient | None,
         heartbeat_s: float = HEARTBEAT_S,
@@ -151,13 +151,8 @@ class GatewayServicer(gw_grpc.GatewayServiceServicer):
         return status
 
     async def _resume_once(self, session_id: str) -> rt.AgentStatus:
-        reply: rt.ResumeAgentResponse = await peer_call(
-            self.runtime.ResumeAgent(
-                rt.ResumeAgentRequest(session_id=session_id),
-                timeout=call_timeout(),
-                wait_for_ready=True,
-            ),
-            RUNTIME,
+        reply: rt.ResumeAgentResponse = await self.runtime.call(
+            "ResumeAgent", rt.ResumeAgentRequest(session_id=session_id)
         )
         status: rt.AgentStatus = reply.status
         return status
@@ -415,14 +410,7 @@ class GatewayServicer(gw_grpc.GatewayServiceServicer):
         """A running turn is cancelled; the session leaves its workspace first
         (so it is never recreated), then its log goes."""
         async with self._mutating(request.fence, request.session_id) as account:
-            await peer_call(
-                self.runtime.Cancel(
-                    rt.CancelRequest(session_id=request.session_id),
-                    timeout=call_timeout(),
-                    wait_for_ready=True,
-                ),
-                RUNTIME,
-            )
+            await self.runtime.call("Cancel", rt.CancelRequest(session_id=request.session_id))
             await self.workspaces.remove_session(account, request.session_id)
             await self.log.delete_session(request.session_id)
             self._access.pop((account, request.session_id), None)
@@ -542,15 +530,11 @@ class GatewayServicer(gw_grpc.GatewayServiceServicer):
                 chosen = await self.plan.set(request.session_id, request.plan_target)
                 self.plans.acknowledged(request.session_id, chosen.as_of_seq)
             try:
-                reply: rt.PromptResponse = await peer_call(
-                    self.runtime.Prompt(
-                        rt.PromptRequest(
-                            session_id=request.session_id, text=request.text, mode=request.mode
-                        ),
-                        timeout=call_timeout(),
-                        wait_for_ready=True,
+                reply: rt.PromptResponse = await self.runtime.call(
+                    "Prompt",
+                    rt.PromptRequest(
+                        session_id=request.session_id, text=request.text, mode=request.mode
                     ),
-                    RUNTIME,
                 )
             except DomainError:
                 if rollback is not None and self.plan is not None:
@@ -566,13 +550,8 @@ class GatewayServicer(gw_grpc.GatewayServiceServicer):
         self, request: gw.CancelRequest, context: grpc.aio.ServicerContext
     ) -> gw.CancelResponse:
         async with self._mutating(request.fence, request.session_id):
-            reply: rt.CancelResponse = await peer_call(
-                self.runtime.Cancel(
-                    rt.CancelRequest(session_id=request.session_id),
-                    timeout=call_timeout(),
-                    wait_for_ready=True,
-                ),
-                RUNTIME,
+            reply: rt.CancelResponse = await self.runtime.call(
+                "Cancel", rt.CancelRequest(session_id=request.session_id)
             )
             self.plans.acknowledged(request.session_id, reply.status.last_seq)
             return gw.CancelResponse(cancelled=reply.cancelled, seq=reply.status.last_seq)
@@ -581,13 +560,8 @@ class GatewayServicer(gw_grpc.GatewayServiceServicer):
         self, request: gw.ListCommandsRequest, context: grpc.aio.ServicerContext
     ) -> gw.ListCommandsResponse:
         await self._own(request.session_id)
-        reply: rt.ListCommandsResponse = await peer_call(
-            self.runtime.ListCommands(
-                rt.ListCommandsRequest(session_id=request.session_id),
-                timeout=call_timeout(),
-                wait_for_ready=True,
-            ),
-            RUNTIME,
+        reply: rt.ListCommandsResponse = await self.runtime.call(
+            "ListCommands", rt.ListCommandsRequest(session_id=request.session_id)
         )
         return gw.ListCommandsResponse(commands=reply.commands)
 
@@ -599,10 +573,7 @@ class GatewayServicer(gw_grpc.GatewayServiceServicer):
             command = rt.ExecuteCommandRequest(session_id=request.session_id, name=request.name)
             if request.HasField("args"):
                 command.args = request.args
-            reply: rt.ExecuteCommandResponse = await peer_call(
-                self.runtime.ExecuteCommand(command, timeout=call_timeout(), wait_for_ready=True),
-                RUNTIME,
-            )
+            reply: rt.ExecuteCommandResponse = await self.runtime.call("ExecuteCommand", command)
             self.plans.acknowledged(request.session_id, reply.last_seq)
             return gw.ExecuteCommandResponse(ok=reply.ok, message=reply.message, seq=reply.last_seq)
 
@@ -610,17 +581,13 @@ class GatewayServicer(gw_grpc.GatewayServiceServicer):
         self, request: gw.AnswerQuestionRequest, context: grpc.aio.ServicerContext
     ) -> gw.AnswerQuestionResponse:
         async with self._mutating(request.fence, request.session_id):
-            reply: rt.AnswerQuestionResponse = await peer_call(
-                self.runtime.AnswerQuestion(
-                    rt.AnswerQuestionRequest(
-                        session_id=request.session_id,
-                        question_id=request.question_id,
-                        answer=request.answer,
-                    ),
-                    timeout=call_timeout(),
-                    wait_for_ready=True,
+            reply: rt.AnswerQuestionResponse = await self.runtime.call(
+                "AnswerQuestion",
+                rt.AnswerQuestionRequest(
+                    session_id=request.session_id,
+                    question_id=request.question_id,
+                    answer=request.answer,
                 ),
-                RUNTIME,
             )
             self.plans.acknowledged(request.session_id, reply.seq)
             return gw.AnswerQuestionResponse(seq=reply.seq)
@@ -634,10 +601,7 @@ class GatewayServicer(gw_grpc.GatewayServiceServicer):
                 update.sandbox = request.sandbox
             if request.HasField("approvals"):
                 update.approvals = request.approvals
-            reply: rt.UpdateSettingsResponse = await peer_call(
-                self.runtime.UpdateSettings(update, timeout=call_timeout(), wait_for_ready=True),
-                RUNTIME,
-            )
+            reply: rt.UpdateSettingsResponse = await self.runtime.call("UpdateSettings", update)
             self.plans.acknowledged(request.session_id, reply.seq)
             return gw.UpdateSessionSettingsResponse(settings=reply.settings, seq=reply.seq)
 

@@ -62,13 +62,15 @@ async def log_process(
             await drop_schema(PostgresSessionStore(POSTGRES_DSN, schema))
 
 
-def runtime_process(log: ServiceProcess, tmp_path: Path, script: Path | None) -> ServiceProcess:
+def runtime_process(
+    log: ServiceProcess, tmp_path: Path, script: Path | None, lease_s: str = LEASE_S
+) -> ServiceProcess:
     env = {
         TOKEN_ENV: log.env[TOKEN_ENV],
         "AGENTHOST_LOG_LEVEL": LOG_LEVEL,
         ADDRESS_ENV["sessionlog"]: log.address,
         ADDRESS_ENV["planmode"]: ABSENT,
-        "AGENTHOST_LEASE_S": LEASE_S,
+        "AGENTHOST_LEASE_S": lease_s,
     }
     if script is not None:
         env["AGENTHOST_BUILTIN_SCRIPT"] = str(script)
@@ -111,7 +113,7 @@ async def test_a_replica_takes_over_the_session_of_one_killed_mid_turn(
             asked = await next_event(log, "s", -1, lambda e: e.HasField("request_header"))
             # A probe that never takes a live lease: it answers A's.
             held = await log.acquire_lease("s", "probe", 1.0)
-            assert held.owner.startswith("runtime-") and held.token == 1
+            assert held.owner == a.address and held.token == 1
 
             refused = await expect_rpc_error(
                 on_b.Prompt(rt.PromptRequest(session_id="s", text="too soon")),
@@ -142,3 +144,36 @@ async def test_a_replica_takes_over_the_session_of_one_killed_mid_turn(
     finally:
         a.kill()
         b.kill()
+
+
+async def test_a_replica_restarted_at_its_address_takes_its_sessions_back_at_once(
+    log_process: ServiceProcess, tmp_path: Path
+) -> None:
+    """The owner id is the replica's address, so a replica killed mid-turn
+    and started again where it was is still the session's owner: it ends the
+    turn as interrupted on start, without waiting for a lease that would
+    last ten minutes, and keeps its token (its dead self writes nothing)."""
+    script = tmp_path / "hold.json"
+    script.write_text(json.dumps(HOLD))
+    a = runtime_process(log_process, tmp_path, script, lease_s="600")
+    await a.start()
+    token = log_process.env[TOKEN_ENV]
+    try:
+        async with open_channel(log_process.address, token) as log_channel:
+            log = SessionLogClient(log_channel)
+            await log.create_session("s", str(tmp_path))
+            async with open_channel(a.address, token) as a_channel:
+                on_a = rt_grpc.AgentRuntimeServiceStub(a_channel)
+                await on_a.Prompt(rt.PromptRequest(session_id="s", text="first"))
+            asked = await next_event(log, "s", -1, lambda e: e.HasField("request_header"))
+            held = await log.acquire_lease("s", "probe", 1.0)
+            assert held.owner == a.address
+
+            a.kill()
+            await a.start()  # the same address, a new process
+            ended = await next_event(log, "s", asked.seq, lambda e: e.HasField("turn_end"))
+            assert ended.turn_end.reason == ev.TURN_END_REASON_INTERRUPTED
+            again = await log.acquire_lease("s", "probe", 1.0)
+            assert (again.owner, again.token) == (a.address, held.token)
+    finally:
+        a.kill()

@@ -12,7 +12,6 @@ import grpc
 from agenthost.gateway.v1 import gateway_pb2 as gw
 from agenthost.gateway.v1 import gateway_pb2_grpc as gw_grpc
 from agenthost.projection.v1 import projection_pb2_grpc
-from agenthost.runtime.v1 import runtime_pb2_grpc
 
 from clients.sdk.auth import authorized_channel
 from services.agentruntime.models.builtin import BuiltinAdapter
@@ -20,6 +19,7 @@ from services.common.config import ServiceConfig
 from services.common.server import ServiceHost
 from services.embedded import EmbeddedStack
 from services.gateway.accounts import TokenStore
+from services.gateway.runtimes import RuntimeReplicas
 from services.gateway.service import gateway_service
 from services.planmode.client import PlanModeClient
 from services.sessionlog.client import SessionLogClient
@@ -148,7 +148,7 @@ async def another_gateway(harness: GatewayHarness) -> AsyncIterator[str]:
         stack.tokens,
         SessionLogClient(channels["sessionlog"]),
         WorkspaceClient(channels["workspace"]),
-        runtime_pb2_grpc.AgentRuntimeServiceStub(channels["agentruntime"]),
+        RuntimeReplicas(stack.addresses["agentruntime"], stack.dial),
         projection_pb2_grpc.ProjectionServiceStub(channels["projection"]),
         plan,
         database=stack.stores(),
