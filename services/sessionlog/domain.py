@@ -1,6 +1,9 @@
 """The session log: lazy sessions, optimistic appends, reads and subscriptions.
 
-Plain Python over a SessionStore; the servicer is a thin gRPC adapter.
+Plain Python over a SessionStore; the servicer is a thin gRPC adapter. A
+session created and never appended to is lazy (pending.py): kept in memory
+over a store only this process writes, in the store's pending table over a
+shared one (so every replica serves it), never in the durable sessions.
 Every integer a caller chooses is checked here (services/common/ranges.py)
 before a store sees it, so every backend answers the same.
 """
@@ -15,6 +18,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from services.common import ranges
 from services.common.errors import (
@@ -30,6 +34,7 @@ from services.common.recent import Recent
 
 from . import folds, leases
 from .leases import Lease
+from .pending import MemoryPendingSessions, PendingSessions
 from .port import (
     DEFAULT_HEARTBEAT_S,
     DEFAULT_MESSAGE_LIMIT,
@@ -54,6 +59,8 @@ from .store import (
 )
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 # Events read per store query while a subscriber catches up.
 CATCH_UP_BATCH = 500
@@ -109,8 +116,10 @@ class SessionLog:
     def __init__(self, store: SessionStore, clock: Callable[[], int] = now_us) -> None:
         self._store = store
         self._clock = clock
-        # Created but never appended: not durable, gone after a restart.
-        self._lazy: dict[str, SessionHeader] = {}
+        # Created but never appended: not durable, never listed.
+        self._lazy: PendingSessions = (
+            store.pending if isinstance(store, SharedStore) else MemoryPendingSessions()
+        )
         self._session_signals: dict[str, ChangeSignal] = {}
         self._all_signal = ChangeSignal()
         self.stats = LogStats()
@@ -130,21 +139,20 @@ class SessionLog:
     async def create_session(self, session_id: str | None, cwd: str) -> tuple[SessionSummary, bool]:
         session_id = session_id or generate_session_id()
         existing = await self._header(session_id)
-        if existing is not None:
-            if existing.cwd != cwd:
-                raise SessionConflict(session_id, cwd)
-            return await self.get_session(session_id), False
-        header = SessionHeader(session_id, cwd, self._clock())
-        self._lazy[session_id] = header
-        return _lazy_summary(header), True
+        if existing is None:
+            header = SessionHeader(session_id, cwd, self._clock())
+            existing = await self._lazy.add(header)
+            if existing == header:
+                return _lazy_summary(header), True
+        if existing.cwd != cwd:
+            raise SessionConflict(session_id, cwd)
+        return await self.get_session(session_id), False
 
     async def get_session(self, session_id: str) -> SessionSummary:
-        if session_id in self._lazy:
-            return _lazy_summary(self._lazy[session_id])
-        summary = await self._store.summary(session_id)
-        if summary is None:
+        found = await self._locate(session_id, self._store.summary)
+        if found is None:
             raise SessionNotFound(session_id)
-        return summary
+        return _lazy_summary(found.header) if isinstance(found, Lazy) else found
 
     async def list_sessions(
         self,
@@ -165,13 +173,14 @@ class SessionLog:
     ) -> SessionSummary:
         if up_to_seq is not None:
             ranges.int64(up_to_seq, "up_to_seq")
-        source = await self._require_header(session_id)
+        source, source_lazy = await self._found(session_id)
         fork_id = new_session_id or generate_session_id()
         if await self._header(fork_id) is not None:
             raise SessionConflict(fork_id, source.cwd)
         header = SessionHeader(fork_id, source.cwd, self._clock(), forked_from=session_id)
-        if session_id in self._lazy:
-            self._lazy[fork_id] = header
+        if source_lazy:  # nothing to copy: the fork is lazy too
+            if await self._lazy.add(header) != header:
+                raise SessionConflict(fork_id, source.cwd)
             return _lazy_summary(header)
         summary = await self._store.fork(session_id, up_to_seq, header, self._clock())
         self._fire(fork_id)
@@ -180,9 +189,9 @@ class SessionLog:
     async def delete_session(self, session_id: str) -> None:
         """The session and its log, gone; subscribers of it are woken (their
         next read finds nothing)."""
-        lazy = self._lazy.pop(session_id, None)
+        lazy = await self._lazy.discard(session_id)
         self._headers.pop(session_id, None)
-        if not await self._store.delete(session_id) and lazy is None:
+        if not await self._store.delete(session_id) and not lazy:
             raise SessionNotFound(session_id)
         self._fire(session_id)
 
@@ -200,16 +209,17 @@ class SessionLog:
             ranges.int64(expected_last_seq, "expected_last_seq", low=-1)
         if lease_token is not None:
             ranges.int64(lease_token, "lease_token", low=1)
-        header = await self._require_header(session_id)
+        header, lazy = await self._found(session_id)
         if not events:
-            last_seq = (await self.get_session(session_id)).last_seq
+            last_seq = -1 if lazy else (await self.get_session(session_id)).last_seq
             return AppendResult([], last_seq, duplicate=False)
         batch = [self._prepared(event) for event in events]
         _refuse_repeated_ids(batch)
         result = await self._store.append(
             header, batch, expected_last_seq, self._clock(), lease_token
         )
-        self._lazy.pop(session_id, None)
+        if lazy:
+            await self._lazy.made_durable(session_id)
         if not result.duplicate:
             self._fire(session_id)
             if _passes_checkpoint(result.seqs):
@@ -434,9 +444,23 @@ class SessionLog:
             signal.fire()
         self._all_signal.fire()
 
-    async def _header(self, session_id: str) -> SessionHeader | None:
-        if session_id in self._lazy:
-            return self._lazy[session_id]
+    async def _locate(
+        self, session_id: str, durable: Callable[[str], Awaitable[T | None]]
+    ) -> T | Lazy | None:
+        """What `durable` finds of the stored session, else its lazy header,
+        else None. The store first: a durable session, the common case,
+        costs one read. A lazy session only ever becomes durable (one
+        transaction), so one in neither place at the second read was made
+        durable meanwhile (the store has it now) or does not exist."""
+        found = await durable(session_id)
+        if found is not None:
+            return found
+        pending = await self._lazy.get(session_id)
+        if pending is not None:
+            return Lazy(pending)
+        return await durable(session_id)
+
+    async def _stored_header(self, session_id: str) -> SessionHeader | None:
         header = self._headers.recall(session_id)
         if header is None:
             header = await self._store.get_header(session_id)
@@ -444,15 +468,29 @@ class SessionLog:
                 self._headers.remember(session_id, header)
         return header
 
-    async def _require_header(self, session_id: str) -> SessionHeader:
-        header = await self._header(session_id)
-        if header is None:
+    async def _header(self, session_id: str) -> SessionHeader | None:
+        found = await self._locate(session_id, self._stored_header)
+        return found.header if isinstance(found, Lazy) else found
+
+    async def _found(self, session_id: str) -> tuple[SessionHeader, bool]:
+        """The session's header and whether it is lazy, or SessionNotFound."""
+        found = await self._locate(session_id, self._stored_header)
+        if found is None:
             raise SessionNotFound(session_id)
-        return header
+        return (found.header, True) if isinstance(found, Lazy) else (found, False)
+
+    async def _require_header(self, session_id: str) -> SessionHeader:
+        return (await self._found(session_id))[0]
 
     async def _is_lazy(self, session_id: str) -> bool:
-        await self._require_header(session_id)
-        return session_id in self._lazy
+        return (await self._found(session_id))[1]
+
+
+@dataclass(frozen=True)
+class Lazy:
+    """A session found pending, not stored (_locate)."""
+
+    header: SessionHeader
 
 
 async def _follow(

@@ -11,12 +11,19 @@ lock once, draws its positions while holding it and commits once, so the
 argument holds for waves as it did for single appends. Forks take the same
 lock. A wave is pipelined: its reads go in one round trip, its writes and
 COMMIT in the next, instead of several round trips per batch under the lock.
+
+Lazy sessions of every replica wait in `pending_sessions`, an UNLOGGED table
+apart from `sessions` (so no listing or summary sees them): not durable,
+PostgreSQL empties it after a crash, as a restart empties the memory that
+holds them over SQLite. A session's first append moves it, in the wave's
+transaction. The tables are brought up to date by the numbered migrations of
+services/common/postgres.py, like every store's.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager, suppress
 from dataclasses import replace
 from typing import Any
@@ -27,11 +34,12 @@ from psycopg.pq import TransactionStatus
 from psycopg.rows import dict_row
 
 from services.common.errors import SessionNotFound, StorageUnavailable
-from services.common.postgres import storage_errors
+from services.common.postgres import migrate, storage_errors
 
 from .append_plan import AppendRequest, Outcome, Stored, WavePlan, plan_wave, wanted_ids
 from .group_commit import CommitStats, GroupCommitter
 from .leases import Lease, LeaseChange
+from .pending import PENDING_TTL_US
 from .port import AppendResult, Direction, ReadResult, TailPage
 from .store import (
     EVERY_SESSION,
@@ -52,7 +60,11 @@ CHANNEL = "agenthost_sessionlog"
 APPLICATION_NAME = "agenthost sessionlog"
 APPEND_LOCK = 0x61676E74  # any constant shared by every replica
 
-SCHEMA = """
+STORE = "sessionlog"
+# Released migrations never change; a change is a new entry at the end. The
+# first is the schema made before the migrations (IF NOT EXISTS: a database
+# from then adopts it as version 1 unchanged).
+TABLES = """
 CREATE TABLE IF NOT EXISTS sessions (
     id TEXT PRIMARY KEY,
     cwd TEXT NOT NULL,
@@ -92,6 +104,16 @@ CREATE TABLE IF NOT EXISTS session_leases (
     expires_at_us BIGINT NOT NULL
 );
 """
+PENDING_TABLE = """
+CREATE UNLOGGED TABLE pending_sessions (
+    id TEXT PRIMARY KEY,
+    cwd TEXT NOT NULL,
+    created_at_us BIGINT NOT NULL,
+    forked_from TEXT NOT NULL
+);
+CREATE INDEX pending_sessions_by_age ON pending_sessions (created_at_us);
+"""
+MIGRATIONS = (TABLES, PENDING_TABLE)
 
 EVENT_COLUMNS = "session_id, seq, position, body"
 INSERT_SESSION = (
@@ -136,13 +158,13 @@ class PostgresSessionStore:
 
     # -- lifecycle -------------------------------------------------------------
 
+    @property
+    def pending(self) -> PostgresPendingSessions:
+        return PostgresPendingSessions(self._fetch)
+
     async def open(self) -> None:
         self._write = await self._connect()
-        async with self._write.transaction():
-            await self._write.execute(
-                sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(self.schema))
-            )
-            await self._write.execute(SCHEMA)
+        await migrate(self._write, self.schema, STORE, MIGRATIONS)
         self._read = await self._connect()
 
     async def close(self) -> None:
@@ -472,6 +494,10 @@ async def _write_plan(connection: psycopg.AsyncConnection[Row], plan: WavePlan) 
         ):
             if rows:
                 await cursor.executemany(statement, rows)
+    if plan.new_sessions:
+        await connection.execute(
+            "DELETE FROM pending_sessions WHERE id = ANY(%s)", ([r[0] for r in plan.new_sessions],)
+        )
     if plan.touches:
         await connection.execute(
             "SELECT pg_notify(%s, s) FROM unnest(%s::text[]) AS s",
@@ -513,3 +539,46 @@ async def _fork(
 def _copies(session_id: str, events: Sequence[Event]) -> list[EventRow]:
     """A fork's rows: the source's events under the same seqs, from 0."""
     return [event_row(session_id, seq, e) for seq, e in enumerate(events)]
+
+
+Fetch = Callable[[str, Sequence[Any]], Awaitable[list[Row]]]
+
+
+class PostgresPendingSessions:
+    """The lazy sessions of every replica (`pending_sessions`). Each call is
+    single autocommit statements on the store's read connection: they need
+    neither the append lock nor a turn in the write queue."""
+
+    def __init__(self, fetch: Fetch) -> None:
+        self._fetch = fetch
+
+    async def add(self, header: SessionHeader) -> SessionHeader:
+        await self._fetch(
+            "DELETE FROM pending_sessions WHERE created_at_us < %s RETURNING id",
+            (header.created_at_us - PENDING_TTL_US,),
+        )
+        while True:  # until ours is inserted or the one in place is read
+            inserted = await self._fetch(
+                "INSERT INTO pending_sessions (id, cwd, created_at_us, forked_from) "
+                "VALUES (%s, %s, %s, %s) ON CONFLICT (id) DO NOTHING RETURNING id",
+                (header.id, header.cwd, header.created_at_us, header.forked_from),
+            )
+            existing = header if inserted else await self.get(header.id)
+            if existing is not None:
+                return existing
+
+    async def get(self, session_id: str) -> SessionHeader | None:
+        rows = await self._fetch(
+            "SELECT id, cwd, created_at_us, forked_from FROM pending_sessions WHERE id = %s",
+            (session_id,),
+        )
+        return SessionHeader(**rows[0]) if rows else None
+
+    async def discard(self, session_id: str) -> bool:
+        rows = await self._fetch(
+            "DELETE FROM pending_sessions WHERE id = %s RETURNING id", (session_id,)
+        )
+        return bool(rows)
+
+    async def made_durable(self, session_id: str) -> None:
+        """Nothing left to do: the append's transaction deleted the row."""

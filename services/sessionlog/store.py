@@ -1,24 +1,29 @@
 """The storage interface of the session log; every backend passes tests/contract.
 
-A store only ever sees durable sessions: the domain keeps lazily created
-sessions in memory and hands their header to the store with the first append,
-which writes header and events in one transaction. Nor does a store check
-integers: the domain (SessionLog) has every caller-chosen seq, position and
-limit inside what both backends hold (services/common/ranges.py) before it
-calls one, so a new backend adds SQL, never range checks.
+A store's sessions are the durable ones: a lazily created session is kept
+apart (pending.py: in the domain's memory, or, for a SharedStore, in a table
+of pending sessions every replica sees and no listing reads), and its header
+reaches the store with the first append, which writes header and events in
+one transaction (a shared store drops the pending row in it). Nor does a
+store check integers: the domain (SessionLog) has every caller-chosen seq,
+position and limit inside what both backends hold (services/common/ranges.py)
+before it calls one, so a new backend adds SQL, never range checks.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from agenthost.sessionlog.v1 import events_pb2, session_log_pb2
 
 from .folds import summary_change
 from .leases import Lease, LeaseChange
 from .port import AppendResult, Direction, ReadResult, TailPage
+
+if TYPE_CHECKING:
+    from .pending import PendingSessions
 
 Event = events_pb2.Event
 SessionSummary = session_log_pb2.SessionSummary
@@ -206,7 +211,13 @@ EVERY_SESSION = ""
 @runtime_checkable
 class SharedStore(Protocol):
     """A store several session-log replicas write to: it reports the sessions
-    other replicas appended to, so local subscribers wake up."""
+    other replicas appended to, so local subscribers wake up, and keeps the
+    lazy sessions where every replica finds them."""
+
+    @property
+    def pending(self) -> PendingSessions:
+        """The sessions created through any replica and not yet appended to."""
+        ...
 
     def changes(self) -> AsyncIterator[str]:
         """EVERY_SESSION once listening, then each session appended to; ends

@@ -1,6 +1,8 @@
 """Two session-log replicas on one PostgreSQL: a subscriber of one sees what
 the other appends, live (NOTIFY), and positions never run backwards; a
-session lease taken on one fences appends made through the other."""
+session lease taken on one fences appends made through the other; a session
+created through one and not yet appended to (pending) is served by the
+other, and listed by neither."""
 
 from __future__ import annotations
 
@@ -13,11 +15,16 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from services.common.errors import LeaseLost
+from services.common.errors import LeaseLost, SessionConflict, SessionNotFound
 from services.sessionlog.domain import SessionLog
 from services.sessionlog.leases import Lease
-from services.sessionlog.port import CaughtUp, Heartbeat
-from services.sessionlog.postgres_store import APPLICATION_NAME, PostgresSessionStore
+from services.sessionlog.port import CaughtUp, Heartbeat, TailPage
+from services.sessionlog.postgres_store import (
+    APPLICATION_NAME,
+    MIGRATIONS,
+    STORE,
+    PostgresSessionStore,
+)
 from tests.support.clocks import ManualClock
 from tests.support.events import user
 from tests.support.postgres import POSTGRES_DSN, drop_schema
@@ -143,3 +150,126 @@ async def test_a_takeover_through_one_replica_fences_the_old_owner_on_the_other(
         for store in stores:
             await store.close()
         await drop_schema(stores[0])
+
+
+async def listed(*logs: SessionLog) -> list[list[str]]:
+    return [[s.id for s in (await log.list_sessions())[0]] for log in logs]
+
+
+async def test_a_pending_session_is_served_by_the_other_replica_until_its_first_append(
+    tmp_path: Path,
+) -> None:
+    async with two_replicas(tmp_path, "pending") as (first, second):
+        created, was_created = await first.create_session("s", "/w")
+        assert was_created
+        assert await second.get_session("s") == created
+        assert await second.create_session("s", "/w") == (created, False)
+        with pytest.raises(SessionConflict):
+            await second.create_session("s", "/other")
+        assert await second.tail_page("s") == TailPage([], False, 0, -1)
+        assert (await second.read("s")).events == []
+        empty = await second.append("s", [])
+        assert (empty.seqs, empty.last_seq) == ([], -1)
+        assert await listed(first, second) == [[], []]
+
+        assert (await second.append("s", [user("hello")])).seqs == [0]
+        assert await listed(first, second) == [["s"], ["s"]]
+        stored = await first.get_session("s")
+        assert (stored.cwd, stored.created_at, stored.last_seq) == ("/w", created.created_at, 0)
+        assert await first.append("s", [user("again")], expected_last_seq=0)
+
+
+async def test_a_subscriber_of_a_pending_session_on_one_replica_gets_the_first_append_on_the_other(
+    tmp_path: Path,
+) -> None:
+    async with two_replicas(tmp_path, "pendingsub") as (first, second):
+        await first.create_session("s", "/w")
+        texts: list[str] = []
+        async with asyncio.timeout(WAIT_S):
+            async for item in second.subscribe("s", heartbeat_s=600):
+                if isinstance(item, CaughtUp):
+                    assert item.last_seq == -1
+                    await first.append("s", [user("first")])
+                elif not isinstance(item, Heartbeat):
+                    texts.append(item.user_message.text)
+                    break
+        assert texts == ["first"]
+
+
+async def test_a_pending_session_forked_through_the_other_replica_forks_pending(
+    tmp_path: Path,
+) -> None:
+    async with two_replicas(tmp_path, "pendingfork") as (first, second):
+        await first.create_session("src", "/w")
+        fork = await second.fork("src", new_session_id="child")
+        assert (fork.id, fork.cwd, fork.last_seq, fork.forked_from) == ("child", "/w", -1, "src")
+        assert await first.get_session("child") == fork
+        with pytest.raises(SessionConflict):
+            await first.fork("src", new_session_id="child")
+        assert await listed(first, second) == [[], []]
+        await first.append("child", [user("diverge")])
+        assert await listed(first, second) == [["child"], ["child"]]
+        assert (await second.get_session("child")).forked_from == "src"
+        assert (await second.get_session("src")).last_seq == -1
+
+
+async def test_a_pending_session_deleted_through_the_other_replica_is_gone_from_both(
+    tmp_path: Path,
+) -> None:
+    async with two_replicas(tmp_path, "pendingdel") as (first, second):
+        await first.create_session("s", "/w")
+        await second.delete_session("s")
+        for log in (first, second):
+            with pytest.raises(SessionNotFound):
+                await log.get_session("s")
+            with pytest.raises(SessionNotFound):
+                await log.append("s", [user("late")])
+        with pytest.raises(SessionNotFound):
+            await first.delete_session("s")
+        # The id is free again, on either replica.
+        await first.create_session("s", "/other")
+        assert (await second.get_session("s")).cwd == "/other"
+
+
+async def pending_table_persistence(schema: str) -> str:
+    async with await psycopg.AsyncConnection.connect(POSTGRES_DSN, autocommit=True) as db:
+        cursor = await db.execute(
+            "SELECT c.relpersistence FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE n.nspname = %s AND c.relname = 'pending_sessions'",
+            (schema,),
+        )
+        row = await cursor.fetchone()
+        assert row is not None
+        return str(row[0])
+
+
+async def test_tables_made_before_the_migrations_are_adopted_and_pending_is_unlogged(
+    tmp_path: Path,
+) -> None:
+    """A schema the session log made before it had numbered migrations (its
+    first one, applied by hand, with no version recorded) keeps its sessions
+    and gains the pending table, which PostgreSQL empties after a crash."""
+    store = PostgresSessionStore(POSTGRES_DSN, f"adopt_{os.getpid()}_{tmp_path.name.lower()}")
+    await drop_schema(store)
+    async with await psycopg.AsyncConnection.connect(POSTGRES_DSN, autocommit=True) as db:
+        await db.execute(f'CREATE SCHEMA "{store.schema}"')
+        await db.execute(f'SET search_path TO "{store.schema}"')
+        await db.execute(MIGRATIONS[0])
+        await db.execute(
+            "INSERT INTO sessions (id, cwd, created_at_us, updated_at_us, last_seq, blank) "
+            "VALUES ('old', '/w', 1, 1, -1, TRUE)"
+        )
+    await store.open()
+    try:
+        assert (await store.get_header("old")) is not None
+        rows = await store.pending.get("old"), await pending_table_persistence(store.schema)
+        assert rows == (None, "u")
+        async with await psycopg.AsyncConnection.connect(POSTGRES_DSN, autocommit=True) as db:
+            cursor = await db.execute(
+                f'SELECT version FROM "{store.schema}".schema_migrations WHERE store = %s',
+                (STORE,),
+            )
+            assert await cursor.fetchone() == (len(MIGRATIONS),)
+    finally:
+        await store.close()
+        await drop_schema(store)

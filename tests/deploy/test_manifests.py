@@ -188,10 +188,9 @@ def replicas(name: str) -> int:
 def test_postgres_overlay_runs_replicas_of_the_stateless_services_with_budgets() -> None:
     """Every service that can run as replicas over PostgreSQL runs more than one,
     each with a PodDisruptionBudget keeping one up; the agent runtime runs one
-    (the gateway does not route to the runtime owning a session yet), and so
-    does the session log (a created session lives in one replica's memory
-    until its first append: services.toml)."""
-    replicated = {"gateway", "projection", "workspace", "planmode"}
+    (the gateway does not route to the runtime owning a session yet:
+    services.toml)."""
+    replicated = {"gateway", "sessionlog", "projection", "workspace", "planmode"}
     assert {name for name in REGISTRY if replicas(name) > 1} == replicated
     manifests = render("overlays/postgres")
     deployments = of_kind(manifests, "Deployment")
