@@ -93,10 +93,17 @@ class Service:
     secret_files: dict[str, str] = field(default_factory=dict)
     postgres: str | None = None
     replicas: int = 1
+    # Its replicas share its one volume rather than keeping nothing.
+    shared_volume: bool = False
 
     @property
     def replicated(self) -> bool:
         return self.replicas > 1
+
+    @property
+    def keeps_volume(self) -> bool:
+        """A volume of its own: one replica, or replicas sharing it."""
+        return not self.replicated or self.shared_volume
 
     @property
     def address_variable(self) -> str:
@@ -133,7 +140,15 @@ def load_registry(path: Path = REGISTRY) -> Registry:
         raise ValueError(f"{path}: unknown tables {sorted(unknown)}")
     services = []
     for name, entry in data["services"].items():
-        extra = set(entry) - {"needs", "publish", "secrets", "secret_files", "postgres", "replicas"}
+        extra = set(entry) - {
+            "needs",
+            "publish",
+            "secrets",
+            "secret_files",
+            "postgres",
+            "replicas",
+            "shared_volume",
+        }
         if extra:
             raise ValueError(f"{path}: {name}: unknown keys {sorted(extra)}")
         services.append(
@@ -145,6 +160,7 @@ def load_registry(path: Path = REGISTRY) -> Registry:
                 secret_files=dict(entry.get("secret_files", {})),
                 postgres=entry.get("postgres"),
                 replicas=int(entry.get("replicas", 1)),
+                shared_volume=bool(entry.get("shared_volume", False)),
             )
         )
     started: set[str] = set()
@@ -258,8 +274,10 @@ peers: compose DNS returns each replica's address; the services' channels
 use the first that answers (gRPC's pick_first) and move on when it goes
 away, so a peer's replicas back each other up but do not share its load
 (round_robin did, but made a restart test flaky: not yet understood). The replicas keep
-nothing in /data (a tmpfs). The agent runtime and the session log run once
-(deploy/services.toml says why); the runtime keeps its volume.
+nothing in /data (a tmpfs), but the agent runtime's share its one volume (the
+projects its agents edit). A session's agent runs on the runtime replica that
+holds its lease; the gateways send its calls there and follow every runtime
+replica's live text.
 The gateways share one tokens file ({"TOKEN": "ACCOUNT"}), mounted from
 AGENTHOST_COMPOSE_TOKENS_FILE (default build/tokens.json, which
 `make compose-up COMPOSE_PROFILES=scale` makes once for the account "local").
@@ -276,8 +294,9 @@ def compose_scale_service(service: Service, registry: Registry) -> dict[str, Any
         spec["environment"][service.postgres] = COMPOSE_DSN
         spec.setdefault("depends_on", {})["postgres"] = {"condition": "service_healthy"}
     if service.replicated:
-        del spec["volumes"]
-        spec["tmpfs"] = ["/tmp", "/data"]
+        if not service.keeps_volume:
+            del spec["volumes"]
+            spec["tmpfs"] = ["/tmp", "/data"]
         spec["deploy"] = {"replicas": service.replicas}
     for variable, file in service.secret_files.items():
         spec["environment"][variable] = f"/run/secrets/{file}"
@@ -323,7 +342,7 @@ def render_compose_scale(registry: Registry) -> str:
     services["postgres"] = postgres
     services["lb"] = compose_lb(registry)
     volumes: dict[str, dict[str, str]] = {
-        f"{s.name}-data": {} for s in registry.services if not s.replicated
+        f"{s.name}-data": {} for s in registry.services if s.keeps_volume
     }
     volumes["postgres-data"] = {}
     # Bind mounts of host files (compose without swarm); relative to this
@@ -347,7 +366,7 @@ def labels(service: Service) -> dict[str, str]:
 def object_labels(service: Service) -> dict[str, str]:
     """Labels of the objects (not the selector): the postgres overlay selects on
     them. A replicated service keeps nothing of its own there either."""
-    extra = {POSTGRES_LABEL: "capable"} if service.postgres or service.replicated else {}
+    extra = {POSTGRES_LABEL: "capable"} if service.postgres or not service.keeps_volume else {}
     return labels(service) | extra
 
 
@@ -489,21 +508,45 @@ def render_k8s_services(registry: Registry) -> str:
 
 
 def render_k8s_replicas(registry: Registry) -> str:
-    """The postgres overlay's replica counts: a strategic-merge patch per replicated Deployment."""
-    patches = [
-        {
-            "apiVersion": "apps/v1",
-            "kind": "Deployment",
-            "metadata": {"name": s.name},
-            "spec": {"replicas": s.replicas},
-        }
-        for s in registry.services
-        if s.replicated
-    ]
+    """The postgres overlay's replica counts: a strategic-merge patch per
+    replicated Deployment; a service whose replicas share its volume gets a
+    ReadWriteMany claim, and a headless Service so that peers resolve each
+    replica (the gateway follows every runtime replica's live text)."""
+    patches: list[dict[str, Any]] = []
+    for s in registry.services:
+        if not s.replicated:
+            continue
+        spec: dict[str, Any] = {"replicas": s.replicas}
+        if s.shared_volume:  # no ReadWriteOnce claim to hand over: roll over
+            spec["strategy"] = {"type": "RollingUpdate"}
+        patches.append(
+            {
+                "apiVersion": "apps/v1",
+                "kind": "Deployment",
+                "metadata": {"name": s.name},
+                "spec": spec,
+            }
+        )
+        if s.shared_volume:
+            patches += [
+                {
+                    "apiVersion": "v1",
+                    "kind": "PersistentVolumeClaim",
+                    "metadata": {"name": f"{s.name}-data"},
+                    "spec": {"accessModes": ["ReadWriteMany"]},
+                },
+                {
+                    "apiVersion": "v1",
+                    "kind": "Service",
+                    "metadata": {"name": s.name},
+                    "spec": {"clusterIP": "None"},
+                },
+            ]
     header = (
         "Replicas of the services that can run several over PostgreSQL (`replicas`\n"
-        "in services.toml); the agent runtime and the session log keep one (see\n"
-        "services.toml).\n"
+        "in services.toml). The agent runtime's replicas share its volume (the\n"
+        "projects its agents edit): its claim is ReadWriteMany, which the cluster's\n"
+        "storage must offer, and its Service is headless.\n"
     )
     return comment(GENERATED) + "#\n" + comment(header) + dump(patches)
 

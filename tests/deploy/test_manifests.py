@@ -167,7 +167,8 @@ def test_postgres_overlay_moves_the_capable_services_to_postgres() -> None:
     (secret,) = [m for n, m in of_kind(manifests, "Secret").items() if "agenthost-secrets-" in n]
     capable = {name: entry["postgres"] for name, entry in REGISTRY.items() if "postgres" in entry}
     assert capable, "no service can use PostgreSQL"
-    stateless = set(capable) | {name for name in REGISTRY if replicas(name) > 1}
+    shared = {name for name, entry in REGISTRY.items() if entry.get("shared_volume")}
+    stateless = set(capable) | {name for name in REGISTRY if replicas(name) > 1} - shared
     for name, deployment in of_kind(manifests, "Deployment").items():
         volumes = {v["name"]: v for v in deployment["spec"]["template"]["spec"]["volumes"]}
         strategy = deployment["spec"]["strategy"]["type"]
@@ -175,6 +176,9 @@ def test_postgres_overlay_moves_the_capable_services_to_postgres() -> None:
             assert secret["data"][capable[name]], f"{name}: no DSN in the overlay's Secret"
         if name in stateless:
             assert "emptyDir" in volumes["data"] and f"{name}-data" not in claims, name
+            assert strategy == "RollingUpdate", name
+        elif name in shared:  # replicas on one ReadWriteMany claim roll over too
+            assert volumes["data"]["persistentVolumeClaim"]["claimName"] in claims, name
             assert strategy == "RollingUpdate", name
         else:
             assert volumes["data"]["persistentVolumeClaim"]["claimName"] in claims, name
@@ -185,12 +189,12 @@ def replicas(name: str) -> int:
     return int(REGISTRY[name].get("replicas", 1))
 
 
-def test_postgres_overlay_runs_replicas_of_the_stateless_services_with_budgets() -> None:
-    """Every service that can run as replicas over PostgreSQL runs more than one,
-    each with a PodDisruptionBudget keeping one up; the agent runtime runs one
-    (the gateway does not route to the runtime owning a session yet:
-    services.toml)."""
-    replicated = {"gateway", "sessionlog", "projection", "workspace", "planmode"}
+def test_postgres_overlay_runs_replicas_of_every_service_with_budgets() -> None:
+    """Every service runs more than one replica over PostgreSQL, each with a
+    PodDisruptionBudget keeping one up. The agent runtime's replicas share
+    its claim (ReadWriteMany: the projects its agents edit), and its Service
+    is headless, so the gateway resolves every replica to follow its live text."""
+    replicated = {"gateway", "sessionlog", "projection", "workspace", "planmode", "agentruntime"}
     assert {name for name in REGISTRY if replicas(name) > 1} == replicated
     manifests = render("overlays/postgres")
     deployments = of_kind(manifests, "Deployment")
@@ -202,7 +206,11 @@ def test_postgres_overlay_runs_replicas_of_the_stateless_services_with_budgets()
         budget = budgets[name]["spec"]
         assert budget["minAvailable"] == 1, name
         assert budget["selector"] == deployment["spec"]["selector"], name
-    assert deployments["agentruntime"]["spec"]["replicas"] == 1
+    runtime = deployments["agentruntime"]["spec"]["template"]["spec"]
+    claim = runtime["volumes"][0]["persistentVolumeClaim"]["claimName"]
+    claims = of_kind(manifests, "PersistentVolumeClaim")
+    assert claims[claim]["spec"]["accessModes"] == ["ReadWriteMany"]
+    assert of_kind(manifests, "Service")["agentruntime"]["spec"]["clusterIP"] == "None"
     # The base stays one replica of each, on its claims.
     base = render("base")
     assert {d["spec"]["replicas"] for d in of_kind(base, "Deployment").values()} == {1}
@@ -224,7 +232,11 @@ def test_compose_scale_profile_runs_replicas_behind_the_load_balancer() -> None:
         assert spec["healthcheck"]["test"] == ["CMD", "grpc-health-probe"], name
         if replicas(name) > 1:
             assert spec["deploy"] == {"replicas": replicas(name)}, name
-            assert "volumes" not in spec and "/data" in spec["tmpfs"], name
+            if entry.get("shared_volume"):  # one named volume in every replica
+                assert spec["volumes"] == [f"{name}-data:/data"], name
+                assert f"{name}-data" in scale["volumes"], name
+            else:
+                assert "volumes" not in spec and "/data" in spec["tmpfs"], name
         else:
             assert "deploy" not in spec and spec["volumes"] == [f"{name}-data:/data"], name
         if "postgres" in entry:
