@@ -92,6 +92,15 @@ async def resolve_replicas(target: str) -> list[str]:
             continue
         except ValueError:
             pass
-        infos = await loop.getaddrinfo(host, port, family=socket.AF_INET, type=socket.SOCK_STREAM)
-        found += [f"{info[4][0]}:{port}" for info in infos]
+        try:
+            infos = await loop.getaddrinfo(
+                host, port, family=socket.AF_INET, type=socket.SOCK_STREAM
+            )
+        except socket.gaierror:  # an IPv6-only name
+            infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        found += [_host_port(info[4][0], port) for info in infos]
     return list(dict.fromkeys(found))
+
+
+def _host_port(ip: str, port: str) -> str:
+    return f"[{ip}]:{port}" if ":" in ip else f"{ip}:{port}"
