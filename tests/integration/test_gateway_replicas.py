@@ -3,7 +3,8 @@ connection moves from one gateway to another (here: a channel with both
 addresses, as behind a load balancer, when the first one stops) resumes
 with every event exactly once, and its superseded generation is refused by
 both gateways, the restarted first one included, since the fences live in
-the database rather than in either gateway."""
+the database rather than in either gateway. A plan choice made through one
+gateway is seen through the other, pending included."""
 
 from __future__ import annotations
 
@@ -15,6 +16,16 @@ import pytest
 from agenthost.gateway.v1 import gateway_pb2 as gw
 
 from clients.sdk import AgentHostClient
+from tests.integration.test_gateway import (
+    generating,
+    is_idle,
+    is_plan_event,
+    is_plan_view,
+    new_session,
+    plan,
+    plan_of,
+    set_plan,
+)
 from tests.support.gateway import ALICE, Client, GatewayHarness, another_gateway, running_gateway
 from tests.support.postgres import stack_on_postgres
 from tests.support.rpc import expect_rpc_error, reason_of
@@ -85,3 +96,29 @@ async def test_a_client_moving_between_gateways_resumes_once_and_its_old_generat
             )
             texts = [e.user_message.text for e in session.events if e.HasField("user_message")]
             assert texts == ["before the move", "after the move"]
+
+
+async def test_a_plan_choice_through_one_gateway_is_seen_through_the_other_pending_included(
+    gateway: GatewayHarness,
+) -> None:
+    """Chosen mid-turn through the second gateway, the choice is pending on
+    the first too (live, and when read), and committed on both at the next
+    model request."""
+    async with another_gateway(gateway) as second_address:
+        watcher = gateway.client(client_id="watcher")
+        await watcher.connect()
+        chooser = gateway.client_of(second_address, client_id="chooser")
+        await chooser.connect()
+        session_id = await new_session(watcher)
+        held = await generating(gateway, watcher, session_id)
+
+        chosen = await set_plan(chooser, session_id, True)
+        assert chosen.plan == plan(False, pending=True)
+        await watcher.next_frame(is_plan_view(session_id, False, pending=True))
+        assert await plan_of(watcher, session_id) == plan(False, pending=True)
+
+        held.release()  # the tool step's result goes back: the next request commits it
+        await watcher.next_frame(is_plan_event(session_id, active=True))
+        await watcher.next_frame(is_idle(session_id))
+        for client in (watcher, chooser):
+            assert await plan_of(client, session_id) == plan(True)
