@@ -87,7 +87,7 @@ async def migrate(
                     sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema))
                 )
         except psycopg.errors.UniqueViolation:
-            pass  # made at this moment by a store that does not take our lock (the session log)
+            pass  # made at this moment by a store that does not take our lock (an older release)
         await connection.execute(MIGRATIONS_TABLE)
         cursor = await connection.execute(
             "SELECT version FROM schema_migrations WHERE store = %s", (store,)

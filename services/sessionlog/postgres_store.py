@@ -27,7 +27,7 @@ from psycopg.pq import TransactionStatus
 from psycopg.rows import dict_row
 
 from services.common.errors import SessionNotFound, StorageUnavailable
-from services.common.postgres import storage_errors
+from services.common.postgres import MIGRATION_LOCK, storage_errors
 
 from .append_plan import AppendRequest, Outcome, Stored, WavePlan, plan_wave, wanted_ids
 from .group_commit import CommitStats, GroupCommitter
@@ -139,6 +139,11 @@ class PostgresSessionStore:
     async def open(self) -> None:
         self._write = await self._connect()
         async with self._write.transaction():
+            # Replicas starting at once would race to make the schema and its
+            # tables (IF NOT EXISTS does not wait for a concurrent CREATE: one
+            # fails on a unique index of the catalog); the lock the other
+            # stores' migrations take makes them one at a time.
+            await self._write.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
             await self._write.execute(
                 sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(self.schema))
             )
