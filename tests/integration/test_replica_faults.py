@@ -101,6 +101,7 @@ async def test_one_replica_of_each_service_killed_under_load_loses_nothing(
                     clients = "\n".join(d.describe() for d in load)
                     pytest.fail(f"clients did not recover after {step}:\n{clients}\n{stack.logs()}")
         await stop(load)
+        assert not stack.exited(), f"{stack.exited()} ended:\n{stack.logs()}"
         failures = [f for d in load for f in d.failures]
         assert any(c.outcome == "committed" for d in load for c in d.plans)
         assert not [f for f in failures if f.code in UNTYPED], failures

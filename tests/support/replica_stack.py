@@ -73,6 +73,15 @@ class ReplicaStack:
         """Start a stopped replica again on its address."""
         await self.replicas[name][index].start()
 
+    def exited(self) -> list[str]:
+        """The replicas whose process has ended (killed ones not started again included)."""
+        return [
+            f"{name}[{n}] ({replica.process.poll() if replica.process else 'never started'})"
+            for name, replicas in self.replicas.items()
+            for n, replica in enumerate(replicas)
+            if replica.process is None or replica.process.poll() is not None
+        ]
+
     def logs(self) -> str:
         """The replicas' last log lines, for a failure's message."""
         return "\n".join(
