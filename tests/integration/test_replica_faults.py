@@ -5,9 +5,10 @@ balancer), keep prompting and choosing plan mode.
 
 What a person at one of those clients would notice, asserted here:
 - every client is back to full cycles (prompt, its turn ends, a plan
-  choice) after each kill and each restart, without being restarted: its
-  calls move to the surviving replicas;
-- no call ends UNKNOWN, INTERNAL or CANCELLED;
+  choice) after each kill (made while a turn runs) and each restart,
+  without being restarted: its calls move to the surviving replicas;
+- no call ends UNKNOWN, INTERNAL or CANCELLED, and an internal replica
+  that is away is named (PEER_UNAVAILABLE with `peer`, or `service`);
 - nothing acknowledged is lost: every accepted prompt's message is in the
   log exactly once, before the seq the gateway answered with; every committed
   plan choice is the plan/mode as of its seq, and the last one is the
@@ -17,6 +18,7 @@ What a person at one of those clients would notice, asserted here:
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections import Counter
 from collections.abc import AsyncIterator
@@ -93,6 +95,7 @@ async def test_one_replica_of_each_service_killed_under_load_loses_nothing(
                     driver.phase = step
                 try:
                     if step.startswith("SIGKILL"):
+                        await _a_turn_runs(load)
                         stack.kill(name, KILLED)
                     else:
                         await stack.restart(name, KILLED)
@@ -105,6 +108,13 @@ async def test_one_replica_of_each_service_killed_under_load_loses_nothing(
         failures = [f for d in load for f in d.failures]
         assert any(c.outcome == "committed" for d in load for c in d.plans)
         assert not [f for f in failures if f.code in UNTYPED], failures
+        # An internal replica away is named (the gateway's own loss is the transport's).
+        unnamed = [
+            f
+            for f in failures
+            if f.code == "UNAVAILABLE" and f.away not in SERVICES and "gateway" not in f.phase
+        ]
+        assert not unnamed, unnamed
         async with open_channel(stack.target("sessionlog"), stack.internal_token) as channel:
             log = SessionLogClient(channel)
             for driver in load:
@@ -113,6 +123,21 @@ async def test_one_replica_of_each_service_killed_under_load_loses_nothing(
         async with AgentHostClient(survivor, stack.token) as reader:
             for driver in load:
                 await _same_through(reader, driver)
+
+
+async def _a_turn_runs(load: list[Driver]) -> None:
+    """Until one of the clients sees its session run a turn (a kill then
+    lands mid-turn)."""
+    waits = [
+        asyncio.create_task(d.session.wait_until(lambda s: s.running, within=TURN_S)) for d in load
+    ]
+    try:
+        done, _ = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        await next(iter(done))  # raises TimeoutError when none ran a turn in time
+    finally:
+        for wait in waits:
+            wait.cancel()
+        await asyncio.gather(*waits, return_exceptions=True)
 
 
 async def _all_kept(log: SessionLogClient, driver: Driver) -> None:
