@@ -87,7 +87,7 @@ async def migrate(
                     sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema))
                 )
         except psycopg.errors.UniqueViolation:
-            pass  # made at this moment outside our lock (a session log older than it)
+            pass  # made at this moment by a store that does not take our lock (an older release)
         await connection.execute(MIGRATIONS_TABLE)
         cursor = await connection.execute(
             "SELECT version FROM schema_migrations WHERE store = %s", (store,)

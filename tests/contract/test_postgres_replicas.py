@@ -53,6 +53,27 @@ async def two_replicas(tmp_path: Path, prefix: str) -> AsyncIterator[tuple[Sessi
         await drop_schema(stores[0])
 
 
+async def test_replicas_starting_at_once_on_a_fresh_schema_all_open(tmp_path: Path) -> None:
+    """As a deployment starts them: every replica makes the schema and its
+    tables if they are missing, and none fails because another made them
+    at that moment (one of two process replicas used to exit on it)."""
+    schema = f"fresh_{os.getpid()}_{tmp_path.name.lower().replace('-', '_')}"
+    stores = [PostgresSessionStore(POSTGRES_DSN, schema) for _ in range(4)]
+    await drop_schema(stores[0])
+    try:
+        opened = await asyncio.gather(*(store.open() for store in stores), return_exceptions=True)
+        assert [o for o in opened if o is not None] == []
+        first, last = SessionLog(stores[0]), SessionLog(stores[-1])
+        await first.create_session("s", "/w")
+        await first.append("s", [user("kept")])
+        events = (await last.read("s")).events
+        assert [e.user_message.text for e in events] == ["kept"]
+    finally:
+        for store in stores:
+            await store.close()
+        await drop_schema(stores[0])
+
+
 async def test_a_subscriber_on_one_replica_sees_appends_made_on_another(tmp_path: Path) -> None:
     async with two_replicas(tmp_path, "replicas") as (first, second):
         await second.create_session("s", "/w")

@@ -149,17 +149,17 @@ class ServiceProcess:
             self.process.wait()
 
 
-def free_base_port() -> int:
-    """A port with the six after it free (for `up --base-port`: the internal
-    services and the web port), below the ephemeral range: the kernel gives
-    ports of that range to outgoing connections, which could take one of the
-    seven before the stack binds it."""
+def free_base_port(count: int = 7) -> int:
+    """A port with the `count - 1` after it free (by default seven, for `up
+    --base-port`: the internal services and the web port), below the
+    ephemeral range: the kernel gives ports of that range to outgoing
+    connections, which could take one of them before the stack binds it."""
     low, _ = (int(p) for p in Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
     for _ in range(200):
-        base = random.randrange(10_000, low - 7)
-        if not any(port_in_use(f"127.0.0.1:{base + offset}") for offset in range(7)):
+        base = random.randrange(10_000, low - count)
+        if not any(port_in_use(f"127.0.0.1:{base + offset}") for offset in range(count)):
             return base
-    raise RuntimeError("no seven free ports in a row")
+    raise RuntimeError(f"no {count} free ports in a row")
 
 
 def up_with_a_port_taken(port: int, up_args: list[str], data_dir: Path) -> str:
