@@ -211,14 +211,25 @@ class AgentRuntime:
         self.live.end_watchers()
 
     async def start_recovery(self) -> None:
-        self._recovery = spawn(self.recover(), name="runtime-recovery")
+        self._recovery = spawn(self._recover_every_lease(), name="runtime-recovery")
+
+    async def _recover_every_lease(self) -> None:
+        """Recover at start, then once a lease: a replica may die with a
+        turn open in a session no call ever brought here, and only a look
+        at the log shows it (its lease then lapses unrenewed)."""
+        while True:
+            await self.recover()
+            await asyncio.sleep(self.leases.lease_s)  # a period, not synchronisation
 
     async def recover(self) -> None:
         """Load every session whose log shows an open turn, without waiting
         for a client: a runtime that stopped or died left them running, and
         loading ends each such turn as interrupted, or resumes it when it
-        waits for an answer (agent.load)."""
+        waits for an answer (agent.load). A session live elsewhere is
+        watched (_watch_owner): taken over should its owner's lease lapse."""
         for session_id in await self._running_sessions():
+            if session_id in self._agents or session_id in self._watchers:
+                continue
             try:
                 await self.resume(session_id)
             except SessionOwnedElsewhere:

@@ -46,16 +46,17 @@ from tests.support.replica_stack import ReplicaStack, replica_stack
 
 pytestmark = pytest.mark.postgres
 
-# Processes per service. The agent runtime's replicas share sessions through
-# leases: not yet under this test.
+# Processes per service; the agent runtime's replicas share sessions by leases.
 REPLICAS = {
     "sessionlog": 2,
     "planmode": 2,
     "projection": 2,
     "workspace": 2,
-    "agentruntime": 1,
+    "agentruntime": 2,
     "gateway": 2,
 }
+# Short, so a survivor takes a killed runtime's sessions over soon.
+LEASE_S = "2"
 CLIENTS = 3
 # Each reply streams for about 0.3 s, so a kill can land mid-turn.
 REPLY = {"text": "Working through it, step by step.", "parts": 6, "delta_s": 0.05}
@@ -75,7 +76,9 @@ async def stack(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterato
     async with (
         stack_on_postgres(tmp_path, monkeypatch, "kill"),
         replica_stack(
-            tmp_path / "data", REPLICAS, {"AGENTHOST_BUILTIN_SCRIPT": str(script)}
+            tmp_path / "data",
+            REPLICAS,
+            {"AGENTHOST_BUILTIN_SCRIPT": str(script), "AGENTHOST_LEASE_S": LEASE_S},
         ) as running,
     ):
         yield running
