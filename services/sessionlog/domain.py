@@ -279,7 +279,7 @@ class SessionLog:
             ranges.int64(before_seq, "before_seq")
         ranges.page_size(message_limit, "message_limit")
         if await self._is_lazy(session_id):
-            return TailPage([], False, 0, -1)
+            return TailPage([], False, 0, -1, _lazy_summary(self._lazy[session_id]))
         page = await self._store.tail_page(session_id, before_seq, message_limit)
         self.stats.events_read += len(page.events)
         return page

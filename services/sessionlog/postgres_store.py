@@ -322,7 +322,13 @@ class PostgresSessionStore:
     async def tail_page(
         self, session_id: str, before_seq: int | None, message_limit: int
     ) -> TailPage:
-        last_seq = await self._last_seq(session_id)
+        # The session's row gives last_seq and the summary in one read, so
+        # both describe the same position.
+        rows = await self._fetch("SELECT * FROM sessions WHERE id = %s", (session_id,))
+        if not rows:
+            raise SessionNotFound(session_id)
+        summary = summary_from_row(rows[0])
+        last_seq = summary.last_seq
         end = last_seq + 1 if before_seq is None else min(before_seq, last_seq + 1)
         start = await self._page_start(session_id, end, message_limit)
         rows = await self._fetch(
@@ -330,7 +336,7 @@ class PostgresSessionStore:
             "AND seq < %s ORDER BY seq",
             (session_id, start, end),
         )
-        return TailPage([_to_event(r) for r in rows], start > 0, start, last_seq)
+        return TailPage([_to_event(r) for r in rows], start > 0, start, last_seq, summary)
 
     async def _page_start(self, session_id: str, end: int, message_limit: int) -> int:
         """The oldest of the page's messages, or 0 when no older message exists."""
