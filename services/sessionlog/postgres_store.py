@@ -324,10 +324,9 @@ class PostgresSessionStore:
     ) -> TailPage:
         # The session's row gives last_seq and the summary in one read, so
         # both describe the same position.
-        rows = await self._fetch("SELECT * FROM sessions WHERE id = %s", (session_id,))
-        if not rows:
+        summary = await self.summary(session_id)
+        if summary is None:
             raise SessionNotFound(session_id)
-        summary = summary_from_row(rows[0])
         last_seq = summary.last_seq
         end = last_seq + 1 if before_seq is None else min(before_seq, last_seq + 1)
         start = await self._page_start(session_id, end, message_limit)

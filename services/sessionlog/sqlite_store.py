@@ -230,11 +230,7 @@ class SqliteSessionStore:
         return await self._read(query)
 
     async def summary(self, session_id: str) -> SessionSummary | None:
-        def query(db: sqlite3.Connection) -> SessionSummary | None:
-            row = db.execute("SELECT * FROM sessions WHERE id = ?", (session_id,)).fetchone()
-            return None if row is None else summary_from_row(row)
-
-        return await self._read(query)
+        return await self._read(lambda db: _summary_or_none(db, session_id))
 
     async def list_sessions(
         self, limit: int, offset: int, session_ids: Sequence[str], running_only: bool = False
@@ -401,11 +397,16 @@ def _last_seq(db: sqlite3.Connection, session_id: str) -> int:
     return int(row[0])
 
 
-def _summary(db: sqlite3.Connection, session_id: str) -> SessionSummary:
+def _summary_or_none(db: sqlite3.Connection, session_id: str) -> SessionSummary | None:
     row = db.execute("SELECT * FROM sessions WHERE id = ?", (session_id,)).fetchone()
-    if row is None:
+    return None if row is None else summary_from_row(row)
+
+
+def _summary(db: sqlite3.Connection, session_id: str) -> SessionSummary:
+    summary = _summary_or_none(db, session_id)
+    if summary is None:
         raise SessionNotFound(session_id)
-    return summary_from_row(row)
+    return summary
 
 
 def _page_start(db: sqlite3.Connection, session_id: str, end: int, message_limit: int) -> int:
