@@ -445,11 +445,11 @@ class GatewayServicer(gw_grpc.GatewayServiceServicer):
         await self._own(session_id)
         limit = request.message_limit if request.HasField("message_limit") else 50
         # Loading a cold agent may append (the end of a turn left open), so
-        # the reads it overlaps are read again when they end before it.
-        status, (page, (block, error)), summary = await asyncio.gather(
+        # the reads it overlaps are read again when they end before it. The
+        # page carries the session's summary (no GetSession of our own).
+        status, (page, (block, error)) = await asyncio.gather(
             self._resume_unless_loaded(session_id),
             self._page_and_block(session_id, limit),
-            self.log.get_session(session_id),
         )
         if block is None and status is None:  # `running` from the agent, then
             status = await self._resume(session_id)
@@ -460,7 +460,7 @@ class GatewayServicer(gw_grpc.GatewayServiceServicer):
         reply = gw.OpenSessionResponse(running=status is not None and status.running)
         if block is None:
             reply.projection_error = f"projections unavailable now: {error}"
-        reply.session.CopyFrom(summary)
+        reply.session.CopyFrom(page.session)
         reply.events.extend(page.events)
         reply.has_more, reply.before_seq = page.has_more, page.before_seq
         reply.seq = page.last_seq if block is None else block.as_of_seq

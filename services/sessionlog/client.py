@@ -185,7 +185,9 @@ class SessionLogClient:
         if before_seq is not None:
             request.before_seq = before_seq
         reply = await self._call(self._stub.TailPage, request)
-        return TailPage(list(reply.events), reply.has_more, reply.before_seq, reply.last_seq)
+        return TailPage(
+            list(reply.events), reply.has_more, reply.before_seq, reply.last_seq, reply.session
+        )
 
     async def subscribe(
         self, session_id: str, after_seq: int = -1, heartbeat_s: float = DEFAULT_HEARTBEAT_S

@@ -288,8 +288,12 @@ class SessionLog:
         if before_seq is not None:
             ranges.int64(before_seq, "before_seq")
         ranges.page_size(message_limit, "message_limit")
-        if await self._is_lazy(session_id):
-            return TailPage([], False, 0, -1)
+        lazy = self._lazy.get(session_id)
+        if lazy is not None:
+            return TailPage([], False, 0, -1, _lazy_summary(lazy))
+        # No header check first: the page reads the session's row anyway and
+        # raises SessionNotFound without it (one store trip less where
+        # headers are not cached, e.g. PostgreSQL).
         page = await self._store.tail_page(session_id, before_seq, message_limit)
         self.stats.events_read += len(page.events)
         return page

@@ -51,6 +51,9 @@ class TailPage:
     has_more: bool
     before_seq: int
     last_seq: int
+    # The session as the page was read (session.last_seq == last_seq), so
+    # a reader of the page needs no get_session of its own.
+    session: SessionSummary
 
 
 @dataclass(frozen=True)

@@ -344,7 +344,12 @@ class PostgresSessionStore:
     async def tail_page(
         self, session_id: str, before_seq: int | None, message_limit: int
     ) -> TailPage:
-        last_seq = await self._last_seq(session_id)
+        # The session's row gives last_seq and the summary in one read, so
+        # both describe the same position.
+        summary = await self.summary(session_id)
+        if summary is None:
+            raise SessionNotFound(session_id)
+        last_seq = summary.last_seq
         end = last_seq + 1 if before_seq is None else min(before_seq, last_seq + 1)
         start = await self._page_start(session_id, end, message_limit)
         rows = await self._fetch(
@@ -352,7 +357,7 @@ class PostgresSessionStore:
             "AND seq < %s ORDER BY seq",
             (session_id, start, end),
         )
-        return TailPage([_to_event(r) for r in rows], start > 0, start, last_seq)
+        return TailPage([_to_event(r) for r in rows], start > 0, start, last_seq, summary)
 
     async def _page_start(self, session_id: str, end: int, message_limit: int) -> int:
         """The oldest of the page's messages, or 0 when no older message exists."""

@@ -103,6 +103,7 @@ class SessionLogServicer(pb_grpc.SessionLogServiceServicer):
             has_more=page.has_more,
             before_seq=page.before_seq,
             last_seq=page.last_seq,
+            session=page.session,
         )
 
     async def Subscribe(

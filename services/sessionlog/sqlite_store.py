@@ -230,11 +230,7 @@ class SqliteSessionStore:
         return await self._read(query)
 
     async def summary(self, session_id: str) -> SessionSummary | None:
-        def query(db: sqlite3.Connection) -> SessionSummary | None:
-            row = db.execute("SELECT * FROM sessions WHERE id = ?", (session_id,)).fetchone()
-            return None if row is None else summary_from_row(row)
-
-        return await self._read(query)
+        return await self._read(lambda db: _summary_or_none(db, session_id))
 
     async def list_sessions(
         self, limit: int, offset: int, session_ids: Sequence[str], running_only: bool = False
@@ -313,7 +309,10 @@ class SqliteSessionStore:
         self, session_id: str, before_seq: int | None, message_limit: int
     ) -> TailPage:
         def query(db: sqlite3.Connection) -> TailPage:
-            last_seq = _last_seq(db, session_id)
+            # The session's row gives last_seq and the summary in one read,
+            # so both describe the same position.
+            summary = _summary(db, session_id)
+            last_seq = summary.last_seq
             end = last_seq + 1 if before_seq is None else min(before_seq, last_seq + 1)
             start = _page_start(db, session_id, end, message_limit)
             rows = db.execute(
@@ -321,7 +320,8 @@ class SqliteSessionStore:
                 "AND seq < ? ORDER BY seq",
                 (session_id, start, end),
             ).fetchall()
-            return TailPage([_to_event(tuple(r)) for r in rows], start > 0, start, last_seq)
+            events = [_to_event(tuple(r)) for r in rows]
+            return TailPage(events, start > 0, start, last_seq, summary)
 
         return await self._read(query)
 
@@ -395,6 +395,18 @@ def _last_seq(db: sqlite3.Connection, session_id: str) -> int:
     if row is None:
         raise SessionNotFound(session_id)
     return int(row[0])
+
+
+def _summary_or_none(db: sqlite3.Connection, session_id: str) -> SessionSummary | None:
+    row = db.execute("SELECT * FROM sessions WHERE id = ?", (session_id,)).fetchone()
+    return None if row is None else summary_from_row(row)
+
+
+def _summary(db: sqlite3.Connection, session_id: str) -> SessionSummary:
+    summary = _summary_or_none(db, session_id)
+    if summary is None:
+        raise SessionNotFound(session_id)
+    return summary
 
 
 def _page_start(db: sqlite3.Connection, session_id: str, end: int, message_limit: int) -> int:

@@ -162,7 +162,10 @@ class SessionStore(Protocol):
 
     async def tail_page(
         self, session_id: str, before_seq: int | None, message_limit: int
-    ) -> TailPage: ...
+    ) -> TailPage:
+        """The page and the session's summary, last_seq read with it from
+        one row; SessionNotFound when the session is not stored."""
+        ...
 
     async def read_all(self, after_position: int, limit: int) -> list[Event]:
         """Events of every session with position > after_position, in order."""

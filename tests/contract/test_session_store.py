@@ -241,6 +241,21 @@ async def test_tail_page_of_lazy_and_small_sessions(log: SessionLog) -> None:
     assert kinds(page.events) == ["plan_mode", "user_message"] and not page.has_more
 
 
+async def test_tail_page_carries_the_sessions_summary(log: SessionLog) -> None:
+    await log.create_session("s", "/w")
+    lazy = await log.tail_page("s")
+    assert lazy.session == await log.get_session("s") and lazy.session.last_seq == -1
+    await _conversation(log, "s", 60)
+    await log.append("s", [title("named")])
+    summary = await log.get_session("s")
+    for page in (await log.tail_page("s"), await log.tail_page("s", before_seq=5)):
+        assert page.session == summary
+        assert page.session.last_seq == page.last_seq
+    newest = await log.tail_page("s")
+    assert newest.events[-1].seq == newest.session.last_seq
+    assert newest.session.title == "named"
+
+
 async def test_subscriber_gets_every_later_event_once_with_one_caught_up(log: SessionLog) -> None:
     await log.create_session("s", "/w")
     await log.append("s", [user(str(n)) for n in range(5)])

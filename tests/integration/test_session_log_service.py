@@ -82,6 +82,18 @@ async def test_the_folded_state_over_grpc_is_the_fold_of_the_log(
         await client.load_state("nobody")
 
 
+async def test_the_tail_page_over_grpc_carries_the_summary(
+    session_log_channel: grpc.aio.Channel,
+) -> None:
+    client = SessionLogClient(session_log_channel)
+    await client.create_session("s", "/a")
+    assert (await client.tail_page("s")).session == await client.get_session("s")
+    await client.append("s", [user("fix it"), title("Fixing"), assistant("done")])
+    page = await client.tail_page("s")
+    assert page.session == await client.get_session("s")
+    assert page.session.last_seq == page.last_seq == 2 and page.session.title == "Fixing"
+
+
 async def test_subscription_over_grpc_catches_up_then_follows(
     session_log_channel: grpc.aio.Channel,
 ) -> None:
