@@ -98,7 +98,7 @@ async def resolve_replicas(target: str) -> list[str]:
             )
         except socket.gaierror:  # an IPv6-only name
             infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-        found += [_host_port(info[4][0], port) for info in infos]
+        found += [_host_port(str(info[4][0]), port) for info in infos]
     return list(dict.fromkeys(found))
 
 

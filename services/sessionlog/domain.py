@@ -288,15 +288,22 @@ class SessionLog:
         if before_seq is not None:
             ranges.int64(before_seq, "before_seq")
         ranges.page_size(message_limit, "message_limit")
-        lazy = self._lazy.get(session_id)
-        if lazy is not None:
-            return TailPage([], False, 0, -1, _lazy_summary(lazy))
-        # No header check first: the page reads the session's row anyway and
-        # raises SessionNotFound without it (one store trip less where
-        # headers are not cached, e.g. PostgreSQL).
-        page = await self._store.tail_page(session_id, before_seq, message_limit)
-        self.stats.events_read += len(page.events)
-        return page
+
+        async def stored_page(session_id: str) -> TailPage | None:
+            # No header check first: the page reads the session's row anyway
+            # (one store trip less where headers are not cached, e.g. PostgreSQL).
+            try:
+                return await self._store.tail_page(session_id, before_seq, message_limit)
+            except SessionNotFound:
+                return None
+
+        found = await self._locate(session_id, stored_page)
+        if found is None:
+            raise SessionNotFound(session_id)
+        if isinstance(found, Lazy):
+            return TailPage([], False, 0, -1, _lazy_summary(found.header))
+        self.stats.events_read += len(found.events)
+        return found
 
     # -- folded state ------------------------------------------------------------------
 

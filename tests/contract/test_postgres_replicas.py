@@ -187,7 +187,7 @@ async def test_a_pending_session_is_served_by_the_other_replica_until_its_first_
         assert await second.create_session("s", "/w") == (created, False)
         with pytest.raises(SessionConflict):
             await second.create_session("s", "/other")
-        assert await second.tail_page("s") == TailPage([], False, 0, -1)
+        assert await second.tail_page("s") == TailPage([], False, 0, -1, created)
         assert (await second.read("s")).events == []
         empty = await second.append("s", [])
         assert (empty.seqs, empty.last_seq) == ([], -1)
