@@ -13,7 +13,7 @@ import pytest
 from clients.sdk import AgentHostClient, Backoff, InvalidArgumentError, NotFoundError
 from services.agentruntime.models.builtin import ScriptedReply, ScriptedToolCall
 from services.sessionlog.client import SessionLogClient
-from tests.support.events import turn_start, user
+from tests.support.events import turn_end, turn_start, user
 from tests.support.gateway import ALICE, BOB, GatewayHarness, running_gateway
 
 WAIT_S = 10.0
@@ -174,13 +174,15 @@ async def test_an_account_with_more_sessions_than_one_internal_request_lists_the
 ) -> None:
     workspace = await alice.create_workspace(folder)
     made = [(await alice.create_session(workspace_id=workspace.id)).id for _ in range(1001)]
-    # Each with a turn, as the runtime writes it when it accepts a prompt
-    # (straight to the log: 1001 model turns would only slow the test).
+    # Each with a whole turn, as the runtime writes it (straight to the log:
+    # 1001 model turns would only slow the test). Closed: the runtime closes
+    # a turn no runtime holds as interrupted, which would move its session
+    # to the top of the list while it is read.
     channel = gateway.stack.channel("sessionlog")
     try:
         log = SessionLogClient(channel)
         for session_id in made:
-            await log.append(session_id, [turn_start("t-1"), user("hi")])
+            await log.append(session_id, [turn_start("t-1"), user("hi"), turn_end("t-1")])
     finally:
         await channel.close()
     listed = [s.id for s in await alice.list_sessions()]

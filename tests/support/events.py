@@ -37,6 +37,10 @@ def turn_start(turn_id: str = "t") -> Event:
     return Event(turn_start=ev.TurnStart(turn_id=turn_id))
 
 
+def turn_end(turn_id: str = "t") -> Event:
+    return Event(turn_end=ev.TurnEnd(turn_id=turn_id, reason=ev.TURN_END_REASON_COMPLETED))
+
+
 def title(text: str) -> Event:
     return Event(session_title=ev.SessionTitle(title=text))
 
