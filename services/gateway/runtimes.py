@@ -78,7 +78,7 @@ class RuntimeReplicas:
         once more at the owner a replica names (domain errors raised as the
         runtime's, like peer_call)."""
         session_id: str = request.session_id
-        place = self._places.get(session_id)
+        place = self._places.recall(session_id)
         try:
             return await self._call_at(place, method, request)
         except SessionOwnedElsewhere as elsewhere:
