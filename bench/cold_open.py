@@ -14,6 +14,8 @@ import time
 from pathlib import Path
 
 from agenthost.gateway.v1 import gateway_pb2 as gw
+from agenthost.projection.v1 import projection_pb2 as pj
+from agenthost.projection.v1 import projection_pb2_grpc as pj_grpc
 
 from bench.harness import CALL_TIMEOUT_S, Sizes, Stack, gateway_session, running_stack
 from bench.ratio import Figure, Target, latency_side
@@ -36,9 +38,26 @@ async def _build(sizes: Sizes, data_dir: Path) -> tuple[str, str, str]:
             await gateway_session(stack, sizes.small_session),
             await gateway_session(stack, sizes.small_session),
         )
+        await _folded(stack, sessions)
         for session_id in sessions:  # settle every service before the first stop
             await _open_s(stack, session_id)
     return sessions
+
+
+async def _folded(stack: Stack, sessions: tuple[str, ...]) -> None:
+    """Wait until the projection service has folded every session to its
+    end, so the stop checkpoints them: the figure is a restart of a settled
+    stack, not a projection still folding the 100k events the build wrote
+    faster than it follows (the gateway's open would wait out its bound)."""
+    channel = stack.stack.channel("projection")
+    try:
+        projection = pj_grpc.ProjectionServiceStub(channel)
+        for session_id in sessions:
+            await projection.GetProjection(
+                pj.GetProjectionRequest(session_id=session_id), timeout=CALL_TIMEOUT_S
+            )
+    finally:
+        await channel.close()
 
 
 async def _first_opens(sizes: Sizes, data_dir: Path) -> tuple[list[float], list[float]]:

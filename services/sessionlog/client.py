@@ -208,10 +208,15 @@ class SessionLogClient:
             after_position=after_position,
             heartbeat_ms=int(heartbeat_s * 1000),
             from_end=from_end,
+            batched=True,
         )
         stream = self._stub.SubscribeAll(request, wait_for_ready=True)
         async for response in peer_stream(stream, PEER):
-            yield _item(response)
+            if response.WhichOneof("message") == "events":
+                for event in response.events.events:
+                    yield event
+            else:
+                yield _item(response)
 
     @calls_peer
     async def list_sessions(

@@ -14,8 +14,8 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import aclosing, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
@@ -39,6 +39,7 @@ from .port import (
     DEFAULT_HEARTBEAT_S,
     DEFAULT_MESSAGE_LIMIT,
     AppendResult,
+    BatchItem,
     CaughtUp,
     Direction,
     Heartbeat,
@@ -379,11 +380,14 @@ class SessionLog:
 
         signal = self._session_signals.setdefault(session_id, ChangeSignal())
         async for item in _follow(read_next, signal, heartbeat_s, self._is_ending):
-            if isinstance(item, Event):
-                cursor = item.seq
+            if isinstance(item, list):
+                for event in item:
+                    cursor = event.seq
+                    yield event
             elif isinstance(item, CaughtUp):
-                item = CaughtUp(last_seq=cursor, position=0)
-            yield item
+                yield CaughtUp(last_seq=cursor, position=0)
+            else:
+                yield item
 
     async def subscribe_all(
         self,
@@ -391,6 +395,24 @@ class SessionLog:
         heartbeat_s: float = DEFAULT_HEARTBEAT_S,
         from_end: bool = False,
     ) -> AsyncIterator[SubscriptionItem]:
+        batches = self.subscribe_all_batches(after_position, heartbeat_s, from_end)
+        async with aclosing(batches) as items:
+            async for item in items:
+                if isinstance(item, list):
+                    for event in item:
+                        yield event
+                else:
+                    yield item
+
+    async def subscribe_all_batches(
+        self,
+        after_position: int = 0,
+        heartbeat_s: float = DEFAULT_HEARTBEAT_S,
+        from_end: bool = False,
+    ) -> AsyncGenerator[BatchItem, None]:
+        """`subscribe_all` with the events each store read returned kept
+        together (never an empty list): what the service sends a follower
+        that asks for batches."""
         ranges.int64(after_position, "after_position")
         cursor = await self._store.last_position() if from_end else after_position
 
@@ -400,8 +422,8 @@ class SessionLog:
             return events
 
         async for item in _follow(read_next, self._all_signal, heartbeat_s, self._is_ending):
-            if isinstance(item, Event):
-                cursor = item.position
+            if isinstance(item, list):
+                cursor = item[-1].position
             elif isinstance(item, CaughtUp):
                 item = CaughtUp(last_seq=-1, position=cursor)
             yield item
@@ -509,16 +531,17 @@ async def _follow(
     signal: ChangeSignal,
     heartbeat_s: float,
     ending: Callable[[], bool],
-) -> AsyncIterator[SubscriptionItem]:
+) -> AsyncIterator[BatchItem]:
     """Catch up from the store, mark the switch to live once, then follow the
-    store as appends signal it; heartbeats while nothing happens. Ends (after
-    what it read) once `ending` says the log is shutting down."""
+    store as appends signal it; heartbeats while nothing happens. Events come
+    as each read returned them. Ends (after what it read) once `ending` says
+    the log is shutting down."""
     caught_up = False
     while not ending():
         waiter = signal.waiter()
         events = await read_next()
-        for event in events:
-            yield event
+        if events:
+            yield events
         if len(events) == CATCH_UP_BATCH:
             continue
         if not caught_up:

@@ -70,6 +70,8 @@ class Heartbeat:
 
 
 SubscriptionItem = Event | CaughtUp | Heartbeat
+# The same with the events of one store read kept together (never empty).
+BatchItem = list[Event] | CaughtUp | Heartbeat
 
 
 class SessionLogPort(Protocol):

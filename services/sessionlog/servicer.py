@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 
 import grpc
 from agenthost.sessionlog.v1 import session_log_pb2 as pb
@@ -13,6 +13,11 @@ from . import folds
 from .domain import SessionLog
 from .leases import Lease
 from .port import DEFAULT_HEARTBEAT_S, DEFAULT_MESSAGE_LIMIT, CaughtUp, Direction, Heartbeat
+from .store import Event
+
+# The most event bytes one EventBatch carries (a quarter of the largest
+# message a peer accepts, so the framing around it always fits).
+BATCH_BYTES = 4 * 1024 * 1024
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["SessionLogService"].full_name
 
@@ -124,15 +129,20 @@ class SessionLogServicer(pb_grpc.SessionLogServiceServicer):
         self, request: pb.SubscribeAllRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[pb.SubscribeAllResponse]:
         after = request.after_position if request.HasField("after_position") else 0
-        async for item in self.log.subscribe_all(after, _heartbeat_s(request), request.from_end):
+        items = self.log.subscribe_all_batches(after, _heartbeat_s(request), request.from_end)
+        async for item in items:
             if isinstance(item, CaughtUp):
                 yield pb.SubscribeAllResponse(
                     caught_up=pb.CaughtUp(last_seq=item.last_seq, position=item.position)
                 )
             elif isinstance(item, Heartbeat):
                 yield pb.SubscribeAllResponse(heartbeat=_heartbeat())
+            elif request.batched:
+                for chunk in _chunks(item, BATCH_BYTES):
+                    yield pb.SubscribeAllResponse(events=pb.EventBatch(events=chunk))
             else:
-                yield pb.SubscribeAllResponse(event=item)
+                for event in item:
+                    yield pb.SubscribeAllResponse(event=event)
 
     async def ListSessions(
         self, request: pb.ListSessionsRequest, context: grpc.aio.ServicerContext
@@ -182,3 +192,19 @@ class SessionLogServicer(pb_grpc.SessionLogServiceServicer):
     ) -> pb.ReleaseLeaseResponse:
         released = await self.log.release_lease(request.session_id, request.owner, request.token)
         return pb.ReleaseLeaseResponse(released=released)
+
+
+def _chunks(events: list[Event], max_bytes: int) -> Iterator[list[Event]]:
+    """`events` cut in order into runs of at most `max_bytes` (an event
+    larger than that alone)."""
+    chunk: list[Event] = []
+    size = 0
+    for event in events:
+        event_size = event.ByteSize()
+        if chunk and size + event_size > max_bytes:
+            yield chunk
+            chunk, size = [], 0
+        chunk.append(event)
+        size += event_size
+    if chunk:
+        yield chunk

@@ -113,6 +113,91 @@ async def test_subscription_over_grpc_catches_up_then_follows(
     assert seqs == [1, 2]
 
 
+async def _feed_messages(
+    stub: Stub, request: pb.SubscribeAllRequest, events_wanted: int
+) -> list[pb.SubscribeAllResponse]:
+    """The all-sessions feed's messages up to its `events_wanted`th event."""
+    messages: list[pb.SubscribeAllResponse] = []
+    seen = 0
+    stream = stub.SubscribeAll(request)
+    async with asyncio.timeout(10):
+        async for message in stream:
+            messages.append(message)
+            kind = message.WhichOneof("message")
+            seen += len(message.events.events) if kind == "events" else kind == "event"
+            if seen >= events_wanted:
+                break
+    stream.cancel()
+    return messages
+
+
+def _fed_events(messages: list[pb.SubscribeAllResponse]) -> list[ev.Event]:
+    return [
+        event
+        for message in messages
+        for event in (
+            message.events.events
+            if message.WhichOneof("message") == "events"
+            else [message.event]
+            if message.WhichOneof("message") == "event"
+            else []
+        )
+    ]
+
+
+async def test_a_batched_follower_gets_each_append_in_one_message_in_order(stub: Stub) -> None:
+    await stub.CreateSession(pb.CreateSessionRequest(session_id="a", cwd="/a"))
+    await stub.CreateSession(pb.CreateSessionRequest(session_id="b", cwd="/a"))
+    for round_ in range(3):
+        for session_id in ("a", "b"):
+            texts = [f"{session_id}{round_}.{i}" for i in range(40)]
+            await stub.Append(
+                pb.AppendRequest(session_id=session_id, events=[user(t) for t in texts])
+            )
+    request = pb.SubscribeAllRequest(heartbeat_ms=50, batched=True)
+    messages = await _feed_messages(stub, request, 240)
+    fed = _fed_events(messages)
+    assert [e.position for e in fed] == sorted({e.position for e in fed})  # once each, in order
+    assert len(fed) == 240 and {m.WhichOneof("message") for m in messages} == {"events"}
+    assert len(messages) < 10  # the catch-up reads come whole, not one event a message
+
+    # Live: one append of 30 events reaches the follower as one message.
+    live = stub.SubscribeAll(pb.SubscribeAllRequest(from_end=True, heartbeat_ms=50, batched=True))
+    async with asyncio.timeout(10):
+        async for message in live:
+            if message.WhichOneof("message") == "caught_up":
+                await stub.Append(
+                    pb.AppendRequest(session_id="a", events=[user(str(i)) for i in range(30)])
+                )
+            elif message.WhichOneof("message") == "events":
+                assert [e.user_message.text for e in message.events.events] == [
+                    str(i) for i in range(30)
+                ]
+                break
+    live.cancel()
+
+
+async def test_a_follower_that_asks_no_batches_gets_one_event_a_message(stub: Stub) -> None:
+    await stub.CreateSession(pb.CreateSessionRequest(session_id="a", cwd="/a"))
+    await stub.Append(pb.AppendRequest(session_id="a", events=[user(str(i)) for i in range(5)]))
+    messages = await _feed_messages(stub, pb.SubscribeAllRequest(heartbeat_ms=50), 5)
+    assert [m.WhichOneof("message") for m in messages] == ["event"] * 5
+    assert [e.seq for e in _fed_events(messages)] == [0, 1, 2, 3, 4]
+
+
+async def test_batches_of_big_events_stay_under_what_a_peer_accepts(stub: Stub) -> None:
+    # Each event is about 1.9 MiB: three of them would pass 4 MiB in one message.
+    big = ["x" * (1_000_000 - 1) + str(i) for i in range(5)]
+    await stub.CreateSession(pb.CreateSessionRequest(session_id="a", cwd="/a"))
+    for text in big:
+        event = ev.Event(assistant_message=ev.AssistantMessage(text=text, reasoning=text))
+        await stub.Append(pb.AppendRequest(session_id="a", events=[event]))
+    request = pb.SubscribeAllRequest(heartbeat_ms=50, batched=True)
+    messages = await _feed_messages(stub, request, 5)
+    assert [e.assistant_message.text for e in _fed_events(messages)] == big
+    assert all(m.ByteSize() <= 4 * 1024 * 1024 + 1024 for m in messages)
+
+
 @pytest.mark.parametrize(
     ("request_", "fields"),
     [
