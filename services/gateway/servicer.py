@@ -67,6 +67,17 @@ ACCESS_KEPT = 10_000
 BlockRead = tuple[pj.GetProjectionResponse | None, DomainError | grpc.aio.AioRpcError | None]
 
 
+async def _next_frame(frames: asyncio.Queue[Frame | None], within_s: float) -> Frame | None:
+    """The next queued frame, or TimeoutError after `within_s`. Not
+    asyncio.wait_for: on Python 3.11 it runs every get as a task of its own
+    (a cost per frame per stream, which the fan-out to many streams felt),
+    and it can lose a cancel that lands as the frame arrives."""
+    if not frames.empty():
+        return frames.get_nowait()
+    async with asyncio.timeout(within_s):
+        return await frames.get()
+
+
 def _fence(message: gw.RequestFence, present: bool = True) -> Fence | None:
     """The request's fence, scoped by the caller's account."""
     if not present:
@@ -278,7 +289,7 @@ class GatewayServicer(gw_grpc.GatewayServiceServicer):
     ) -> AsyncIterator[Frame]:
         while True:
             try:
-                frame = await asyncio.wait_for(connection.frames.get(), self.heartbeat_s)
+                frame = await _next_frame(connection.frames, self.heartbeat_s)
             except TimeoutError:
                 now = Timestamp()
                 now.GetCurrentTime()
