@@ -109,15 +109,24 @@ async def interleaved(
 ) -> tuple[list[float], list[float]]:
     """Per-call latencies of both sides, alternating rounds (and which side
     goes first) so both see the same load; one round of each warms up."""
-    await timed_calls(measured, per_round)
-    await timed_calls(baseline, per_round)
-    measured_s: list[float] = []
-    baseline_s: list[float] = []
-    for index in range(rounds):
-        pair = [(measured, measured_s), (baseline, baseline_s)]
-        for call, into in pair if index % 2 == 0 else reversed(pair):
-            into.extend(await timed_calls(call, per_round))
+    measured_s, baseline_s = await interleaved_sides([measured, baseline], rounds, per_round)
     return measured_s, baseline_s
+
+
+async def interleaved_sides(
+    calls: Sequence[Call], rounds: int, per_round: int
+) -> list[list[float]]:
+    """Per-call latencies of each call, one round of each in turn, the order
+    rotating every round so each goes first as often; one round of each
+    warms up."""
+    for call in calls:
+        await timed_calls(call, per_round)
+    latencies: list[list[float]] = [[] for _ in calls]
+    for index in range(rounds):
+        for offset in range(len(calls)):
+            side = (index + offset) % len(calls)
+            latencies[side].extend(await timed_calls(calls[side], per_round))
+    return latencies
 
 
 # -- rate: work done over a time window --------------------------------------------------------

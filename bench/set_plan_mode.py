@@ -16,7 +16,7 @@ from bench.harness import (
     Fences,
     Sizes,
     Stack,
-    against_echo,
+    against_echo_and_floor,
     gateway_session,
     running_stack,
 )
@@ -47,7 +47,10 @@ async def run(sizes: Sizes, data_dir: Path) -> Figure:
         payload = gw.SetPlanModeRequest(
             fence=Fences().next(), session_id=session_id, active=True
         ).SerializeToString()
-        measured, baseline = await against_echo(_toggle(stack, session_id), payload, sizes)
+        # client -> gateway -> plan mode -> session log Append
+        measured, baseline, floor = await against_echo_and_floor(
+            _toggle(stack, session_id), payload, sizes, hops=3
+        )
     return Figure(
         name="gateway SetPlanMode idle commit (durable)",
         compared="p50",
@@ -55,4 +58,5 @@ async def run(sizes: Sizes, data_dir: Path) -> Figure:
         measured=latency_side("SetPlanMode, each call commits plan/mode", measured, "p50"),
         baseline=latency_side("bare grpc.aio echo unary", baseline, "p50"),
         target=Target("<=", 4.0),
+        notes=floor.notes(baseline),
     )

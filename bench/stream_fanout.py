@@ -13,13 +13,14 @@ import asyncio
 import contextlib
 import time
 from collections import defaultdict
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import grpc
 from agenthost.gateway.v1 import gateway_pb2 as gw
 
 from bench.harness import Sizes, Stack, conversation, gateway_session, running_stack
-from bench.ratio import Figure, Target, latency_side
+from bench.ratio import Figure, Target, latency_side, percentile
 
 NAME = "stream_fanout"
 FRAME_TIMEOUT_S = 30.0
@@ -80,6 +81,85 @@ async def _round(
     return latencies
 
 
+class BareFanout:
+    """The floor of a fan-out in this process: a bare grpc.aio server stream
+    that sends each published message to every open stream, read by
+    clients in this process as the bench's streams are. No log, no gateway:
+    only the sending and reading of one message per stream."""
+
+    METHOD = "/bench.Fanout/Stream"
+
+    def __init__(self) -> None:
+        self.queues: set[asyncio.Queue[bytes]] = set()
+
+    def handler(self) -> grpc.GenericRpcHandler:
+        async def stream(request: bytes, context: grpc.aio.ServicerContext) -> AsyncIterator[bytes]:
+            queue: asyncio.Queue[bytes] = asyncio.Queue()
+            self.queues.add(queue)
+            try:
+                yield b"attached"
+                while True:
+                    yield await queue.get()
+            finally:
+                self.queues.discard(queue)
+
+        handler = grpc.unary_stream_rpc_method_handler(stream)
+        return grpc.method_handlers_generic_handler("bench.Fanout", {"Stream": handler})
+
+    async def round(
+        self, channel: grpc.aio.Channel, streams: int, messages: int, payload: bytes
+    ) -> list[float]:
+        arrivals = Arrivals(streams)
+        readies = [asyncio.Event() for _ in range(streams)]
+
+        async def listen(index: int, ready: asyncio.Event) -> None:
+            call = channel.unary_stream(self.METHOD)(b"")
+            with contextlib.suppress(asyncio.CancelledError, grpc.aio.AioRpcError):
+                async for message in call:
+                    if message == b"attached":
+                        ready.set()
+                    else:
+                        arrivals.record(int.from_bytes(message[:4], "big"))
+            call.cancel()
+
+        tasks = [asyncio.create_task(listen(i, ready)) for i, ready in enumerate(readies)]
+        latencies: list[float] = []
+        try:
+            await asyncio.wait_for(asyncio.gather(*(r.wait() for r in readies)), FRAME_TIMEOUT_S)
+            for seq in range(messages):
+                started = time.perf_counter()
+                for queue in self.queues:
+                    queue.put_nowait(seq.to_bytes(4, "big") + payload)
+                await asyncio.wait_for(arrivals.complete[seq].wait(), FRAME_TIMEOUT_S)
+                latencies.extend(t - started for t in arrivals.times[seq])
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+        return latencies
+
+
+async def _bare_floor(sizes: Sizes, payload: bytes) -> tuple[list[float], list[float]]:
+    """p99 latencies of the bare fan-out to N streams and to 1, interleaved."""
+    fanout = BareFanout()
+    server = grpc.aio.server()
+    server.add_generic_rpc_handlers([fanout.handler()])
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}")
+    many: list[float] = []
+    one: list[float] = []
+    try:
+        for index in range(sizes.stream_rounds):
+            pair = [(sizes.streams, many), (1, one)]
+            for streams, into in pair if index % 2 == 0 else reversed(pair):
+                into.extend(await fanout.round(channel, streams, sizes.stream_appends, payload))
+    finally:
+        await channel.close()
+        await server.stop(None)
+    return many, one
+
+
 async def run(sizes: Sizes, data_dir: Path) -> Figure:
     async with running_stack(data_dir) as stack:
         session_id = await gateway_session(stack)
@@ -91,6 +171,25 @@ async def run(sizes: Sizes, data_dir: Path) -> Figure:
             for streams, into in pair if index % 2 == 0 else reversed(pair):
                 tag = f"{index}-{streams}"
                 into.extend(await _round(stack, session_id, streams, sizes.stream_appends, tag))
+    event = gw.SessionEvent(session_id=session_id, event=conversation(1)[2])
+    frame = gw.ConnectResponse(session_event=event)
+    bare_many, bare_one = await _bare_floor(sizes, frame.SerializeToString())
+    p99 = {
+        name: percentile(side, 99) * 1e3
+        for name, side in [
+            ("many", many),
+            ("one", one),
+            ("bare_many", bare_many),
+            ("bare_one", bare_one),
+        ]
+    }
+    floor = (
+        f"floor: a bare grpc.aio server stream sending one frame-sized message to "
+        f"{sizes.streams} streams read in this process, p99 {p99['bare_many']:.3g} ms, to 1 "
+        f"stream {p99['bare_one']:.3g} ms: the fan-out alone adds "
+        f"{p99['bare_many'] - p99['bare_one']:.3g} ms (the figure adds "
+        f"{p99['many'] - p99['one']:.3g} ms)"
+    )
     return Figure(
         name=f"append to client frame, {sizes.streams} streams",
         compared="p99",
@@ -98,5 +197,9 @@ async def run(sizes: Sizes, data_dir: Path) -> Figure:
         measured=latency_side(f"{sizes.streams} Connect streams of one account", many, "p99"),
         baseline=latency_side("1 Connect stream", one, "p99"),
         target=Target("<=", 2.0, absolute=20.0),
-        notes=("append straight to the session log; frames relayed by the gateway",),
+        notes=(
+            "append straight to the session log; frames relayed by the gateway",
+            floor,
+        ),
+        details={"bare_fanout_added_p99_ms": p99["bare_many"] - p99["bare_one"]},
     )

@@ -9,8 +9,8 @@ import json
 from pathlib import Path
 
 from bench import plan_mode_read
-from bench.harness import SMOKE
-from bench.ratio import Figure, Side, Target, percentile, run_for
+from bench.harness import SMOKE, echo_chain
+from bench.ratio import Call, Figure, Side, Target, interleaved_sides, percentile, run_for
 from bench.report import Report, machine
 
 
@@ -47,6 +47,27 @@ async def test_concurrent_workers_count_every_item() -> None:
 
     result = await run_for(0.05, 8, work)
     assert result.items == 2 * calls == 2 * len(result.latencies_s)
+
+
+async def test_interleaved_sides_take_turns_going_first() -> None:
+    order: list[str] = []
+
+    def side(name: str) -> Call:
+        async def call() -> None:
+            order.append(name)
+
+        return call
+
+    latencies = await interleaved_sides([side("a"), side("b"), side("c")], rounds=3, per_round=1)
+    assert [len(side) for side in latencies] == [3, 3, 3]
+    warm_up, rounds = order[:3], order[3:]
+    assert warm_up == ["a", "b", "c"]
+    assert [rounds[i] for i in (0, 3, 6)] == ["a", "b", "c"]  # each goes first once
+
+
+async def test_an_echo_chain_answers_after_every_hop() -> None:
+    async with echo_chain(3) as chain:
+        assert await chain(b"ping") == b"ping"
 
 
 async def test_a_figure_runs_on_the_stack_and_reports(tmp_path: Path) -> None:
