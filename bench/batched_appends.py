@@ -12,8 +12,23 @@ import time
 import uuid
 from pathlib import Path
 
-from bench.harness import Sizes, Stack, conversation, running_stack
-from bench.ratio import Figure, Round, RoundResult, Target, interleaved_rates, rate_side, run_for
+from bench.harness import (
+    Sizes,
+    conversation,
+    running_stack,
+    session_log_alone,
+    without_followers_note,
+)
+from bench.ratio import (
+    Figure,
+    Round,
+    RoundResult,
+    Target,
+    interleaved_rate_sides,
+    rate_side,
+    run_for,
+)
+from services.sessionlog.client import SessionLogClient
 
 NAME = "batched_appends"
 MESSAGE_KINDS = ("user_message", "assistant_message")  # rows flagged is_message
@@ -85,12 +100,12 @@ class SqliteBaseline:
         return result
 
 
-async def _appender(stack: Stack, batch: int) -> Round:
-    summary, _ = await stack.log.create_session(None, str(stack.workdir))
+async def _appender(log: SessionLogClient, cwd: Path, batch: int) -> Round:
+    summary, _ = await log.create_session(None, str(cwd))
     events = conversation(batch)
 
     async def append(index: int) -> int:
-        await stack.log.append(summary.id, events)
+        await log.append(summary.id, events)
         return len(events)
 
     return lambda seconds: run_for(seconds, 1, append)
@@ -99,11 +114,17 @@ async def _appender(stack: Stack, batch: int) -> Round:
 async def run(sizes: Sizes, data_dir: Path) -> Figure:
     baseline_db = SqliteBaseline(data_dir / "baseline.db", sizes.batch)
     try:
-        async with running_stack(data_dir) as stack:
-            measured, baseline = await interleaved_rates(
-                await _appender(stack, sizes.batch),
-                # In a thread like the store's writer, so the loop stays free.
-                lambda seconds: asyncio.to_thread(baseline_db.round, seconds),
+        async with (
+            running_stack(data_dir / "stack") as stack,
+            session_log_alone(data_dir / "alone") as alone,
+        ):
+            measured, baseline, without_followers = await interleaved_rate_sides(
+                [
+                    await _appender(stack.log, stack.workdir, sizes.batch),
+                    # In a thread like the store's writer, so the loop stays free.
+                    lambda seconds: asyncio.to_thread(baseline_db.round, seconds),
+                    await _appender(alone, data_dir, sizes.batch),
+                ],
                 sizes.rate_rounds,
                 sizes.rate_round_s,
             )
@@ -119,5 +140,6 @@ async def run(sizes: Sizes, data_dir: Path) -> Figure:
         notes=(
             "through the session log service's gRPC as EmbeddedStack runs it (not the gateway)",
             "baseline: WAL, synchronous=FULL, same disk, same tables, in a thread",
+            without_followers_note(without_followers, baseline),
         ),
     )

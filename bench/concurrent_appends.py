@@ -10,21 +10,29 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bench.harness import Sizes, Stack, conversation, echo_server, running_stack
-from bench.ratio import Figure, Round, Target, interleaved_rates, rate_side, run_for
+from bench.harness import (
+    Sizes,
+    conversation,
+    echo_server,
+    running_stack,
+    session_log_alone,
+    without_followers_note,
+)
+from bench.ratio import Figure, Round, Target, interleaved_rate_sides, rate_side, run_for
+from services.sessionlog.client import SessionLogClient
 
 NAME = "concurrent_appends"
 
 
-async def _appenders(stack: Stack, sizes: Sizes) -> Round:
+async def _appenders(log: SessionLogClient, cwd: Path, sizes: Sizes) -> Round:
     sessions = []
     for _ in range(sizes.appenders):
-        summary, _ = await stack.log.create_session(None, str(stack.workdir))
+        summary, _ = await log.create_session(None, str(cwd))
         sessions.append(summary.id)
     events = conversation(4)  # cycled, one event per call
 
     async def append(index: int) -> int:
-        await stack.log.append(sessions[index], [events[appended[index] % len(events)]])
+        await log.append(sessions[index], [events[appended[index] % len(events)]])
         appended[index] += 1
         return 1
 
@@ -33,16 +41,23 @@ async def _appenders(stack: Stack, sizes: Sizes) -> Round:
 
 
 async def run(sizes: Sizes, data_dir: Path) -> Figure:
-    async with running_stack(data_dir) as stack, echo_server() as echo:
+    async with (
+        running_stack(data_dir / "stack") as stack,
+        session_log_alone(data_dir / "alone") as alone,
+        echo_server() as echo,
+    ):
         payload = conversation(1)[1].SerializeToString()
 
         async def one_echo(index: int) -> int:
             await echo(payload)
             return 1
 
-        measured, baseline = await interleaved_rates(
-            await _appenders(stack, sizes),
-            lambda seconds: run_for(seconds, sizes.appenders, one_echo),
+        measured, baseline, without_followers = await interleaved_rate_sides(
+            [
+                await _appenders(stack.log, stack.workdir, sizes),
+                lambda seconds: run_for(seconds, sizes.appenders, one_echo),
+                await _appenders(alone, data_dir, sizes),
+            ],
             sizes.rate_rounds,
             sizes.rate_round_s,
         )
@@ -53,5 +68,8 @@ async def run(sizes: Sizes, data_dir: Path) -> Figure:
         measured=rate_side("session log Append, 1 event per call, own session each", measured),
         baseline=rate_side(f"bare echo unary, concurrency {sizes.appenders}", baseline),
         target=Target(">=", 0.8),
-        notes=("through the session log service's gRPC as EmbeddedStack runs it",),
+        notes=(
+            "through the session log service's gRPC as EmbeddedStack runs it",
+            without_followers_note(without_followers, baseline),
+        ),
     )

@@ -17,7 +17,7 @@ from agenthost.gateway.v1 import gateway_pb2 as gw
 from agenthost.gateway.v1 import gateway_pb2_grpc as gw_grpc
 from agenthost.sessionlog.v1 import events_pb2 as ev
 
-from bench.ratio import Call, interleaved, interleaved_sides, percentile
+from bench.ratio import Call, RoundResult, interleaved, interleaved_sides, median_rate, percentile
 from clients.sdk.auth import authorized_channel
 from services.agentruntime.models.builtin import BuiltinAdapter
 from services.embedded import EmbeddedStack
@@ -162,6 +162,31 @@ async def running_stack(data_dir: Path) -> AsyncIterator[Stack]:
         await gateway_channel.close()
         await log_channel.close()
         await stack.stop()
+
+
+@asynccontextmanager
+async def session_log_alone(data_dir: Path) -> AsyncIterator[SessionLogClient]:
+    """The session log service as the stack runs it, with no other service
+    started: nothing follows its appends, so set beside the stack's figure
+    it shows what the followers sharing the stack's loop (the projection
+    service and the gateway's hub) take from it."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    stack = EmbeddedStack(data_dir, port_override=0, model=BuiltinAdapter())
+    await stack.start_service("sessionlog")
+    channel = stack.channel("sessionlog")
+    try:
+        yield SessionLogClient(channel)
+    finally:
+        await channel.close()
+        await stack.stop()
+
+
+def without_followers_note(alone: Sequence[RoundResult], baseline: Sequence[RoundResult]) -> str:
+    rate, floor = median_rate(alone), median_rate(baseline)
+    return (
+        f"the session log alone (no follower on its loop), same rounds: {rate:,.0f} events/s "
+        f"= {rate / floor:.2f}x the baseline"
+    )
 
 
 class Fences:

@@ -172,15 +172,29 @@ async def interleaved_rates(
     measured: Round, baseline: Round, rounds: int, duration_s: float
 ) -> tuple[list[RoundResult], list[RoundResult]]:
     """Alternating rounds of both sides after a short warm-up of each."""
-    await measured(duration_s / 4)
-    await baseline(duration_s / 4)
-    measured_rounds: list[RoundResult] = []
-    baseline_rounds: list[RoundResult] = []
-    for index in range(rounds):
-        pair = [(measured, measured_rounds), (baseline, baseline_rounds)]
-        for run, into in pair if index % 2 == 0 else reversed(pair):
-            into.append(await run(duration_s))
+    measured_rounds, baseline_rounds = await interleaved_rate_sides(
+        [measured, baseline], rounds, duration_s
+    )
     return measured_rounds, baseline_rounds
+
+
+async def interleaved_rate_sides(
+    sides: Sequence[Round], rounds: int, duration_s: float
+) -> list[list[RoundResult]]:
+    """One round of each side in turn, the order rotating every round so
+    each goes first as often, after a short warm-up of each."""
+    for side in sides:
+        await side(duration_s / 4)
+    results: list[list[RoundResult]] = [[] for _ in sides]
+    for index in range(rounds):
+        for offset in range(len(sides)):
+            which = (index + offset) % len(sides)
+            results[which].append(await sides[which](duration_s))
+    return results
+
+
+def median_rate(rounds: Sequence[RoundResult]) -> float:
+    return statistics.median(r.rate for r in rounds)
 
 
 def rate_side(label: str, rounds: Sequence[RoundResult]) -> Side:
@@ -188,7 +202,7 @@ def rate_side(label: str, rounds: Sequence[RoundResult]) -> Side:
     latencies = [x for r in rounds for x in r.latencies_s]
     return Side(
         label,
-        statistics.median(r.rate for r in rounds),
+        median_rate(rounds),
         percentile(latencies, 50) * 1e3,
         percentile(latencies, 99) * 1e3,
         len(latencies),
