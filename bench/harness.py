@@ -5,6 +5,7 @@ keeps measuring the same thing while the services change behind them."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import itertools
 from collections.abc import AsyncIterator, Sequence
@@ -170,7 +171,7 @@ async def session_log_alone(data_dir: Path) -> AsyncIterator[SessionLogClient]:
     started: nothing follows its appends, so set beside the stack's figure
     it shows what the followers sharing the stack's loop (the projection
     service and the gateway's hub) take from it."""
-    data_dir.mkdir(parents=True, exist_ok=True)
+    await asyncio.to_thread(data_dir.mkdir, parents=True, exist_ok=True)
     stack = EmbeddedStack(data_dir, port_override=0, model=BuiltinAdapter())
     await stack.start_service("sessionlog")
     channel = stack.channel("sessionlog")
