@@ -13,8 +13,9 @@ import asyncio
 import contextlib
 import time
 from collections import defaultdict
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 from pathlib import Path
+from typing import Any
 
 import grpc
 from agenthost.gateway.v1 import gateway_pb2 as gw
@@ -60,18 +61,40 @@ async def _round(
 ) -> list[float]:
     arrivals = Arrivals(streams)
     readies = [asyncio.Event() for _ in range(streams)]
-    tasks = [
-        asyncio.create_task(_listen(stack, f"bench-{tag}-{i}", session_id, arrivals, ready))
+    listeners = [
+        _listen(stack, f"bench-{tag}-{i}", session_id, arrivals, ready)
         for i, ready in enumerate(readies)
     ]
+    answer = conversation(1)[2]  # an assistant message: no turn to keep open
+
+    async def first_seq() -> int:
+        return (await stack.log.get_session(session_id)).last_seq + 1
+
+    async def publish(seq: int) -> None:
+        await stack.log.append(session_id, [answer])
+
+    return await _timed_fanout(listeners, readies, arrivals, first_seq, appends, publish)
+
+
+async def _timed_fanout(
+    listeners: Sequence[Coroutine[Any, Any, None]],
+    readies: Sequence[asyncio.Event],
+    arrivals: Arrivals,
+    first_seq: Callable[[], Awaitable[int]],
+    count: int,
+    publish: Callable[[int], Awaitable[None]],
+) -> list[float]:
+    """Run the listeners; once each is ready, publish `count` seqs one at a
+    time, each once every listener got the one before: the latency from
+    each publish to each listener's receipt."""
+    tasks = [asyncio.create_task(listener) for listener in listeners]
     latencies: list[float] = []
     try:
         await asyncio.wait_for(asyncio.gather(*(r.wait() for r in readies)), FRAME_TIMEOUT_S)
-        last_seq = (await stack.log.get_session(session_id)).last_seq
-        answer = conversation(1)[2]  # an assistant message: no turn to keep open
-        for seq in range(last_seq + 1, last_seq + 1 + appends):
+        first = await first_seq()
+        for seq in range(first, first + count):
             started = time.perf_counter()
-            await stack.log.append(session_id, [answer])
+            await publish(seq)
             await asyncio.wait_for(arrivals.complete[seq].wait(), FRAME_TIMEOUT_S)
             latencies.extend(t - started for t in arrivals.times[seq])
     finally:
@@ -122,21 +145,15 @@ class BareFanout:
                         arrivals.record(int.from_bytes(message[:4], "big"))
             call.cancel()
 
-        tasks = [asyncio.create_task(listen(i, ready)) for i, ready in enumerate(readies)]
-        latencies: list[float] = []
-        try:
-            await asyncio.wait_for(asyncio.gather(*(r.wait() for r in readies)), FRAME_TIMEOUT_S)
-            for seq in range(messages):
-                started = time.perf_counter()
-                for queue in self.queues:
-                    queue.put_nowait(seq.to_bytes(4, "big") + payload)
-                await asyncio.wait_for(arrivals.complete[seq].wait(), FRAME_TIMEOUT_S)
-                latencies.extend(t - started for t in arrivals.times[seq])
-        finally:
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-        return latencies
+        async def first_seq() -> int:
+            return 0
+
+        async def publish(seq: int) -> None:
+            for queue in self.queues:
+                queue.put_nowait(seq.to_bytes(4, "big") + payload)
+
+        listeners = [listen(i, ready) for i, ready in enumerate(readies)]
+        return await _timed_fanout(listeners, readies, arrivals, first_seq, messages, publish)
 
 
 async def _bare_floor(sizes: Sizes, payload: bytes) -> tuple[list[float], list[float]]:
