@@ -9,15 +9,17 @@ from agenthost.sessionlog.v1 import session_log_pb2 as pb
 from agenthost.sessionlog.v1 import session_log_pb2_grpc as pb_grpc
 from google.protobuf.timestamp_pb2 import Timestamp
 
+from services.common.server import MAX_MESSAGE_BYTES
+
 from . import folds
 from .domain import SessionLog
 from .leases import Lease
 from .port import DEFAULT_HEARTBEAT_S, DEFAULT_MESSAGE_LIMIT, CaughtUp, Direction, Heartbeat
 from .store import Event
 
-# The most event bytes one EventBatch carries (a quarter of the largest
-# message a peer accepts, so the framing around it always fits).
-BATCH_BYTES = 4 * 1024 * 1024
+# The most event bytes one EventBatch carries: a quarter of the largest
+# message a peer accepts, so the framing around it always fits.
+BATCH_BYTES = MAX_MESSAGE_BYTES // 4
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["SessionLogService"].full_name
 
