@@ -33,9 +33,11 @@ from google.protobuf import struct_pb2
 from services.sessionlog.folds import (
     APPROVAL_POLICIES,
     SANDBOXES,
-    Question,
     question_from_view,
     running_after,
+)
+from services.sessionlog.folds import (
+    Question as Question,  # re-exported: what QuestionAsked carries
 )
 
 from .errors import (
