@@ -358,6 +358,19 @@ def chat(
     raise typer.Exit(code)
 
 
+@app.command()
+def acp(
+    gateway: Gateway = DEFAULT_GATEWAY,
+    token: Token = None,
+    data_dir: DataDir = DEFAULT_DATA_DIR,
+) -> None:
+    """Serve an editor over the Agent Client Protocol on stdin/stdout (e.g. Zed's
+    agent_servers); starts the stack in the background when none answers."""
+    from clients.acp.server import serve
+
+    raise typer.Exit(serve(gateway, token, data_dir))
+
+
 Chooser = Callable[[list[SessionSummary]], SessionSummary | None]
 RESUME_SHOWN = 20
 

@@ -1,0 +1,274 @@
+"""The ACP agent: the protocol's methods over the agenthost SDK.
+
+Bad params are refused by the library's router (pydantic validation: -32602);
+agenthost's errors become JSON-RPC errors with the reason in `data`; a
+gateway that is away fails the call at once (the SDK's unary deadline) while
+the connection reconnects in the background."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from importlib import metadata
+from typing import Any, TypeVar
+
+from acp import PROTOCOL_VERSION, RequestError
+from acp import schema as acp
+from acp.interfaces import Client
+
+from clients.sdk import (
+    AgentBusyError,
+    AgentHostClient,
+    AgentHostError,
+    InvalidArgumentError,
+    NotFoundError,
+    TransportError,
+)
+
+from . import translate
+from .session import AcpSession
+
+log = logging.getLogger("agenthost.acp")
+T = TypeVar("T")
+# Codes of the JSON-RPC server-error range for agenthost's own failures.
+GATEWAY_UNAVAILABLE = -32001
+AGENT_BUSY = -32003
+# How often a prompt waiting for its turn checks that the client still lives.
+WAIT_CHECK_S = 1.0
+
+
+def _version() -> str:
+    try:
+        return metadata.version("agenthost")
+    except metadata.PackageNotFoundError:
+        return "0"
+
+
+def rpc_error(error: AgentHostError) -> RequestError:
+    """An agenthost error as the JSON-RPC error an editor shows."""
+    data = {"reason": error.reason or str(error.code)}
+    if isinstance(error, TransportError):
+        return RequestError(
+            GATEWAY_UNAVAILABLE,
+            f"the agenthost gateway is unreachable ({error.message}); reconnecting, try again",
+            data,
+        )
+    if isinstance(error, AgentBusyError):
+        return RequestError(AGENT_BUSY, "a turn is running in this session", data)
+    if isinstance(error, InvalidArgumentError | NotFoundError):
+        return RequestError(-32602, error.message, data)
+    return RequestError(-32603, error.message, data)
+
+
+async def _gateway(work: Awaitable[T]) -> T:
+    try:
+        return await work
+    except AgentHostError as error:
+        raise rpc_error(error) from None
+
+
+class AgentHostAgent:
+    """One editor's connection: the sessions it opened, by id."""
+
+    def __init__(self, client: AgentHostClient) -> None:
+        self.gateway = client
+        self.sessions: dict[str, AcpSession] = {}
+        self._editor: Client | None = None
+
+    def on_connect(self, conn: Client) -> None:
+        self._editor = conn
+
+    @property
+    def editor(self) -> Client:
+        assert self._editor is not None, "on_connect comes first"
+        return self._editor
+
+    async def close(self) -> None:
+        for session in list(self.sessions.values()):
+            await session.close()
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    async def initialize(self, protocol_version: int, **_: Any) -> acp.InitializeResponse:
+        return acp.InitializeResponse(
+            protocol_version=min(protocol_version, PROTOCOL_VERSION),
+            agent_capabilities=acp.AgentCapabilities(
+                load_session=True,
+                # The gateway takes text prompts: no images or audio; text
+                # resources are inlined.
+                prompt_capabilities=acp.PromptCapabilities(embedded_context=True),
+                session_capabilities=acp.SessionCapabilities(list=acp.SessionListCapabilities()),
+            ),
+            agent_info=acp.Implementation(name="agenthost", title="agenthost", version=_version()),
+            auth_methods=[],
+        )
+
+    async def authenticate(self, method_id: str, **_: Any) -> acp.AuthenticateResponse:
+        return acp.AuthenticateResponse()
+
+    async def new_session(self, cwd: str, **_: Any) -> acp.NewSessionResponse:
+        """The cwd's workspace (added when new) and its reusable blank session,
+        or a new one: what ConnectWorkspace chooses."""
+        workspace = await _gateway(self.gateway.create_workspace(cwd))
+        chosen = await _gateway(self.gateway.connect_workspace(workspace.id))
+        session = await self._open(chosen.session.id, workspace.path)
+        session.start()
+        return acp.NewSessionResponse(
+            session_id=session.id, modes=session.modes(), config_options=session.config_options()
+        )
+
+    async def load_session(self, cwd: str, session_id: str, **_: Any) -> acp.LoadSessionResponse:
+        """The history replayed as updates, then live."""
+        known = self.sessions.get(session_id)
+        if known is not None:
+            await known.close()
+            del self.sessions[session_id]
+        session = await self._open(session_id, None)
+        await _gateway(session.replay())
+        session.start()
+        return acp.LoadSessionResponse(
+            modes=session.modes(), config_options=session.config_options()
+        )
+
+    async def _open(self, session_id: str, cwd: str | None) -> AcpSession:
+        opened = self.sessions.get(session_id)
+        if opened is not None:
+            return opened
+        live = await _gateway(self.gateway.open_session(session_id))
+        folder = cwd or (live.summary.cwd if live.summary is not None else "") or "/"
+        session = AcpSession(self.editor, live, folder)
+        self.sessions[session_id] = session
+        return session
+
+    async def list_sessions(
+        self, cwd: str | None = None, cursor: str | None = None, **_: Any
+    ) -> acp.ListSessionsResponse:
+        workspace_id: str | None = None
+        if cwd is not None:
+            workspaces = await _gateway(self.gateway.list_workspaces())
+            matching = [w.id for w in workspaces if w.path == cwd.rstrip("/")]
+            if not matching:
+                return acp.ListSessionsResponse(sessions=[])
+            workspace_id = matching[0]
+        page, token = await _gateway(
+            self.gateway.list_sessions_page(workspace_id, page_token=cursor or "")
+        )
+        return acp.ListSessionsResponse(
+            sessions=[
+                acp.SessionInfo(
+                    session_id=s.id,
+                    cwd=s.cwd,
+                    title=s.title or s.preview or None,
+                    updated_at=s.updated_at.ToJsonString() if s.HasField("updated_at") else None,
+                )
+                for s in page
+                if not s.blank
+            ],
+            next_cursor=token or None,
+        )
+
+    # -- modes -----------------------------------------------------------------------------
+
+    def _session(self, session_id: str) -> AcpSession:
+        session = self.sessions.get(session_id)
+        if session is None:
+            raise RequestError.invalid_params(
+                {"sessionId": session_id, "reason": "not a session of this connection"}
+            )
+        return session
+
+    async def set_session_mode(
+        self, session_id: str, mode_id: str, **_: Any
+    ) -> acp.SetSessionModeResponse:
+        """Selects plan mode: committed now when idle, at the next model
+        request while a turn runs; current_mode_update says when."""
+        await self._select_mode(self._session(session_id), mode_id)
+        return acp.SetSessionModeResponse()
+
+    async def set_config_option(
+        self, config_id: str, session_id: str, value: str | bool, **_: Any
+    ) -> acp.SetSessionConfigOptionResponse:
+        session = self._session(session_id)
+        if config_id != translate.MODE_CONFIG_ID or not isinstance(value, str):
+            raise RequestError.invalid_params({"configId": config_id, "reason": "unknown option"})
+        await self._select_mode(session, value)
+        return acp.SetSessionConfigOptionResponse(config_options=session.config_options())
+
+    async def _select_mode(self, session: AcpSession, mode_id: str) -> None:
+        available = [m.id for m in session.modes().available_modes]
+        if mode_id not in available:
+            raise RequestError.invalid_params({"modeId": mode_id, "available": available})
+        await _gateway(session.session.set_plan(mode_id == translate.PLAN_MODE))
+
+    # -- turns -----------------------------------------------------------------------------
+
+    async def prompt(self, session_id: str, prompt: list[Any], **_: Any) -> acp.PromptResponse:
+        """Sends the prompt (or runs its slash command) and answers when the
+        turn it started has ended and its updates were sent."""
+        session = self._session(session_id)
+        text = translate.prompt_text(prompt)
+        if not text:
+            raise RequestError.invalid_params({"reason": "the prompt has no text"})
+        live = session.session
+        command = translate.slash_command(text, session.command_names)
+        before = live.last_seq
+        if command is not None:
+            result = await _gateway(live.execute_command(command.name, command.args))
+            if not result.ok:
+                raise RequestError(-32602, result.message, {"command": command.name})
+            if not live.running:
+                return acp.PromptResponse(stop_reason="end_turn")
+            after = before
+        else:
+            session.own_prompts.append(text)
+            try:
+                after = (await _gateway(live.prompt(text))).seq - 1
+            except RequestError:
+                session.own_prompts.remove(text)
+                raise
+        ended = await self._wait(session.turn_end_after(after))
+        reason = translate.stop_reason(ended.end)
+        if reason is None:
+            raise RequestError(
+                -32603, f"the turn failed: {ended.end.error}", {"reason": "TURN_ERROR"}
+            )
+        return acp.PromptResponse(stop_reason=reason)
+
+    async def _wait(self, turn_end: asyncio.Future[T]) -> T:
+        """The turn's end; across reconnects, until the SDK client gives up."""
+        while True:
+            done, _ = await asyncio.wait([turn_end], timeout=WAIT_CHECK_S)
+            if done:
+                return turn_end.result()
+            failure = self.gateway.failure
+            if failure is not None:
+                turn_end.cancel()
+                raise rpc_error(failure)
+
+    async def cancel(self, session_id: str, **_: Any) -> None:
+        session = self.sessions.get(session_id)
+        if session is None:
+            return
+        try:
+            await session.session.cancel()
+        except AgentHostError as error:
+            log.warning("session %s: cancel failed (%s)", session_id, error)
+
+
+@asynccontextmanager
+async def serving(client: AgentHostClient) -> AsyncIterator[Callable[[Client], AgentHostAgent]]:
+    """The agent factory for one connection, closed at the end."""
+    agents: list[AgentHostAgent] = []
+
+    def make(conn: Client) -> AgentHostAgent:
+        agent = AgentHostAgent(client)
+        agents.append(agent)
+        return agent
+
+    try:
+        yield make
+    finally:
+        for agent in agents:
+            await agent.close()

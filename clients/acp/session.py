@@ -1,0 +1,283 @@
+"""One agenthost session as an ACP session: follows the SDK session's updates
+and sends them to the editor as `session/update` notifications; asks the
+editor's permission for the session's questions; tells a prompt when its
+turn has ended."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from acp import schema as acp
+from acp.interfaces import Client
+from agenthost.sessionlog.v1 import events_pb2
+
+from clients.sdk import (
+    AgentHostError,
+    CommandsChanged,
+    EventAppended,
+    OutputStreamed,
+    PlanChanged,
+    ProjectionChanged,
+    Question,
+    QuestionAnsweredError,
+    QuestionAsked,
+    QuestionClosed,
+    Session,
+    TextStreamed,
+    Update,
+)
+
+from . import translate
+
+log = logging.getLogger("agenthost.acp")
+
+
+@dataclass(frozen=True)
+class TurnEnded:
+    seq: int
+    end: events_pb2.TurnEnd
+
+
+@dataclass
+class Streamed:
+    """How much of the running step's text the editor already has."""
+
+    step: tuple[str, int] | None = None
+    sent: dict[str, int] = field(default_factory=dict)
+
+
+class AcpSession:
+    """Created by the agent on session/new or session/load; `start()` begins
+    sending live updates (after the history, when replayed)."""
+
+    def __init__(self, client: Client, session: Session, cwd: str) -> None:
+        self.client = client
+        self.session = session
+        self.id = session.id
+        self.cwd = cwd
+        # Texts this editor prompted: their user/message is not echoed back.
+        self.own_prompts: list[str] = []
+        self.command_names: list[str] = []
+        self._updates = session.updates()
+        self._streamed = Streamed()
+        self._mode_sent: str | None = None
+        self._turn_ends: list[TurnEnded] = []
+        self._turn_waiters: list[tuple[int, asyncio.Future[TurnEnded]]] = []
+        self._asking: dict[str, asyncio.Task[None]] = {}
+        self._pump: asyncio.Task[None] | None = None
+        self._upto = -1
+
+    # -- modes ---------------------------------------------------------------------------
+
+    @property
+    def plan_active(self) -> bool:
+        state = self.session.plan.state
+        return state is not None and state.active
+
+    def modes(self) -> acp.SessionModeState:
+        available = self.session.plan.state is not None
+        return translate.modes(self.plan_active, available)
+
+    def config_options(self) -> list[translate.ConfigOption]:
+        return translate.config_options(self.modes())
+
+    # -- replay and live -----------------------------------------------------------------
+
+    async def replay(self) -> None:
+        """The whole history as updates (session/load), before the response."""
+        while self.session.history.has_more:
+            await self.session.load_older()
+        events = list(self.session.events)
+        for event in events:
+            await self._on_event(event, replay=True)
+        self._upto = events[-1].seq if events else -1
+
+    def start(self) -> None:
+        """Begin the live updates (commands, usage, mode, open questions first).
+        Called from a request's handler: the task runs once the handler's
+        response is queued, so these follow the response."""
+        self._mode_sent = translate.mode_id(self.plan_active)
+        self._pump = asyncio.create_task(self._run(), name=f"acp-{self.id}")
+
+    async def _run(self) -> None:
+        try:
+            await self._send_commands()
+            usage = translate.usage_update(self.session.projections.get("usage"))
+            if usage is not None:
+                await self._send(usage)
+            for question in list(self.session.questions.values()):
+                self._ask(question)
+            async for update in self._updates:
+                await self._on_update(update)
+        except ConnectionError:
+            return  # the editor went away
+        except Exception:
+            log.exception("session %s: following the session failed", self.id)
+
+    async def close(self) -> None:
+        self._updates.close()
+        tasks = [t for t in (self._pump, *self._asking.values()) if t is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        for _, waiter in self._turn_waiters:
+            if not waiter.done():
+                waiter.cancel()
+
+    async def _send(self, update: Any) -> None:
+        await self.client.session_update(session_id=self.id, update=update)
+
+    async def _on_update(self, update: Update) -> None:
+        if isinstance(update, EventAppended):
+            if update.event.seq > self._upto:
+                await self._on_event(update.event, replay=False)
+        elif isinstance(update, TextStreamed):
+            await self._on_text(update)
+        elif isinstance(update, OutputStreamed):
+            await self._send(translate.tool_output(update.call_id, update.text))
+        elif isinstance(update, PlanChanged):
+            await self._send_mode()
+        elif isinstance(update, QuestionAsked):
+            self._ask(update.question)
+        elif isinstance(update, QuestionClosed):
+            asking = self._asking.pop(update.question_id, None)
+            if asking is not None:
+                asking.cancel()
+        elif isinstance(update, CommandsChanged):
+            await self._send_commands()
+        elif isinstance(update, ProjectionChanged) and update.key == "usage":
+            usage = translate.usage_update(update.value)
+            if usage is not None:
+                await self._send(usage)
+
+    async def _on_text(self, update: TextStreamed) -> None:
+        streamed = self._streamed
+        step = (update.turn_id, update.step)
+        if streamed.step != step:
+            streamed.step, streamed.sent = step, {}
+        sent = streamed.sent.get(update.kind, 0)
+        if len(update.text) > sent:
+            streamed.sent[update.kind] = len(update.text)
+            await self._send(translate.agent_text(update.text[sent:], update.kind))
+
+    async def _on_event(self, event: events_pb2.Event, *, replay: bool) -> None:
+        kind = event.WhichOneof("body")
+        if kind == "step_start":
+            step = (event.step_start.turn_id, event.step_start.step)
+            if self._streamed.step != step:
+                self._streamed = Streamed(step)
+        elif kind == "user_message":
+            text = event.user_message.text
+            if not replay and text in self.own_prompts:
+                self.own_prompts.remove(text)
+            elif text:
+                await self._send(translate.user_message(text))
+        elif kind == "assistant_message":
+            await self._on_answer(event.assistant_message, replay)
+        elif kind == "tool_call":
+            await self._send(translate.tool_call(event.tool_call, self.cwd))
+        elif kind == "tool_result":
+            await self._send(translate.tool_result(event.tool_result, self.cwd))
+        elif kind == "plan_mode" and not replay:
+            await self._send_mode()
+        elif kind == "session_title" and not replay:
+            await self._send(
+                acp.SessionInfoUpdate(
+                    session_update="session_info_update", title=event.session_title.title
+                )
+            )
+        elif kind == "turn_end" and not replay:
+            self._turn_ended(TurnEnded(event.seq, event.turn_end))
+
+    async def _on_answer(self, message: events_pb2.AssistantMessage, replay: bool) -> None:
+        """The logged answer: what streaming did not already show."""
+        sent = {} if replay else self._streamed.sent
+        for kind, text in (("reasoning", message.reasoning), ("answer", message.text)):
+            rest = text[sent.get(kind, 0) :]
+            if rest:
+                await self._send(translate.agent_text(rest, kind))
+        if not replay:
+            self._streamed = Streamed()
+
+    async def _send_mode(self) -> None:
+        """current_mode_update when the committed mode changed, whoever
+        changed it (a pending choice is no change yet)."""
+        state = self.session.plan.state
+        if state is None or translate.mode_id(state.active) == self._mode_sent:
+            return
+        self._mode_sent = translate.mode_id(state.active)
+        for update in translate.mode_updates(self.modes()):
+            await self._send(update)
+
+    async def _send_commands(self) -> None:
+        try:
+            commands = await self.session.list_commands()
+        except AgentHostError as error:
+            log.info("session %s: listing commands failed (%s)", self.id, error)
+            return
+        self.command_names = [c.name for c in commands]
+        await self._send(translate.commands_update(commands))
+
+    # -- turns -----------------------------------------------------------------------------
+
+    def _turn_ended(self, ended: TurnEnded) -> None:
+        self._turn_ends.append(ended)
+        for after, waiter in list(self._turn_waiters):
+            if ended.seq > after and not waiter.done():
+                waiter.set_result(ended)
+                self._turn_waiters.remove((after, waiter))
+
+    def turn_end_after(self, seq: int) -> asyncio.Future[TurnEnded]:
+        """Resolved by the first turn end after `seq` the editor was sent (so a
+        prompt's response follows its turn's updates)."""
+        waiter: asyncio.Future[TurnEnded] = asyncio.get_running_loop().create_future()
+        for ended in self._turn_ends:
+            if ended.seq > seq:
+                waiter.set_result(ended)
+                return waiter
+        self._turn_waiters.append((seq, waiter))
+        return waiter
+
+    # -- questions -------------------------------------------------------------------------
+
+    def _ask(self, question: Question) -> None:
+        if question.question_id in self._asking:
+            return
+        self._asking[question.question_id] = asyncio.create_task(
+            self._ask_editor(question), name=f"ask-{question.question_id}"
+        )
+
+    async def _ask_editor(self, question: Question) -> None:
+        """A question as session/request_permission; the choice as its answer."""
+        try:
+            reply = await self.client.request_permission(
+                session_id=self.id,
+                tool_call=translate.permission_tool_call(question),
+                options=translate.permission_options(question),
+            )
+        except (ConnectionError, asyncio.CancelledError):
+            return
+        except Exception as error:
+            log.info("question %s: the editor did not answer (%s)", question.question_id, error)
+            return
+        finally:
+            self._asking.pop(question.question_id, None)
+        outcome = reply.outcome
+        if not isinstance(outcome, acp.AllowedOutcome):
+            return  # cancelled: the prompt was cancelled, the turn ends without an answer
+        feedback = (outcome.field_meta or {}).get("feedback")
+        answer = translate.answer_for_option(
+            outcome.option_id, feedback if isinstance(feedback, str) and feedback else None
+        )
+        if answer is None:
+            log.info("question %s: unknown option %r", question.question_id, outcome.option_id)
+            return
+        try:
+            await self.session.answer_question(question.question_id, **answer)
+        except QuestionAnsweredError:
+            pass  # answered elsewhere first
+        except AgentHostError as error:
+            log.warning("question %s: the answer failed (%s)", question.question_id, error)

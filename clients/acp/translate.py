@@ -1,0 +1,369 @@
+"""What agenthost's log and questions look like in the Agent Client Protocol:
+pure functions from SDK values to the protocol's schema models (no I/O)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from acp import schema as acp
+from acp.helpers import (
+    text_block,
+    tool_content,
+    tool_diff_content,
+    update_agent_message_text,
+    update_agent_thought_text,
+    update_available_commands,
+    update_current_mode,
+    update_user_message_text,
+)
+from agenthost.runtime.v1 import runtime_pb2 as rt
+from agenthost.sessionlog.v1 import events_pb2
+
+from clients.sdk import Question
+
+DEFAULT_MODE = "default"
+PLAN_MODE = "plan"
+MODE_CONFIG_ID = "mode"
+# Tool output shown while a command runs: its tail, so an editor is not fed
+# megabytes on every delta.
+OUTPUT_SHOWN_CHARS = 16_384
+
+TOOL_KINDS: dict[str, acp.ToolKind] = {
+    "read_file": "read",
+    "list_dir": "read",
+    "glob": "search",
+    "grep": "search",
+    "write_file": "edit",
+    "edit_file": "edit",
+    "shell": "execute",
+    "exit_plan_mode": "switch_mode",
+}
+TURN_END_STOP_REASONS: dict[int, acp.StopReason] = {
+    events_pb2.TURN_END_REASON_COMPLETED: "end_turn",
+    events_pb2.TURN_END_REASON_CANCELLED: "cancelled",
+}
+
+# -- modes ------------------------------------------------------------------------------
+
+
+def mode_id(plan_active: bool) -> str:
+    return PLAN_MODE if plan_active else DEFAULT_MODE
+
+
+def modes(plan_active: bool, plan_available: bool) -> acp.SessionModeState:
+    """The session's modes: `plan` only where the deployment has plan mode."""
+    available = [
+        acp.SessionMode(id=DEFAULT_MODE, name="Default", description="Work on the task."),
+    ]
+    if plan_available:
+        available.append(
+            acp.SessionMode(
+                id=PLAN_MODE,
+                name="Plan",
+                description="Read and plan only; the plan is reviewed before any change.",
+            )
+        )
+    return acp.SessionModeState(current_mode_id=mode_id(plan_active), available_modes=available)
+
+
+ConfigOption = acp.SessionConfigOptionSelect | acp.SessionConfigOptionBoolean
+
+
+def config_options(state: acp.SessionModeState) -> list[ConfigOption]:
+    """The same modes as a config option (the form newer clients use)."""
+    return [
+        acp.SessionConfigOptionSelect(
+            id=MODE_CONFIG_ID,
+            name="Mode",
+            category="mode",
+            type="select",
+            current_value=state.current_mode_id,
+            options=[
+                acp.SessionConfigSelectOption(value=m.id, name=m.name, description=m.description)
+                for m in state.available_modes
+            ],
+        )
+    ]
+
+
+def mode_updates(state: acp.SessionModeState) -> list[Any]:
+    """What tells an editor the committed mode changed: both forms."""
+    return [
+        update_current_mode(state.current_mode_id),
+        acp.ConfigOptionUpdate(
+            session_update="config_option_update", config_options=list(config_options(state))
+        ),
+    ]
+
+
+# -- commands and usage ---------------------------------------------------------------------
+
+
+def commands_update(commands: Iterable[rt.CommandInfo]) -> acp.AvailableCommandsUpdate:
+    return update_available_commands(
+        acp.AvailableCommand(
+            name=c.name,
+            description=c.description or c.name,
+            input=acp.AvailableCommandInput(root=acp.UnstructuredCommandInput(hint=c.usage))
+            if c.usage
+            else None,
+        )
+        for c in commands
+    )
+
+
+def usage_update(value: object) -> acp.UsageUpdate | None:
+    """The `usage` projection as a usage update, or None when it lacks the
+    figures (a missing key means the feature is absent)."""
+    if not isinstance(value, Mapping):
+        return None
+    used, size = value.get("context_tokens"), value.get("context_window")
+    if not isinstance(used, int | float) or not isinstance(size, int | float) or size <= 0:
+        return None
+    cost = value.get("cost")
+    return acp.UsageUpdate(
+        session_update="usage_update",
+        used=int(used),
+        size=int(size),
+        cost=acp.Cost(amount=float(cost), currency=str(value.get("currency") or "USD"))
+        if isinstance(cost, int | float)
+        else None,
+    )
+
+
+# -- prompts ----------------------------------------------------------------------------------
+
+
+def prompt_text(blocks: Iterable[Any]) -> str:
+    """The text a prompt's content blocks carry: text, embedded text resources
+    (as fenced context), links to resources (their URI)."""
+    parts: list[str] = []
+    for block in blocks:
+        if isinstance(block, acp.TextContentBlock):
+            parts.append(block.text)
+        elif isinstance(block, acp.EmbeddedResourceContentBlock):
+            resource = block.resource
+            if isinstance(resource, acp.TextResourceContents):
+                parts.append(f"\n```{resource.uri}\n{resource.text}\n```\n")
+        elif isinstance(block, acp.ResourceContentBlock):
+            parts.append(f"[{block.name}]({block.uri})")
+    return "".join(parts).strip()
+
+
+@dataclass(frozen=True)
+class SlashCommand:
+    name: str
+    args: str | None
+
+
+def slash_command(text: str, known: Iterable[str]) -> SlashCommand | None:
+    """`/name args` when `name` is one of the session's commands."""
+    match = re.fullmatch(r"/(\S+)(?:\s+(.*))?", text, re.DOTALL)
+    if match is None or match.group(1) not in set(known):
+        return None
+    return SlashCommand(match.group(1), (match.group(2) or "").strip() or None)
+
+
+# -- the log as updates ---------------------------------------------------------------------
+
+
+def user_message(text: str) -> acp.UserMessageChunk:
+    return update_user_message_text(text)
+
+
+def agent_text(text: str, kind: str) -> acp.AgentMessageChunk | acp.AgentThoughtChunk:
+    """A chunk of a step's answer, or of its reasoning."""
+    if kind == "reasoning":
+        return update_agent_thought_text(text)
+    return update_agent_message_text(text)
+
+
+def _args(args_json: str) -> dict[str, Any]:
+    try:
+        args = json.loads(args_json or "{}")
+    except ValueError:
+        return {}
+    return args if isinstance(args, dict) else {}
+
+
+def _absolute(cwd: str, path: str) -> str:
+    return os.path.normpath(os.path.join(cwd, path))
+
+
+def tool_title(name: str, args: Mapping[str, Any]) -> str:
+    """One line, as a person would say it."""
+    path = args.get("path")
+    if name == "shell" and isinstance(args.get("command"), str):
+        return f"$ {args['command']}"
+    if name in ("grep", "glob") and isinstance(args.get("pattern"), str):
+        return f"{name} {args['pattern']}"
+    if name == "exit_plan_mode":
+        return "Ready to code? (plan review)"
+    if isinstance(path, str):
+        return f"{name} {path}"
+    return name
+
+
+def tool_call(call: events_pb2.ToolCall, cwd: str) -> acp.ToolCallStart:
+    args = _args(call.args_json)
+    path = args.get("path")
+    return acp.ToolCallStart(
+        session_update="tool_call",
+        tool_call_id=call.call_id,
+        title=tool_title(call.name, args),
+        kind=TOOL_KINDS.get(call.name, "other"),
+        status="pending",
+        raw_input=args,
+        locations=[acp.ToolCallLocation(path=_absolute(cwd, path))]
+        if isinstance(path, str)
+        else None,
+    )
+
+
+def tool_output(call_id: str, text: str) -> acp.ToolCallProgress:
+    """A running command's output so far (its tail)."""
+    shown = text[-OUTPUT_SHOWN_CHARS:]
+    return acp.ToolCallProgress(
+        session_update="tool_call_update",
+        tool_call_id=call_id,
+        status="in_progress",
+        content=[tool_content(text_block(f"```\n{shown}\n```"))],
+    )
+
+
+def tool_result(result: events_pb2.ToolResult, cwd: str) -> acp.ToolCallProgress:
+    """The end of a call: the diffs of what it changed, else its output."""
+    display = result.display
+    content: list[Any] = [
+        tool_diff_content(path, new, old) for path, old, new in diff_hunks(display.diff, cwd)
+    ]
+    if not content:
+        shown = result.output if result.ok else (result.error or result.output)
+        if display.summary:
+            shown = f"{display.summary}\n{shown}" if shown else display.summary
+        if shown:
+            content.append(tool_content(text_block(f"```\n{shown[-OUTPUT_SHOWN_CHARS:]}\n```")))
+    raw: dict[str, Any] = {"ok": result.ok, "output": result.output[-OUTPUT_SHOWN_CHARS:]}
+    if result.error:
+        raw["error"] = result.error
+    if display.HasField("exit_code"):
+        raw["exit_code"] = display.exit_code
+    return acp.ToolCallProgress(
+        session_update="tool_call_update",
+        tool_call_id=result.call_id,
+        status="completed" if result.ok else "failed",
+        content=content,
+        raw_output=raw,
+    )
+
+
+def diff_hunks(diff: str, cwd: str) -> list[tuple[str, str | None, str]]:
+    """A unified diff as (absolute path, old text, new text) per hunk; old
+    text None for a new file."""
+    hunks: list[tuple[str, str | None, str]] = []
+    path: str | None = None
+    created = False
+    old: list[str] | None = None
+    new: list[str] = []
+
+    def close() -> None:
+        if path is not None and old is not None:
+            hunks.append((path, None if created else "".join(old), "".join(new)))
+
+    for line in diff.splitlines(keepends=True):
+        if line.startswith("--- "):
+            close()
+            old, path = None, None
+            created = line[4:].strip() == "/dev/null"
+        elif line.startswith("+++ ") and old is None:
+            name = line[4:].strip().split("\t")[0]
+            name = name[2:] if name.startswith(("a/", "b/")) else name
+            path = _absolute(cwd, name)
+        elif line.startswith("@@"):
+            close()
+            old, new = [], []
+        elif old is not None and line[:1] in (" ", "-", "+"):
+            body = line[1:]
+            if line[0] != "+":
+                old.append(body)
+            if line[0] != "-":
+                new.append(body)
+    close()
+    return hunks
+
+
+def stop_reason(end: events_pb2.TurnEnd) -> acp.StopReason | None:
+    """How a turn ended, as a stop reason; None for a failed turn."""
+    return TURN_END_STOP_REASONS.get(end.reason)
+
+
+# -- questions ---------------------------------------------------------------------------------
+
+ALLOW_ONCE, ALLOW_ALWAYS, REJECT_ONCE, REJECT_ALWAYS = (
+    "allow-once",
+    "allow-always",
+    "reject-once",
+    "reject-always",
+)
+APPROVE, KEEP_PLANNING = "approve", "keep-planning"
+KEEP_PLANNING_FEEDBACK = "Keep planning: the plan is not approved yet."
+
+
+def permission_options(question: Question) -> list[acp.PermissionOption]:
+    if question.presentation == "plan-review":
+        return [
+            acp.PermissionOption(
+                option_id=APPROVE, name=question.approve_label or "Approve", kind="allow_once"
+            ),
+            acp.PermissionOption(option_id=KEEP_PLANNING, name="Keep planning", kind="reject_once"),
+        ]
+    grant = question.approval.grant if question.approval is not None else ""
+    return [
+        acp.PermissionOption(option_id=ALLOW_ONCE, name="Allow once", kind="allow_once"),
+        acp.PermissionOption(
+            option_id=ALLOW_ALWAYS,
+            name=f"Allow {grant} for this session" if grant else "Allow for this session",
+            kind="allow_always",
+        ),
+        acp.PermissionOption(option_id=REJECT_ONCE, name="Reject", kind="reject_once"),
+        acp.PermissionOption(option_id=REJECT_ALWAYS, name="Reject always", kind="reject_always"),
+    ]
+
+
+def answer_for_option(option_id: str, feedback: str | None = None) -> dict[str, Any] | None:
+    """The question answer (SDK `answer_question` keywords) an editor's choice
+    means; None for an option never offered. "Always" is "for this session"
+    today; lasting permission rules would change only this mapping."""
+    answers: dict[str, dict[str, Any]] = {
+        ALLOW_ONCE: {"allow_once": True},
+        ALLOW_ALWAYS: {"allow_for_session": True},
+        REJECT_ONCE: {"deny": ""},
+        REJECT_ALWAYS: {"deny": ""},
+        APPROVE: {"approve": True},
+        KEEP_PLANNING: {"feedback": feedback or KEEP_PLANNING_FEEDBACK},
+    }
+    return answers.get(option_id)
+
+
+def permission_tool_call(question: Question) -> acp.ToolCallUpdate:
+    """The tool call a question is about, with what the person must judge:
+    the plan under review, the command, the diff of an edit."""
+    detail = question.body
+    kind: acp.ToolKind = "switch_mode" if question.presentation == "plan-review" else "other"
+    title = question.title
+    if question.approval is not None:
+        detail = question.approval.detail or question.body
+        kind = TOOL_KINDS.get(question.approval.tool, "other")
+        title = question.approval.summary or title
+    return acp.ToolCallUpdate(
+        tool_call_id=question.call_id or question.question_id,
+        title=title or None,
+        kind=kind,
+        status="pending",
+        content=[tool_content(text_block(detail))] if detail else None,
+    )
