@@ -21,7 +21,7 @@ WEB_SOURCES := $(shell find $(WEB)/src -type f 2>/dev/null) $(WEB)/index.html $(
 WEB_STAMP_DEPS := $(WEB)/node_modules/.package-lock.json
 WEB_BUILT := $(WEB)/dist/index.html
 
-.PHONY: all venv gen ts-gen ts web run test lint fmt bench bench-smoke clean install
+.PHONY: all venv gen ts-gen ts web acp-tests run test lint fmt bench bench-smoke clean install
 
 all: gen
 
@@ -69,12 +69,23 @@ $(WEB_BUILT): $(TS_STAMP_BUILD) $(WEB_STAMP_DEPS) $(WEB_SOURCES)
 
 web: $(WEB_BUILT)
 
+# The editor of the `agenthost acp` tests (tests/acp): the official ACP client
+# library and a JSON schema validator, pinned in its lockfile.
+ACP_TESTS := tests/acp
+ACP_STAMP_DEPS := $(ACP_TESTS)/node_modules/.package-lock.json
+
+$(ACP_STAMP_DEPS): $(ACP_TESTS)/package.json $(ACP_TESTS)/package-lock.json
+	cd $(ACP_TESTS) && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+acp-tests: $(ACP_STAMP_DEPS)
+
 # UP_FLAGS: e.g. --free-ports, --base-port N, --data-dir DIR, --processes (see `agenthost up --help`).
 # The page is at the web address it prints (its token in the fragment).
 run: gen web
 	$(PY) -m clients.cli up $(UP_FLAGS)
 
-test: gen ts web
+test: gen ts web acp-tests
 	@tools/need-postgres
 	@tools/need-docker
 	$(BIN)/pytest
@@ -112,3 +123,4 @@ clean:
 	rm -rf $(VENV) gen gen.tmp build .pytest_cache .mypy_cache .ruff_cache clients/node/node_modules
 	rm -rf $(TS)/node_modules $(TS)/gen $(TS)/build
 	rm -rf $(WEB)/node_modules $(WEB)/dist
+	rm -rf $(ACP_TESTS)/node_modules

@@ -171,6 +171,8 @@ class AcpSession:
                 self._streamed = Streamed(step)
         elif kind == "user_message":
             text = event.user_message.text
+            if event.user_message.source.kind == events_pb2.SOURCE_KIND_PLUGIN:
+                return  # a notice for the model (e.g. the mode changed), not the person's
             if not replay and text in self.own_prompts:
                 self.own_prompts.remove(text)
             elif text:

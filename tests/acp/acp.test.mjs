@@ -1,0 +1,142 @@
+// `agenthost acp` driven as an editor drives it (run by tests/integration/test_acp.py
+// against a stack scripted with builtin-script.json; the tests run in order).
+import assert from "node:assert/strict";
+import { after, before, test } from "node:test";
+import { Editor, text } from "./harness.mjs";
+
+const cwd = process.env.ACP_WORKDIR;
+const editors = [];
+let first; // the first editor process
+let sessionId;
+
+/** Approve a plan review; allow a tool once. */
+function allow(request) {
+  const ids = request.options.map((o) => o.optionId);
+  return ids.includes("approve") ? "approve" : "allow-once";
+}
+
+function editor() {
+  const e = new Editor(allow);
+  editors.push(e);
+  return e;
+}
+
+before(async () => {
+  first = editor();
+  const init = await first.initialize();
+  assert.equal(init.protocolVersion, 1);
+  assert.equal(init.agentCapabilities.loadSession, true);
+  assert.deepEqual(init.agentCapabilities.sessionCapabilities.list, {});
+});
+
+after(async () => {
+  for (const e of editors) {
+    assert.deepEqual(e.invalid, [], `messages the schema refuses:\n${JSON.stringify(e.invalid, null, 1)}`);
+    assert.equal(await e.close(), 0, e.stderr);
+  }
+});
+
+test("a new session offers the default and plan modes and lists its commands", async () => {
+  const created = await first.connection.newSession({ cwd, mcpServers: [] });
+  sessionId = created.sessionId;
+  assert.equal(created.modes.currentModeId, "default");
+  assert.deepEqual(created.modes.availableModes.map((m) => m.id), ["default", "plan"]);
+  assert.equal(created.configOptions[0].currentValue, "default");
+  const commands = await first.waitFor(
+    () => first.updates(sessionId).find((u) => u.sessionUpdate === "available_commands_update"),
+    "available_commands_update",
+  );
+  assert.ok(commands.availableCommands.some((c) => c.name === "plan"));
+});
+
+test("a tool call that needs permission is allowed and shows its diff", async () => {
+  const reply = await first.connection.prompt({
+    sessionId,
+    prompt: [{ type: "text", text: "leave a note" }],
+  });
+  assert.equal(reply.stopReason, "end_turn");
+  const [asked] = first.permissionRequests;
+  assert.deepEqual(asked.options.map((o) => o.kind), [
+    "allow_once",
+    "allow_always",
+    "reject_once",
+    "reject_always",
+  ]);
+  const updates = first.updates(sessionId);
+  const call = updates.find((u) => u.sessionUpdate === "tool_call" && u.kind === "edit");
+  assert.equal(asked.toolCall.toolCallId, call.toolCallId);
+  const done = updates.find(
+    (u) => u.sessionUpdate === "tool_call_update" && u.toolCallId === call.toolCallId && u.status,
+  );
+  assert.equal(done.status, "completed");
+  const diff = done.content.find((c) => c.type === "diff");
+  assert.equal(diff.path, `${cwd}/NOTES.md`);
+  assert.match(diff.newText, /from the editor/);
+  const said = updates.filter((u) => u.sessionUpdate === "agent_message_chunk").map(text).join("");
+  assert.equal(said, "I'll leave a note in NOTES.md.The note is written.");
+});
+
+test("plan mode chosen during a turn is committed at the next model request", async () => {
+  const modeUpdates = () =>
+    first.updates(sessionId).filter((u) => u.sessionUpdate === "current_mode_update");
+  const before = modeUpdates().length;
+  const turn = first.connection.prompt({ sessionId, prompt: [{ type: "text", text: "make a plan" }] });
+  await first.waitFor(
+    () => first.updates(sessionId).some((u) => u.sessionUpdate === "agent_message_chunk" && text(u).startsWith("Let me")),
+    "the turn's first chunk",
+  );
+  await first.connection.setSessionMode({ sessionId, modeId: "plan" });
+  assert.equal(modeUpdates().length, before, "no mode change before the next model request");
+  const listed = await first.waitFor(
+    () => first.updates(sessionId).find((u) => u.sessionUpdate === "tool_call" && u.kind === "read"),
+    "the list_dir call",
+  );
+  const committed = await first.waitFor(
+    () => modeUpdates()[before],
+    "current_mode_update",
+  );
+  assert.equal(committed.currentModeId, "plan");
+  const updates = first.updates(sessionId);
+  const toolDone = updates.findIndex(
+    (u) => u.sessionUpdate === "tool_call_update" && u.toolCallId === listed.toolCallId && u.status === "completed",
+  );
+  assert.ok(toolDone >= 0 && updates.indexOf(committed) > toolDone, "committed after the step's tool ran");
+
+  // The plan review: exit_plan_mode asks through a permission request.
+  const reply = await turn;
+  assert.equal(reply.stopReason, "end_turn");
+  const review = first.permissionRequests.at(-1);
+  assert.deepEqual(review.options.map((o) => o.optionId), ["approve", "keep-planning"]);
+  assert.match(review.toolCall.content[0].content.text, /Extend the note/);
+  assert.deepEqual(modeUpdates().slice(before).map((u) => u.currentModeId), ["plan", "default"]);
+});
+
+test("a second editor loads the session with the same history, then cancels a turn", async () => {
+  const second = editor();
+  await second.initialize();
+  const listed = await second.connection.listSessions({ cwd });
+  assert.ok(listed.sessions.some((s) => s.sessionId === sessionId));
+  const loaded = await second.connection.loadSession({ sessionId, cwd, mcpServers: [] });
+  assert.equal(loaded.modes.currentModeId, "default");
+  const replayed = second.updates(sessionId);
+  const users = replayed.filter((u) => u.sessionUpdate === "user_message_chunk").map(text);
+  assert.deepEqual(users, ["leave a note", "make a plan"]);
+  const saidBy = (e) =>
+    e.updates(sessionId).filter((u) => u.sessionUpdate === "agent_message_chunk").map(text).join("");
+  assert.equal(saidBy(second), saidBy(first));
+  const calls = (e) => e.updates(sessionId).filter((u) => u.sessionUpdate === "tool_call").map((u) => u.toolCallId);
+  assert.deepEqual(calls(second), calls(first));
+
+  const turn = second.connection.prompt({ sessionId, prompt: [{ type: "text", text: "a long answer" }] });
+  await second.waitFor(
+    () => second.updates(sessionId).some((u) => u.sessionUpdate === "agent_message_chunk" && text(u).startsWith("A long")),
+    "the long answer's first chunk",
+  );
+  await second.connection.cancel({ sessionId });
+  assert.equal((await turn).stopReason, "cancelled");
+  // The first editor sees the prompt the second one sent.
+  await first.waitFor(
+    () => first.updates(sessionId).some((u) => u.sessionUpdate === "user_message_chunk" && text(u) === "a long answer"),
+    "the other editor's prompt",
+  );
+});
