@@ -110,6 +110,7 @@ async def test_the_sdk_and_an_editor_share_a_session(tmp_path: Path) -> None:
     project.mkdir()
     stack = agenthost_up(data_dir)
     up = await stack.__aenter__()
+    running = True
     try:
         gateway = cast(dict[str, str], up["addresses"])["gateway"]
         env = {**os.environ, "AGENTHOST_GATEWAY": gateway, "AGENTHOST_DATA_DIR": str(data_dir)}
@@ -118,11 +119,11 @@ async def test_the_sdk_and_an_editor_share_a_session(tmp_path: Path) -> None:
             async with AgentHostClient(gateway, token) as sdk:
                 await _share_a_session(editor, sdk, project)
                 await _refuse_bad_input(editor, project)
+            running = False
             await stack.__aexit__(None, None, None)
-            stack = None
             await _gateway_gone(editor)
     finally:
-        if stack is not None:
+        if running:
             await stack.__aexit__(None, None, None)
 
 
