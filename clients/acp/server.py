@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -44,12 +46,24 @@ async def _serve(address: str, token: str | None, data_dir: Path) -> None:
             await client.close()
 
 
+async def _serve_until_stopped(address: str, token: str | None, data_dir: Path) -> None:
+    """Serve; SIGTERM (how editors often end their agents) and SIGHUP end it
+    like a closed stdin, so a stack it started is stopped too."""
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+    assert task is not None
+    for stop in (signal.SIGTERM, signal.SIGHUP):
+        loop.add_signal_handler(stop, task.cancel)
+    with contextlib.suppress(asyncio.CancelledError):
+        await _serve(address, token, data_dir)
+
+
 def serve(address: str, token: str | None, data_dir: Path) -> int:
     """Serve until the editor closes stdin; the exit code."""
     # Logs go to stderr: stdout carries the protocol.
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="%(name)s: %(message)s")
     try:
-        asyncio.run(_serve(address, token, data_dir))
+        asyncio.run(_serve_until_stopped(address, token, data_dir))
     except KeyboardInterrupt:
         return 130
     except StackUnavailable as error:

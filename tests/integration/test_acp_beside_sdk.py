@@ -8,99 +8,15 @@ the agent with the official client library)."""
 
 from __future__ import annotations
 
-import asyncio
-import json
 import os
-import sys
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, cast
+from typing import cast
 
 import pytest
 
 from clients.sdk import AgentHostClient, user_texts
-from tests.support.hosts import REPO
+from tests.support.acp import WITHIN_S, Message, RawEditor, raw_editor
 from tests.support.node import agenthost_up
-
-WITHIN_S = 30
-Message = dict[str, Any]
-
-
-class RawEditor:
-    """An `agenthost acp` process and the messages it sent, read as they come."""
-
-    def __init__(self, process: asyncio.subprocess.Process) -> None:
-        self.process = process
-        self.messages: list[Message] = []
-        self._arrived = asyncio.Event()
-        self._next_id = 100
-        self._reader = asyncio.create_task(self._read())
-
-    async def _read(self) -> None:
-        assert self.process.stdout is not None
-        async for line in self.process.stdout:
-            self.messages.append(json.loads(line))
-            self._arrived.set()
-
-    async def wait_for(self, predicate: Callable[[Message], bool]) -> Message:
-        async with asyncio.timeout(WITHIN_S):
-            while True:
-                for message in self.messages:
-                    if predicate(message):
-                        return message
-                self._arrived.clear()
-                await self._arrived.wait()
-
-    async def write(self, line: str) -> None:
-        assert self.process.stdin is not None
-        self.process.stdin.write(line.encode() + b"\n")
-        await self.process.stdin.drain()
-
-    async def call(self, method: str, params: Any) -> Message:
-        """The response (result or error) to one request."""
-        self._next_id += 1
-        request_id = self._next_id
-        await self.write(
-            json.dumps({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
-        )
-        return await self.wait_for(lambda m: m.get("id") == request_id and "method" not in m)
-
-    def updates(self, kind: str) -> list[Message]:
-        return [
-            m["params"]["update"]
-            for m in self.messages
-            if m.get("method") == "session/update"
-            and m["params"]["update"]["sessionUpdate"] == kind
-        ]
-
-
-@asynccontextmanager
-async def raw_editor(env: dict[str, str]) -> AsyncIterator[RawEditor]:
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "clients.cli",
-        "acp",
-        cwd=REPO,
-        env=env,
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-    )
-    editor = RawEditor(process)
-    try:
-        yield editor
-    finally:
-        assert process.stdin is not None
-        process.stdin.close()
-        try:
-            async with asyncio.timeout(WITHIN_S):
-                assert await process.wait() == 0
-        finally:
-            if process.returncode is None:
-                process.kill()
-                await process.wait()
-            editor._reader.cancel()
 
 
 @pytest.mark.timeout(4 * WITHIN_S)

@@ -1,0 +1,85 @@
+"""Where `agenthost acp` finds its stack, and what an editor sees when the
+gateway goes away and comes back: it starts a stack in the background when
+none answers (saying so on stderr, stdout carrying only the protocol) and
+stops it when the editor leaves; a call made while the gateway is away
+fails at once with a clear error; once it is back, prompts work again."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+import pytest
+
+from services.common.server import port_in_use
+from tests.support.acp import WITHIN_S, Message, RawEditor, raw_editor
+from tests.support.hosts import free_base_port
+from tests.support.process_stack import process_stack
+
+GATEWAY_AWAY = -32001
+RETRY_S = 0.2
+
+
+async def _open(editor: RawEditor, project: Path) -> str:
+    init = await editor.call("initialize", {"protocolVersion": 1})
+    assert init["result"]["protocolVersion"] == 1
+    created = await editor.call("session/new", {"cwd": str(project), "mcpServers": []})
+    return str(created["result"]["sessionId"])
+
+
+def _prompt(session_id: str, text: str) -> dict[str, object]:
+    return {"sessionId": session_id, "prompt": [{"type": "text", "text": text}]}
+
+
+@pytest.mark.timeout(4 * WITHIN_S)
+async def test_an_editor_outlives_a_gateway_restart(tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    async with process_stack(tmp_path / "data") as stack:
+        env = {**os.environ, "AGENTHOST_GATEWAY": stack.gateway, "AGENTHOST_TOKEN": stack.token}
+        async with raw_editor(env) as editor:
+            session_id = await _open(editor, project)
+            stack.kill("gateway")
+            away = await editor.call("session/prompt", _prompt(session_id, "while away"))
+            assert away["error"]["code"] == GATEWAY_AWAY
+            assert "unreachable" in away["error"]["message"]
+            listed = await editor.call("session/list", {})
+            assert listed["error"]["code"] == GATEWAY_AWAY
+
+            await stack.restart("gateway")
+            reply = await _until_served(editor, session_id)
+            assert reply["result"]["stopReason"] == "end_turn"
+            said = "".join(u["content"]["text"] for u in editor.updates("agent_message_chunk"))
+            assert "Echo: once back" in said  # streamed over the reconnected stream
+
+
+async def _until_served(editor: RawEditor, session_id: str) -> Message:
+    """The prompt, sent again while the client's channel is still reconnecting."""
+    async with asyncio.timeout(WITHIN_S):
+        while True:
+            reply = await editor.call("session/prompt", _prompt(session_id, "once back"))
+            if "error" not in reply:
+                return reply
+            assert reply["error"]["code"] == GATEWAY_AWAY, reply
+            await asyncio.sleep(RETRY_S)  # a retry interval, not a synchronisation
+
+
+@pytest.mark.timeout(4 * WITHIN_S)
+async def test_without_a_stack_it_starts_one_and_stops_it_at_the_end(tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    gateway = f"127.0.0.1:{free_base_port()}"
+    env = {
+        **os.environ,
+        "AGENTHOST_GATEWAY": gateway,
+        "AGENTHOST_DATA_DIR": str(tmp_path / "data"),
+    }
+    env.pop("AGENTHOST_TOKEN", None)
+    async with raw_editor(env) as editor:
+        session_id = await _open(editor, project)
+        reply = await editor.call("session/prompt", _prompt(session_id, "hello"))
+        assert reply["result"]["stopReason"] == "end_turn"
+        assert port_in_use(gateway)
+    assert f"no agenthost stack answers at {gateway}: starting one" in editor.stderr
+    assert not port_in_use(gateway), "the stack it started is stopped with it"
