@@ -93,7 +93,8 @@ class AgentHostAgent:
 
     async def initialize(self, protocol_version: int, **_: Any) -> acp.InitializeResponse:
         return acp.InitializeResponse(
-            protocol_version=min(protocol_version, PROTOCOL_VERSION),
+            # The one version this agent speaks (a client asking another decides).
+            protocol_version=PROTOCOL_VERSION,
             agent_capabilities=acp.AgentCapabilities(
                 load_session=True,
                 # The gateway takes text prompts: no images or audio; text

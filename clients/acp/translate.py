@@ -117,21 +117,36 @@ def commands_update(commands: Iterable[rt.CommandInfo]) -> acp.AvailableCommands
     )
 
 
+# The `usage` projection's figures (context in use, the window, the cost so
+# far); its shape is the usage fold's, so the names are looked up here only.
+USAGE_USED_KEYS = ("context_tokens", "context_used", "used")
+USAGE_SIZE_KEYS = ("context_window", "window", "size")
+
+
+def _figure(value: Mapping[str, object], keys: tuple[str, ...]) -> int | None:
+    for key in keys:
+        figure = value.get(key)
+        if isinstance(figure, int | float) and not isinstance(figure, bool) and figure >= 0:
+            return int(figure)
+    return None
+
+
 def usage_update(value: object) -> acp.UsageUpdate | None:
     """The `usage` projection as a usage update, or None when it lacks the
     figures (a missing key means the feature is absent)."""
     if not isinstance(value, Mapping):
         return None
-    used, size = value.get("context_tokens"), value.get("context_window")
-    if not isinstance(used, int | float) or not isinstance(size, int | float) or size <= 0:
+    used, size = _figure(value, USAGE_USED_KEYS), _figure(value, USAGE_SIZE_KEYS)
+    if used is None or not size:
         return None
     cost = value.get("cost")
+    currency = str(value.get("currency") or "USD")
     return acp.UsageUpdate(
         session_update="usage_update",
-        used=int(used),
-        size=int(size),
-        cost=acp.Cost(amount=float(cost), currency=str(value.get("currency") or "USD"))
-        if isinstance(cost, int | float)
+        used=used,
+        size=size,
+        cost=acp.Cost(amount=float(cost), currency=currency)
+        if isinstance(cost, int | float) and not isinstance(cost, bool)
         else None,
     )
 

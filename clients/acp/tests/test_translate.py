@@ -1,0 +1,127 @@
+"""What an editor is shown of agenthost's log and questions (pure mapping)."""
+
+from __future__ import annotations
+
+from acp import schema as acp
+from acp.helpers import embedded_text_resource, resource_block, text_block
+from agenthost.sessionlog.v1 import events_pb2 as ev
+
+from clients.acp import translate
+from clients.sdk import Question
+
+NEW_FILE = """--- /dev/null
++++ b/NOTES.md
+@@ -0,0 +1,2 @@
++# Notes
++hello
+"""
+EDIT = """--- a/src/x.py
++++ b/src/x.py
+@@ -1,3 +1,3 @@
+ a = 1
+-b = 2
++b = 3
+ c = 4
+@@ -10,2 +10,2 @@
+-z = 0
++z = 1
+ end
+"""
+
+
+def test_a_new_file_diff_has_no_old_text_and_an_absolute_path() -> None:
+    assert translate.diff_hunks(NEW_FILE, "/work/p") == [
+        ("/work/p/NOTES.md", None, "# Notes\nhello\n")
+    ]
+
+
+def test_an_edit_shows_each_hunk_before_and_after() -> None:
+    assert translate.diff_hunks(EDIT, "/work/p") == [
+        ("/work/p/src/x.py", "a = 1\nb = 2\nc = 4\n", "a = 1\nb = 3\nc = 4\n"),
+        ("/work/p/src/x.py", "z = 0\nend\n", "z = 1\nend\n"),
+    ]
+
+
+def _approval() -> Question:
+    return Question.from_event(
+        ev.QuestionAsked(
+            question_id="q1",
+            presentation=ev.QUESTION_PRESENTATION_TOOL_APPROVAL,
+            title="Run a command?",
+            call_id="call-1",
+            approval=ev.ToolApproval(
+                tool="shell", summary="$ pytest -q", detail="pytest -q", grant="shell:pytest -q"
+            ),
+        )
+    )
+
+
+def test_a_tool_approval_offers_the_four_choices_and_each_maps_to_an_answer() -> None:
+    options = translate.permission_options(_approval())
+    assert [o.kind for o in options] == [
+        "allow_once",
+        "allow_always",
+        "reject_once",
+        "reject_always",
+    ]
+    answers = [translate.answer_for_option(o.option_id) for o in options]
+    assert answers == [
+        {"allow_once": True},
+        {"allow_for_session": True},
+        {"deny": ""},
+        {"deny": ""},
+    ]
+    call = translate.permission_tool_call(_approval())
+    assert (call.tool_call_id, call.kind, call.title) == ("call-1", "execute", "$ pytest -q")
+
+
+def test_a_plan_review_is_approve_or_keep_planning_with_feedback() -> None:
+    review = Question("q2", "plan-review", "Ready to code?", "# Plan", approve_label="Approve")
+    options = translate.permission_options(review)
+    assert [(o.option_id, o.name) for o in options] == [
+        ("approve", "Approve"),
+        ("keep-planning", "Keep planning"),
+    ]
+    assert translate.answer_for_option("approve") == {"approve": True}
+    assert translate.answer_for_option("keep-planning", "add tests") == {"feedback": "add tests"}
+    assert translate.answer_for_option("keep-planning") == {
+        "feedback": translate.KEEP_PLANNING_FEEDBACK
+    }
+    assert translate.answer_for_option("something else") is None
+
+
+def test_usage_is_sent_only_where_the_projection_has_the_figures() -> None:
+    assert translate.usage_update(None) is None
+    assert translate.usage_update({"total_tokens": 10}) is None
+    update = translate.usage_update({"context_tokens": 1200, "context_window": 8000, "cost": 0.5})
+    assert update is not None
+    assert update.model_dump(by_alias=True, exclude_none=True) == {
+        "sessionUpdate": "usage_update",
+        "used": 1200,
+        "size": 8000,
+        "cost": {"amount": 0.5, "currency": "USD"},
+    }
+
+
+def test_slash_commands_are_the_sessions_own() -> None:
+    assert translate.slash_command("/plan", ["plan"]) == translate.SlashCommand("plan", None)
+    assert translate.slash_command("/plan do it\nwell", ["plan"]) == translate.SlashCommand(
+        "plan", "do it\nwell"
+    )
+    assert translate.slash_command("/etc/hosts is odd", ["plan"]) is None
+
+
+def test_a_prompt_inlines_text_resources() -> None:
+    blocks = [
+        text_block("look at "),
+        resource_block(embedded_text_resource("file:///p/a.py", "x = 1")),
+    ]
+    assert translate.prompt_text(blocks) == "look at \n```file:///p/a.py\nx = 1\n```"
+
+
+def test_without_plan_mode_only_the_default_mode_is_offered() -> None:
+    state = translate.modes(False, plan_available=False)
+    assert [m.id for m in state.available_modes] == ["default"]
+    [option] = translate.config_options(state)
+    assert isinstance(option, acp.SessionConfigOptionSelect)
+    assert option.current_value == "default"
