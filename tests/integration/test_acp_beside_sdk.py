@@ -8,6 +8,7 @@ the agent with the official client library)."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import cast
@@ -99,3 +100,77 @@ async def _gateway_gone(editor: RawEditor) -> None:
     gone = await editor.call("session/list", {})
     assert gone["error"]["code"] == -32001
     assert "unreachable" in gone["error"]["message"]
+
+
+PLAN_SCRIPT = {
+    "replies": [
+        {
+            "text": "Here is my plan.",
+            "tool_calls": [{"name": "exit_plan_mode", "args": {"plan": "# Plan\n\n1. Cache."}}],
+        },
+        {"text": "I will plan the tests too."},
+    ]
+}
+
+
+@pytest.mark.timeout(4 * WITHIN_S)
+async def test_keep_planning_carries_the_editors_feedback(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    project = tmp_path / "project"
+    project.mkdir()
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps(PLAN_SCRIPT))
+    async with agenthost_up(data_dir, {"AGENTHOST_BUILTIN_SCRIPT": str(script)}) as up:
+        gateway = cast(dict[str, str], up["addresses"])["gateway"]
+        env = {**os.environ, "AGENTHOST_GATEWAY": gateway, "AGENTHOST_DATA_DIR": str(data_dir)}
+        token = (data_dir / "token").read_text().strip()
+        async with raw_editor(env) as editor, AgentHostClient(gateway, token) as sdk:
+            await editor.call("initialize", {"protocolVersion": 1})
+            created = await editor.call("session/new", {"cwd": str(project), "mcpServers": []})
+            session_id = created["result"]["sessionId"]
+            chosen = await editor.call(
+                "session/set_config_option",
+                {"sessionId": session_id, "configId": "mode", "value": "plan"},
+            )
+            assert chosen["result"]["configOptions"][0]["currentValue"] == "plan"
+            await editor.wait_for(lambda m: _mode_update(m) == "plan")
+            session = await sdk.open_session(session_id)
+            assert session.plan.state is not None and session.plan.state.active
+
+            await editor.write(
+                json.dumps(
+                    {
+                        "jsonrpc": "2.0",
+                        "id": 1,
+                        "method": "session/prompt",
+                        "params": {
+                            "sessionId": session_id,
+                            "prompt": [{"type": "text", "text": "plan a cache"}],
+                        },
+                    }
+                )
+            )
+            review = await editor.wait_for(
+                lambda m: m.get("method") == "session/request_permission"
+            )
+            options = [o["optionId"] for o in review["params"]["options"]]
+            assert options == ["approve", "keep-planning"]
+            await editor.respond(
+                review,
+                {
+                    "outcome": {
+                        "outcome": "selected",
+                        "optionId": "keep-planning",
+                        "_meta": {"feedback": "plan the tests too"},
+                    }
+                },
+            )
+            ended = await editor.wait_for(lambda m: m.get("id") == 1 and "method" not in m)
+            assert ended["result"]["stopReason"] == "end_turn"
+            answers = [
+                e.question_answered.answer
+                for e in session.events
+                if e.HasField("question_answered")
+            ]
+            assert [a.feedback for a in answers] == ["plan the tests too"]
+            assert session.plan.state is not None and session.plan.state.active  # still planning

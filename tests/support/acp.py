@@ -68,6 +68,10 @@ class RawEditor:
         )
         return await self.wait_for(lambda m: m.get("id") == request_id and "method" not in m)
 
+    async def respond(self, request: Message, result: Any) -> None:
+        """Answer a request the agent sent (a permission request, say)."""
+        await self.write(json.dumps({"jsonrpc": "2.0", "id": request["id"], "result": result}))
+
     def updates(self, kind: str) -> list[Message]:
         return [
             m["params"]["update"]
