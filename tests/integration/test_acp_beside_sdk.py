@@ -1,6 +1,7 @@
 """`agenthost acp` beside the Python SDK on one session, and its answers to bad
 input: a plan mode set through the SDK reaches the editor as
-current_mode_update, the prompt the editor sent is in the SDK's history;
+current_mode_update, the prompt the editor sent is in the SDK's history, a
+plan review's "keep planning" carries the editor's feedback;
 malformed JSON, an unknown method and wrong params get their JSON-RPC error
 codes while the process keeps serving; a gateway gone away is a clear error,
 not a hang. The editor here writes protocol lines itself (tests/acp drives
@@ -167,6 +168,9 @@ async def test_keep_planning_carries_the_editors_feedback(tmp_path: Path) -> Non
             )
             ended = await editor.wait_for(lambda m: m.get("id") == 1 and "method" not in m)
             assert ended["result"]["stopReason"] == "end_turn"
+            await session.wait_until(
+                lambda s: any(e.HasField("question_answered") for e in s.events), within=WITHIN_S
+            )
             answers = [
                 e.question_answered.answer
                 for e in session.events
