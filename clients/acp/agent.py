@@ -8,6 +8,7 @@ the connection reconnects in the background."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -219,7 +220,9 @@ class AgentHostAgent:
             result = await _gateway(live.execute_command(command.name, command.args))
             if not result.ok:
                 raise RequestError(-32602, result.message, {"command": command.name})
-            if not live.running:
+            if not await self._turn_started(session, before, result.seq):
+                if result.message:
+                    await session.say(result.message)
                 return acp.PromptResponse(stop_reason="end_turn")
             after = before
         else:
@@ -236,6 +239,15 @@ class AgentHostAgent:
                 -32603, f"the turn failed: {ended.end.error}", {"reason": "TURN_ERROR"}
             )
         return acp.PromptResponse(stop_reason=reason)
+
+    async def _turn_started(self, session: AcpSession, before: int, upto: int) -> bool:
+        """Whether a turn started in the log between `before` and `upto` (a
+        command such as `/plan <message>` sends a message); the history is
+        awaited up to `upto` first."""
+        live = session.session
+        with contextlib.suppress(TimeoutError):
+            await live.wait_until(lambda s: s.last_seq >= upto, within=self.gateway.call_timeout)
+        return any(translate.starts_turn(e) for e in live.events if before < e.seq <= upto)
 
     async def _wait(self, turn_end: asyncio.Future[T]) -> T:
         """The turn's end; across reconnects, until the SDK client gives up."""

@@ -127,6 +127,10 @@ class AcpSession:
             if not waiter.done():
                 waiter.cancel()
 
+    async def say(self, text: str) -> None:
+        """A line from agenthost itself (a command's message)."""
+        await self._send(translate.agent_text(text, "answer"))
+
     async def _send(self, update: Any) -> None:
         await self.client.session_update(session_id=self.id, update=update)
 
@@ -171,8 +175,8 @@ class AcpSession:
                 self._streamed = Streamed(step)
         elif kind == "user_message":
             text = event.user_message.text
-            if event.user_message.source.kind == events_pb2.SOURCE_KIND_PLUGIN:
-                return  # a notice for the model (e.g. the mode changed), not the person's
+            if translate.is_notice(event.user_message):
+                return
             if not replay and text in self.own_prompts:
                 self.own_prompts.remove(text)
             elif text:

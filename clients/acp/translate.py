@@ -312,6 +312,20 @@ def diff_hunks(diff: str, cwd: str) -> list[tuple[str, str | None, str]]:
     return hunks
 
 
+def is_notice(message: events_pb2.UserMessage) -> bool:
+    """A message a plugin recorded for the model (e.g. that the mode changed),
+    not the person's."""
+    return message.source.kind == events_pb2.SOURCE_KIND_PLUGIN
+
+
+def starts_turn(event: events_pb2.Event) -> bool:
+    """A turn opened, or the person's message that opens one was taken."""
+    kind = event.WhichOneof("body")
+    if kind == "user_message":
+        return not is_notice(event.user_message)
+    return kind in ("turn_start", "input_queued")
+
+
 def stop_reason(end: events_pb2.TurnEnd) -> acp.StopReason | None:
     """How a turn ended, as a stop reason; None for a failed turn."""
     return TURN_END_STOP_REASONS.get(end.reason)

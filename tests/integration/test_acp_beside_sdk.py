@@ -69,7 +69,21 @@ async def _share_a_session(editor: RawEditor, sdk: AgentHostClient, project: Pat
 
     await session.set_plan(False)
     await editor.wait_for(lambda m: _mode_update(m) == "default")
+
+    # The session's commands, typed in the editor: /plan enters plan mode.
+    shown = len(_modes(editor))
+    command = await editor.call(
+        "session/prompt", {"sessionId": session_id, "prompt": [{"type": "text", "text": "/plan"}]}
+    )
+    assert command["result"]["stopReason"] == "end_turn"
+    await editor.wait_for(lambda _: len(_modes(editor)) > shown)
+    assert _modes(editor)[shown:] == ["plan"]
     await session.close()
+
+
+def _modes(editor: RawEditor) -> list[str]:
+    """The modes the editor was told, in order."""
+    return [mode for m in editor.messages if (mode := _mode_update(m)) is not None]
 
 
 def _mode_update(message: Message) -> str | None:
