@@ -2,7 +2,7 @@
 // against a stack scripted with builtin-script.json; the tests run in order).
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
-import { Editor, text } from "./harness.mjs";
+import { Editor, agentMessageValidator, text } from "./harness.mjs";
 
 const cwd = process.env.ACP_WORKDIR;
 const editors = [];
@@ -31,7 +31,6 @@ before(async () => {
 
 after(async () => {
   for (const e of editors) {
-    assert.deepEqual(e.invalid, [], `messages the schema refuses:\n${JSON.stringify(e.invalid, null, 1)}`);
     assert.equal(await e.close(), 0, e.stderr);
   }
 });
@@ -139,4 +138,16 @@ test("a second editor loads the session with the same history, then cancels a tu
     () => first.updates(sessionId).some((u) => u.sessionUpdate === "user_message_chunk" && text(u) === "a long answer"),
     "the other editor's prompt",
   );
+});
+
+test("every message the agent sent validates against the protocol's schema", () => {
+  const validate = agentMessageValidator();
+  const update = (u) => ({ jsonrpc: "2.0", method: "session/update", params: { sessionId: "s", update: u } });
+  assert.deepEqual(validate(update({ sessionUpdate: "current_mode_update", currentModeId: "plan" })), []);
+  assert.notDeepEqual(validate(update({ sessionUpdate: "bogus" })), [], "the validator refuses what the schema does not allow");
+  assert.notDeepEqual(validate({ jsonrpc: "2.0", id: 1, result: {} }, "session/prompt"), [], "a prompt's result has a stop reason");
+  for (const e of editors) {
+    assert.ok(e.messages.length > 10);
+    assert.deepEqual(e.invalid, [], `messages the schema refuses:\n${JSON.stringify(e.invalid, null, 1)}`);
+  }
 });

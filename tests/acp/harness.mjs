@@ -14,8 +14,24 @@ const SCHEMA = JSON.parse(
   readFileSync(require.resolve("@agentclientprotocol/sdk/schema/schema.json"), "utf8"),
 );
 
-/** A validator of messages an agent sends: the schema's "Agent" branch. */
-export function agentMessageValidator() {
+// What the agent's messages carry, by method: the params of its requests and
+// notifications, the results of its responses to the editor's requests.
+const PARAMS = {
+  "session/update": "SessionNotification",
+  "session/request_permission": "RequestPermissionRequest",
+};
+const RESULTS = {
+  initialize: "InitializeResponse",
+  authenticate: "AuthenticateResponse",
+  "session/new": "NewSessionResponse",
+  "session/load": "LoadSessionResponse",
+  "session/list": "ListSessionsResponse",
+  "session/set_mode": "SetSessionModeResponse",
+  "session/set_config_option": "SetSessionConfigOptionResponse",
+  "session/prompt": "PromptResponse",
+};
+
+function schemaAjv() {
   const ajv = new Ajv2020({ strict: false, allErrors: true });
   addFormats(ajv);
   const integer = (min, max) => ({
@@ -28,8 +44,38 @@ export function agentMessageValidator() {
   ajv.addFormat("int32", integer(-(2 ** 31), 2 ** 31 - 1));
   ajv.addFormat("int64", integer(Number.MIN_SAFE_INTEGER, Number.MAX_SAFE_INTEGER));
   ajv.addFormat("double", { type: "number", validate: Number.isFinite });
+  return ajv;
+}
+
+/**
+ * A validator of the messages an agent sends: `validate(message, method)`
+ * (`method`: the editor's request a response answers) checks the JSON-RPC
+ * envelope against the schema's "Agent" branch, then the params or result
+ * against the definition of that method (the envelope alone would let any
+ * payload pass as an extension message). Returns the errors ([] when valid).
+ */
+export function agentMessageValidator() {
+  const ajv = schemaAjv();
   const agent = SCHEMA.anyOf.find((branch) => branch.title === "Agent");
-  return ajv.compile({ ...SCHEMA, anyOf: [agent] });
+  const envelope = ajv.compile({ ...SCHEMA, anyOf: [agent] });
+  const definition = (name) =>
+    ajv.compile({ $schema: SCHEMA.$schema, $defs: SCHEMA.$defs, $ref: `#/$defs/${name}` });
+  const params = Object.fromEntries(Object.entries(PARAMS).map(([m, n]) => [m, definition(n)]));
+  const results = Object.fromEntries(Object.entries(RESULTS).map(([m, n]) => [m, definition(n)]));
+  const error = definition("Error");
+  const check = (validate, value, where) => (validate(value) ? [] : [{ where, errors: validate.errors }]);
+  return (message, method) => {
+    const problems = check(envelope, message, "envelope");
+    if (typeof message.method === "string") {
+      const validate = params[message.method];
+      if (!validate) return [...problems, { where: `unexpected method ${message.method}` }];
+      return [...problems, ...check(validate, message.params, message.method)];
+    }
+    if ("error" in message) return [...problems, ...check(error, message.error, "error")];
+    const validate = results[method];
+    if (!validate) return [...problems, { where: `a response to an unknown request (${method})` }];
+    return [...problems, ...check(validate, message.result, `${method} result`)];
+  };
 }
 
 const validate = agentMessageValidator();
@@ -76,6 +122,18 @@ export class Editor {
       Writable.toWeb(this.process.stdin),
       Readable.toWeb(this.process.stdout),
     );
+    this.requested = new Map(); // the editor's request ids -> their methods
+    const writable = new WritableStream({
+      write: async (message) => {
+        if (message.method && message.id !== undefined) this.requested.set(message.id, message.method);
+        const writer = stream.writable.getWriter();
+        try {
+          await writer.write(message);
+        } finally {
+          writer.releaseLock();
+        }
+      },
+    });
     const recorded = stream.readable.pipeThrough(
       new TransformStream({
         transform: (message, controller) => {
@@ -92,14 +150,15 @@ export class Editor {
           return { outcome: { outcome: "selected", optionId: this.choose(request) } };
         },
       }),
-      { writable: stream.writable, readable: recorded },
+      { writable, readable: recorded },
     );
   }
 
   record(message) {
     this.messages.push(message);
-    if (!validate(message)) {
-      this.invalid.push({ message, errors: validate.errors });
+    const problems = validate(message, this.requested.get(message.id));
+    if (problems.length > 0) {
+      this.invalid.push({ message, problems });
     }
     for (const check of [...this.watchers]) check();
   }

@@ -23,6 +23,7 @@ NODE_TESTS = (
     "a tool call that needs permission is allowed and shows its diff",
     "plan mode chosen during a turn is committed at the next model request",
     "a second editor loads the session with the same history, then cancels a turn",
+    "every message the agent sent validates against the protocol's schema",
 )
 TIMEOUT_S = 120
 
