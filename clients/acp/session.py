@@ -18,6 +18,7 @@ from clients.sdk import (
     AgentHostError,
     CommandsChanged,
     EventAppended,
+    HistoryLoaded,
     OutputStreamed,
     PlanChanged,
     ProjectionChanged,
@@ -68,7 +69,9 @@ class AcpSession:
         self._turn_waiters: list[tuple[int, asyncio.Future[TurnEnded]]] = []
         self._asking: dict[str, asyncio.Task[None]] = {}
         self._pump: asyncio.Task[None] | None = None
-        self._upto = -1
+        # The seq of the last event sent (replayed, or live); what the history
+        # held when the subscription began is no news.
+        self._upto = session.last_seq
 
     # -- modes ---------------------------------------------------------------------------
 
@@ -136,8 +139,12 @@ class AcpSession:
 
     async def _on_update(self, update: Update) -> None:
         if isinstance(update, EventAppended):
-            if update.event.seq > self._upto:
-                await self._on_event(update.event, replay=False)
+            await self._on_live_event(update.event)
+        elif isinstance(update, HistoryLoaded):
+            # After a resync the window is replaced without EventAppended:
+            # what it holds beyond the last event sent is new.
+            for event in list(self.session.events):
+                await self._on_live_event(event)
         elif isinstance(update, TextStreamed):
             await self._on_text(update)
         elif isinstance(update, OutputStreamed):
@@ -156,6 +163,12 @@ class AcpSession:
             usage = translate.usage_update(update.value)
             if usage is not None:
                 await self._send(usage)
+
+    async def _on_live_event(self, event: events_pb2.Event) -> None:
+        """Each event once, in log order."""
+        if event.seq > self._upto:
+            self._upto = event.seq
+            await self._on_event(event, replay=False)
 
     async def _on_text(self, update: TextStreamed) -> None:
         streamed = self._streamed
