@@ -40,7 +40,10 @@ async def _serve(address: str, token: str | None, data_dir: Path) -> None:
                 # -32601 Method not found).
                 agent = cast(Callable[[Client], Agent], make_agent)
                 conn = AgentSideConnection(agent, transport, listening=False)
-                await conn.listen()
+                try:
+                    await conn.listen()
+                finally:
+                    await conn.close()  # requests in flight end with the editor
             await tasks.shutdown()
         finally:
             await client.close()
