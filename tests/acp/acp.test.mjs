@@ -48,7 +48,7 @@ test("a new session offers the default and plan modes and lists its commands", a
   assert.ok(commands.availableCommands.some((c) => c.name === "plan"));
 });
 
-test("a tool call that needs permission is allowed and shows its diff", async () => {
+test("tool calls that need permission are allowed and show a diff and output", async () => {
   const reply = await first.connection.prompt({
     sessionId,
     prompt: [{ type: "text", text: "leave a note" }],
@@ -72,7 +72,17 @@ test("a tool call that needs permission is allowed and shows its diff", async ()
   assert.equal(diff.path, `${cwd}/NOTES.md`);
   assert.match(diff.newText, /from the editor/);
   const said = updates.filter((u) => u.sessionUpdate === "agent_message_chunk").map(text).join("");
-  assert.equal(said, "I'll leave a note in NOTES.md.The note is written.");
+  assert.equal(said, "I'll leave a note in NOTES.md.Now a check.The note is written.");
+
+  // A command: asked too, then its output.
+  assert.equal(first.permissionRequests.length, 2);
+  const command = updates.find((u) => u.sessionUpdate === "tool_call" && u.kind === "execute");
+  assert.equal(command.title, "$ echo hello from the shell");
+  const ran = updates.filter(
+    (u) => u.sessionUpdate === "tool_call_update" && u.toolCallId === command.toolCallId,
+  ).at(-1);
+  assert.equal(ran.status, "completed");
+  assert.match(ran.content[0].content.text, /hello from the shell/);
 });
 
 test("plan mode chosen during a turn is committed at the next model request", async () => {

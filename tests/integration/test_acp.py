@@ -20,7 +20,7 @@ ACP_DIR = REPO / "tests" / "acp"
 BUILTIN_SCRIPT = ACP_DIR / "builtin-script.json"
 NODE_TESTS = (
     "a new session offers the default and plan modes and lists its commands",
-    "a tool call that needs permission is allowed and shows its diff",
+    "tool calls that need permission are allowed and show a diff and output",
     "plan mode chosen during a turn is committed at the next model request",
     "a second editor loads the session with the same history, then cancels a turn",
     "every message the agent sent validates against the protocol's schema",
