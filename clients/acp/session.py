@@ -202,7 +202,7 @@ class AcpSession:
             await self._send(translate.tool_result(event.tool_result, self.cwd))
         elif kind == "plan_mode" and not replay:
             await self._send_mode()
-        elif kind == "session_title" and not replay:
+        elif kind == "session_title":
             await self._send(
                 acp.SessionInfoUpdate(
                     session_update="session_info_update", title=event.session_title.title
