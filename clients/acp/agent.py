@@ -38,6 +38,8 @@ GATEWAY_UNAVAILABLE = -32001
 AGENT_BUSY = -32003
 # How often a prompt waiting for its turn checks that the client still lives.
 WAIT_CHECK_S = 1.0
+# How long a prompt waits for its turn with the gateway away before it fails.
+TURN_AWAY_S = 30.0
 
 
 def _version() -> str:
@@ -250,7 +252,11 @@ class AgentHostAgent:
         return any(translate.starts_turn(e) for e in live.events if before < e.seq <= upto)
 
     async def _wait(self, turn_end: asyncio.Future[T]) -> T:
-        """The turn's end; across reconnects, until the SDK client gives up."""
+        """The turn's end, across reconnects (the catch-up brings it); an
+        error once the SDK client gave up, or the gateway stayed away for
+        TURN_AWAY_S (the turn may go on: loading the session shows it)."""
+        loop = asyncio.get_running_loop()
+        away_since: float | None = None
         while True:
             done, _ = await asyncio.wait([turn_end], timeout=WAIT_CHECK_S)
             if done:
@@ -259,6 +265,18 @@ class AgentHostAgent:
             if failure is not None:
                 turn_end.cancel()
                 raise rpc_error(failure)
+            if self.gateway.connected:
+                away_since = None
+            elif away_since is None:
+                away_since = loop.time()
+            elif loop.time() - away_since > TURN_AWAY_S:
+                turn_end.cancel()
+                raise RequestError(
+                    GATEWAY_UNAVAILABLE,
+                    "lost the agenthost gateway during the turn, which may go on; "
+                    "load the session again to follow it",
+                    {"reason": "GATEWAY_AWAY"},
+                )
 
     async def cancel(self, session_id: str, **_: Any) -> None:
         session = self.sessions.get(session_id)

@@ -7,6 +7,7 @@ fails at once with a clear error; once it is back, prompts work again."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 from pathlib import Path
 
@@ -32,14 +33,22 @@ def _prompt(session_id: str, text: str) -> dict[str, object]:
     return {"sessionId": session_id, "prompt": [{"type": "text", "text": text}]}
 
 
+SLOW_ANSWER = "A slow answer, streamed across a gateway restart."
+
+
 @pytest.mark.timeout(4 * WITHIN_S)
 async def test_an_editor_outlives_a_gateway_restart(tmp_path: Path) -> None:
     project = tmp_path / "project"
     project.mkdir()
-    async with process_stack(tmp_path / "data") as stack:
+    script = tmp_path / "script.json"
+    slow = {"text": SLOW_ANSWER, "parts": 8, "delta_s": 0.25}
+    script.write_text(json.dumps({"replies": [slow]}))
+    async with process_stack(tmp_path / "data", {"AGENTHOST_BUILTIN_SCRIPT": str(script)}) as stack:
         env = {**os.environ, "AGENTHOST_GATEWAY": stack.gateway, "AGENTHOST_TOKEN": stack.token}
         async with raw_editor(env) as editor:
             session_id = await _open(editor, project)
+            turn = await editor.send("session/prompt", _prompt(session_id, "slowly"))
+            await editor.wait_for(lambda _: bool(_said(editor)))
             stack.kill("gateway")
             away = await editor.call("session/prompt", _prompt(session_id, "while away"))
             assert away["error"]["code"] == GATEWAY_AWAY
@@ -48,10 +57,19 @@ async def test_an_editor_outlives_a_gateway_restart(tmp_path: Path) -> None:
             assert listed["error"]["code"] == GATEWAY_AWAY
 
             await stack.restart("gateway")
+            # The turn in flight ends for the editor once the client is back,
+            # with the whole answer, each piece once.
+            ended = await editor.response(turn)
+            assert ended["result"]["stopReason"] == "end_turn"
+            assert _said(editor) == SLOW_ANSWER
+
             reply = await _until_served(editor, session_id)
             assert reply["result"]["stopReason"] == "end_turn"
-            said = "".join(u["content"]["text"] for u in editor.updates("agent_message_chunk"))
-            assert "Echo: once back" in said  # streamed over the reconnected stream
+            assert _said(editor) == f"{SLOW_ANSWER}Echo: once back"
+
+
+def _said(editor: RawEditor) -> str:
+    return "".join(u["content"]["text"] for u in editor.updates("agent_message_chunk"))
 
 
 async def _until_served(editor: RawEditor, session_id: str) -> Message:

@@ -59,14 +59,20 @@ class RawEditor:
         self.process.stdin.write(line.encode() + b"\n")
         await self.process.stdin.drain()
 
+    async def send(self, method: str, params: Any) -> int:
+        """Send a request; its id, for `response`."""
+        self._next_id += 1
+        request = {"jsonrpc": "2.0", "id": self._next_id, "method": method, "params": params}
+        await self.write(json.dumps(request))
+        return self._next_id
+
+    async def response(self, request_id: int) -> Message:
+        """The response (result or error) to a request sent."""
+        return await self.wait_for(lambda m: m.get("id") == request_id and "method" not in m)
+
     async def call(self, method: str, params: Any) -> Message:
         """The response (result or error) to one request."""
-        self._next_id += 1
-        request_id = self._next_id
-        await self.write(
-            json.dumps({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
-        )
-        return await self.wait_for(lambda m: m.get("id") == request_id and "method" not in m)
+        return await self.response(await self.send(method, params))
 
     async def respond(self, request: Message, result: Any) -> None:
         """Answer a request the agent sent (a permission request, say)."""
