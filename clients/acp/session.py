@@ -101,7 +101,10 @@ class AcpSession:
     def start(self) -> None:
         """Begin the live updates (commands, usage, mode, open questions first).
         Called from a request's handler: the task runs once the handler's
-        response is queued, so these follow the response."""
+        response is queued, so these follow the response. Once only (a
+        session/new that reuses a session this editor has open)."""
+        if self._pump is not None:
+            return
         self._mode_sent = translate.mode_id(self.plan_active)
         self._pump = asyncio.create_task(self._run(), name=f"acp-{self.id}")
 

@@ -143,6 +143,8 @@ async def test_keep_planning_carries_the_editors_feedback(tmp_path: Path) -> Non
             await editor.call("initialize", {"protocolVersion": 1})
             created = await editor.call("session/new", {"cwd": str(project), "mcpServers": []})
             session_id = created["result"]["sessionId"]
+            again = await editor.call("session/new", {"cwd": str(project), "mcpServers": []})
+            assert again["result"]["sessionId"] == session_id  # the blank session, reused
             chosen = await editor.call(
                 "session/set_config_option",
                 {"sessionId": session_id, "configId": "mode", "value": "plan"},
@@ -192,3 +194,5 @@ async def test_keep_planning_carries_the_editors_feedback(tmp_path: Path) -> Non
             ]
             assert [a.feedback for a in answers] == ["plan the tests too"]
             assert session.plan.state is not None and session.plan.state.active  # still planning
+            fresh = await editor.call("session/new", {"cwd": str(project), "mcpServers": []})
+            assert fresh["result"]["sessionId"] != session_id  # this one is no blank any more
