@@ -29,29 +29,30 @@ __all__ = ["PROTOCOL_VERSION", "serve"]
 
 
 async def _serve(address: str, token: str | None, data_dir: Path) -> None:
-    async with gateway_for(address, token, data_dir) as gateway:
-        client = AgentHostClient(gateway.address, gateway.token, tls_roots=tls_roots())
-        try:
-            reader, writer = await stdio_streams(limit=DEFAULT_STDIO_BUFFER_LIMIT_BYTES)
-            tasks = TaskSupervisor(source="agenthost.acp")
-            transport = CheckedTransport(reader, MessageSender(writer, tasks))
-            async with serving(client) as make_agent:
-                # The agent implements the protocol's stable methods (the rest answer
-                # -32601 Method not found).
-                agent = cast(Callable[[Client], Agent], make_agent)
-                conn = AgentSideConnection(agent, transport, listening=False)
-                try:
-                    await conn.listen()
-                finally:
-                    await conn.close()  # requests in flight end with the editor
-            await tasks.shutdown()
-        finally:
-            await client.close()
+    gateway = await gateway_for(address, token, data_dir)
+    client = AgentHostClient(gateway.address, gateway.token, tls_roots=tls_roots())
+    try:
+        reader, writer = await stdio_streams(limit=DEFAULT_STDIO_BUFFER_LIMIT_BYTES)
+        tasks = TaskSupervisor(source="agenthost.acp")
+        transport = CheckedTransport(reader, MessageSender(writer, tasks))
+        async with serving(client) as make_agent:
+            # The agent implements the protocol's stable methods (the rest
+            # answer -32601 Method not found).
+            agent = cast(Callable[[Client], Agent], make_agent)
+            conn = AgentSideConnection(agent, transport, listening=False)
+            try:
+                await conn.listen()
+            finally:
+                await conn.close()  # requests in flight end with the editor
+        await tasks.shutdown()
+    finally:
+        await client.close()
 
 
 async def _serve_until_stopped(address: str, token: str | None, data_dir: Path) -> None:
     """Serve; SIGTERM (how editors often end their agents) and SIGHUP end it
-    like a closed stdin, so a stack it started is stopped too."""
+    like a closed stdin: requests in flight are ended, the gateway's
+    connection closed."""
     loop = asyncio.get_running_loop()
     task = asyncio.current_task()
     assert task is not None

@@ -1,14 +1,17 @@
 """Where `agenthost acp` finds its stack, and what an editor sees when the
 gateway goes away and comes back: it starts a stack in the background when
-none answers (saying so on stderr, stdout carrying only the protocol) and
-stops it when the editor leaves; a call made while the gateway is away
-fails at once with a clear error; once it is back, prompts work again."""
+none answers (saying so on stderr, stdout carrying only the protocol), which
+keeps serving the next editor after the first closed; a call made while the
+gateway is away fails at once with a clear error; a turn in flight ends for
+the editor once the gateway is back."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import os
+import re
+import signal
 from pathlib import Path
 
 import pytest
@@ -84,20 +87,42 @@ async def _until_served(editor: RawEditor, session_id: str) -> Message:
 
 
 @pytest.mark.timeout(4 * WITHIN_S)
-async def test_without_a_stack_it_starts_one_and_stops_it_at_the_end(tmp_path: Path) -> None:
+async def test_without_a_stack_it_starts_one_that_outlives_the_editor(tmp_path: Path) -> None:
     project = tmp_path / "project"
     project.mkdir()
     gateway = f"127.0.0.1:{free_base_port()}"
-    env = {
-        **os.environ,
-        "AGENTHOST_GATEWAY": gateway,
-        "AGENTHOST_DATA_DIR": str(tmp_path / "data"),
-    }
+    env = {**os.environ, "AGENTHOST_GATEWAY": gateway, "AGENTHOST_DATA_DIR": str(tmp_path / "data")}
     env.pop("AGENTHOST_TOKEN", None)
-    async with raw_editor(env) as editor:
-        session_id = await _open(editor, project)
-        reply = await editor.call("session/prompt", _prompt(session_id, "hello"))
+    async with raw_editor(env) as first:
+        session_id = await _open(first, project)
+        reply = await first.call("session/prompt", _prompt(session_id, "hello"))
         assert reply["result"]["stopReason"] == "end_turn"
-        assert port_in_use(gateway)
-    assert f"no agenthost stack answers at {gateway}: starting one" in editor.stderr
-    assert not port_in_use(gateway), "the stack it started is stopped with it"
+    assert f"no agenthost stack answers at {gateway}: starting one" in first.stderr
+    started = re.search(r"in the background now \(pid (\d+)", first.stderr)
+    assert started, first.stderr
+    pid = int(started.group(1))
+    try:
+        # The next editor finds it (and the session) instead of starting another.
+        async with raw_editor(env) as second:
+            await second.call("initialize", {"protocolVersion": 1})
+            listed = await second.call("session/list", {"cwd": str(project)})
+            assert [s["sessionId"] for s in listed["result"]["sessions"]] == [session_id]
+        assert "starting one" not in second.stderr
+    finally:
+        await _stop(pid)
+    assert not port_in_use(gateway)
+
+
+async def _stop(pid: int) -> None:
+    """Ctrl-C for a stack this test did not start itself, and its end."""
+    ended = asyncio.Event()
+    handle = os.pidfd_open(pid)
+    loop = asyncio.get_running_loop()
+    loop.add_reader(handle, ended.set)  # readable once the process has ended
+    try:
+        os.kill(pid, signal.SIGINT)
+        async with asyncio.timeout(WITHIN_S):
+            await ended.wait()
+    finally:
+        loop.remove_reader(handle)
+        os.close(handle)
