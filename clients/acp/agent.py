@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from importlib import metadata
@@ -65,6 +66,12 @@ def rpc_error(error: AgentHostError) -> RequestError:
     return RequestError(-32603, error.message, data)
 
 
+def _folder(cwd: str) -> str:
+    """A folder as workspaces name it (absolute, symlinks resolved), as the
+    CLI does: the editor runs beside the stack."""
+    return os.path.realpath(os.path.expanduser(cwd))
+
+
 async def _gateway(work: Awaitable[T]) -> T:
     try:
         return await work
@@ -115,7 +122,7 @@ class AgentHostAgent:
     async def new_session(self, cwd: str, **_: Any) -> acp.NewSessionResponse:
         """The cwd's workspace (added when new) and its reusable blank session,
         or a new one: what ConnectWorkspace chooses."""
-        workspace = await _gateway(self.gateway.create_workspace(cwd))
+        workspace = await _gateway(self.gateway.create_workspace(_folder(cwd)))
         chosen = await _gateway(self.gateway.connect_workspace(workspace.id))
         session = await self._open(chosen.session.id, workspace.path)
         session.start()
@@ -152,7 +159,7 @@ class AgentHostAgent:
         workspace_id: str | None = None
         if cwd is not None:
             workspaces = await _gateway(self.gateway.list_workspaces())
-            matching = [w.id for w in workspaces if w.path == cwd.rstrip("/")]
+            matching = [w.id for w in workspaces if w.path == _folder(cwd)]
             if not matching:
                 return acp.ListSessionsResponse(sessions=[])
             workspace_id = matching[0]
