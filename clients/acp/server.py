@@ -33,6 +33,8 @@ async def _serve(address: str, token: str | None, data_dir: Path) -> None:
     client = AgentHostClient(gateway.address, gateway.token, tls_roots=tls_roots())
     try:
         reader, writer = await stdio_streams(limit=DEFAULT_STDIO_BUFFER_LIMIT_BYTES)
+        # The protocol owns stdout now: a stray print goes to stderr instead.
+        sys.stdout = sys.stderr
         tasks = TaskSupervisor(source="agenthost.acp")
         transport = CheckedTransport(reader, MessageSender(writer, tasks))
         async with serving(client) as make_agent:
