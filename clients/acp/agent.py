@@ -60,7 +60,11 @@ def rpc_error(error: AgentHostError) -> RequestError:
             data,
         )
     if isinstance(error, AgentBusyError):
-        return RequestError(AGENT_BUSY, "a turn is running in this session", data)
+        return RequestError(
+            AGENT_BUSY,
+            "a turn is running in this session (from elsewhere); send when it ends",
+            data,
+        )
     if isinstance(error, InvalidArgumentError | NotFoundError):
         return RequestError(-32602, error.message, data)
     return RequestError(-32603, error.message, data)

@@ -172,6 +172,11 @@ async def test_keep_planning_carries_the_editors_feedback(tmp_path: Path) -> Non
             )
             options = [o["optionId"] for o in review["params"]["options"]]
             assert options == ["approve", "keep-planning"]
+            busy = await editor.call(
+                "session/prompt",
+                {"sessionId": session_id, "prompt": [{"type": "text", "text": "meanwhile"}]},
+            )
+            assert busy["error"]["code"] == -32003  # its turn runs: one at a time
             await editor.respond(
                 review,
                 {
