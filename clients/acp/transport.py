@@ -9,6 +9,8 @@ import json
 import logging
 from typing import Any
 
+# The library's stdio framing (a private module: the package is pinned, and
+# the tests drive this transport with the official client).
 from acp._transport import NdjsonTransport
 from acp.task import MessageSender
 
