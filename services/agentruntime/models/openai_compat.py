@@ -38,7 +38,8 @@ from the request's and the answer's sizes (`estimate_tokens`: UTF-8 bytes
 / 4), marked estimated.
 
 Context window: `context_window` (AGENTHOST_MODEL_CONTEXT_WINDOW, 128000
-tokens) and `max_output_tokens` (AGENTHOST_MODEL_MAX_OUTPUT_TOKENS, 8192).
+tokens) and `max_output_tokens` (AGENTHOST_MODEL_MAX_OUTPUT_TOKENS, 8192, at most a
+quarter of the window).
 A 400 (or 413) whose error says the request is longer than the model's
 context (OpenAI's code `context_length_exceeded`, DeepSeek's "This model's
 maximum context length is N tokens") is a ModelError with
@@ -138,8 +139,8 @@ class OpenAICompatConfig:
     def __post_init__(self) -> None:
         if self.max_attempts < 1:
             raise ValueError("max_attempts must be at least 1")
-        if self.context_window < 1 or not 0 < self.max_output_tokens < self.context_window:
-            raise ValueError("context_window must exceed max_output_tokens, both positive")
+        if self.context_window < 1 or self.max_output_tokens < 1:
+            raise ValueError("context_window and max_output_tokens must be positive")
         for name in TIMEOUT_VARIABLES.values():
             value = getattr(self, name)
             if not _positive_seconds(value):
@@ -325,7 +326,8 @@ class OpenAICompatAdapter:
         self.config = config
         self.model = config.model
         self.context_window = config.context_window
-        self.max_output_tokens = config.max_output_tokens
+        # A small window keeps most of itself for the conversation.
+        self.max_output_tokens = min(config.max_output_tokens, config.context_window // 4)
         self.limits = TimeLimits.of(config)
         # Sent with every request, so a client passed in gets the same limits:
         # httpx connects within the connect limit and never times out reads.
