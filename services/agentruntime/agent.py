@@ -518,12 +518,7 @@ class Agent:
         start = ev.Event(id=new_id("step"), step_start=ev.StepStart(turn_id=turn_id, step=step))
         await self._append([start, *steered])
         sections = sorted([*self._base_sections, *plan_sections], key=lambda s: s.order)
-        request = ModelRequest(
-            messages=await self._messages(),
-            sections=sections,
-            tools=self._catalog.schemas(),
-            model=self._model.model,
-        )
+        request = await self._request(sections)
         if self._compaction.due(request.estimated_tokens(), self._model.context_window):
             await self._compact(AUTO, turn_id=turn_id, step=step, sections=sections)
             request = replace(request, messages=await self._messages())
@@ -539,6 +534,21 @@ class Agent:
         await self._record_answer(answer, turn_id, step)
         self._live.end_step(self.session_id, turn_id, step)
         return await self._run_calls(turn_id, step)
+
+    async def next_request(self) -> ModelRequest:
+        """The request a step would send now, with the base sections (no
+        plan-mode boundary is run and nothing is recorded): what building a
+        request costs, for the bench."""
+        await self._catch_up()
+        return await self._request(self._base_sections)
+
+    async def _request(self, sections: Sequence[ev.PromptSection]) -> ModelRequest:
+        return ModelRequest(
+            messages=await self._messages(),
+            sections=sections,
+            tools=self._catalog.schemas(),
+            model=self._model.model,
+        )
 
     async def _ask_fitting(self, request: ModelRequest, turn_id: str, step: int) -> StreamedAnswer:
         """The step's answer; a refusal as too long compacts (trigger
