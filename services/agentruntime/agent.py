@@ -58,6 +58,7 @@ from .compaction import (
     MANUAL,
     OVERFLOW,
     CompactionPolicy,
+    calibration,
     fallback_summary,
     summary_request,
     tokens_label,
@@ -192,6 +193,10 @@ class Agent:
         self._compaction = compaction or CompactionPolicy()
         # The answer streaming now: recorded as far as it got if cancelled.
         self._partial: StreamedAnswer | None = None
+        # The provider's tokens per estimated token, from the last usage it
+        # reported, and the estimate of the request sent last.
+        self._tokens_per_estimate = 1.0
+        self._sent_estimate = 0
 
     @property
     def state(self) -> SessionState:
@@ -519,7 +524,7 @@ class Agent:
         await self._append([start, *steered])
         sections = sorted([*self._base_sections, *plan_sections], key=lambda s: s.order)
         request = await self._request(sections)
-        if self._compaction.due(request.estimated_tokens(), self._model.context_window):
+        if self._compaction.due(self._expected_tokens(request), self._model.context_window):
             await self._compact(AUTO, turn_id=turn_id, step=step, sections=sections)
             request = replace(request, messages=await self._messages())
         header = ev.RequestHeader(
@@ -568,7 +573,12 @@ class Agent:
                 raise ContextOverflow(self._model.context_window, error.message) from error
             raise
 
+    def _expected_tokens(self, request: ModelRequest) -> int:
+        """The request's size as the provider will likely count it."""
+        return round(request.estimated_tokens() * self._tokens_per_estimate)
+
     async def _ask_model(self, request: ModelRequest, turn_id: str, step: int) -> StreamedAnswer:
+        self._sent_estimate = request.estimated_tokens()
         for attempt in range(1, STEP_ATTEMPTS + 1):
             answer = StreamedAnswer()
             self._partial = answer
@@ -614,14 +624,20 @@ class Agent:
         ]
         if answer.usage is not None:
             events.append(self._usage_event(answer.usage, turn_id, step))
+            if not answer.usage.estimated:
+                counted = answer.usage.prompt_tokens
+                self._tokens_per_estimate = calibration(counted, self._sent_estimate)
         if events:
             await self._append(events)
 
     def _usage_event(self, usage: Usage, turn_id: str, step: int) -> ev.Event:
+        configured = self._model.model
+        provider_id = usage.model if usage.model and usage.model != configured else ""
         recorded = ev.ModelUsage(
             turn_id=turn_id,
             step=step,
-            model=usage.model or self._model.model,
+            # The configured model, and the provider's id when it differs.
+            model=f"{configured} ({provider_id})" if provider_id else configured,
             prompt_tokens=usage.prompt_tokens,
             completion_tokens=usage.completion_tokens,
             cached_prompt_tokens=usage.cached_prompt_tokens,

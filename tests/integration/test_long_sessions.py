@@ -226,3 +226,19 @@ async def test_restart_after_compaction_reads_from_the_compaction(
     await asyncio.wait_for(turn(stack, "question 3"), 10)
     seen = [m.get("content") for m in provider.requests[-1].body["messages"][1:]]
     assert seen == [f"{SUMMARY_HEADING}\n\nSummary of three questions.\n\nquestion 3"]
+
+
+async def test_the_threshold_is_judged_by_the_providers_count_not_only_the_estimate(
+    stack: Stack, provider: FakeProvider
+) -> None:
+    # CJK-like text: the provider counts about three times the bytes/4 estimate.
+    provider.enqueue(text_reply("noted", prompt=9000))
+    await turn(stack, "x" * 8000)
+    provider.enqueue(text_reply("Summary: a long message was noted."), text_reply("ok"))
+    await turn(stack, "next")
+    events = await read_all(stack)
+    (compaction,) = of_kind(events, "compaction")
+    # By the estimate alone the view was well under the threshold.
+    assert compaction.compaction.tokens_before < 0.8 * WINDOW
+    assert compaction.compaction.trigger == "auto"
+    assert provider.requests[-1].body["messages"][1]["content"].startswith(SUMMARY_HEADING)
