@@ -693,9 +693,7 @@ class Agent:
         up_to_seq = self._state.last_seq
         tools = self._catalog.schemas()
         before = ModelRequest(messages=messages, sections=sections, tools=tools)
-        window, room = self._model.context_window, self._model.max_output_tokens
-        asked = summary_request(messages, sections, focus, window - room)
-        answer = await self._summarise(asked)
+        answer = await self._summarise(messages, sections, focus)
         summary = answer.text.strip() or fallback_summary(messages)
         compaction = ev.Compaction(
             summary=summary[:200_000],
@@ -715,12 +713,27 @@ class Agent:
         )
         return compaction
 
-    async def _summarise(self, request: ModelRequest) -> StreamedAnswer:
-        answer = StreamedAnswer()
-        async with aclosing(self._model.stream(request)) as chunks:
-            async for chunk in chunks:
-                answer.add(chunk)
-        return answer
+    async def _summarise(
+        self, messages: Sequence[ChatMessage], sections: Sequence[ev.PromptSection], focus: str
+    ) -> StreamedAnswer:
+        """The model's summary of `messages`, asked within the window less
+        room for the answer (by the calibrated estimate); refused as too
+        long, asked once more with half as much of the conversation."""
+        window, room = self._model.context_window, self._model.max_output_tokens
+        budget = int((window - room) / self._tokens_per_estimate)
+        for share in (1, 2):
+            asked = summary_request(messages, sections, focus, budget // share)
+            answer = StreamedAnswer()
+            try:
+                async with aclosing(self._model.stream(asked)) as chunks:
+                    async for chunk in chunks:
+                        answer.add(chunk)
+                return answer
+            except ModelError as error:
+                if not error.context_overflow:
+                    raise
+                detail = error.message
+        raise ContextOverflow(window, f"the summary request was refused too: {detail}")
 
     # -- tool calls ---------------------------------------------------------------------------
 

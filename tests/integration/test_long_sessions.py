@@ -242,3 +242,22 @@ async def test_the_threshold_is_judged_by_the_providers_count_not_only_the_estim
     assert compaction.compaction.tokens_before < 0.8 * WINDOW
     assert compaction.compaction.trigger == "auto"
     assert provider.requests[-1].body["messages"][1]["content"].startswith(SUMMARY_HEADING)
+
+
+async def test_a_refused_summary_is_asked_again_with_less_then_ends_the_turn_typed(
+    stack: Stack, provider: FakeProvider
+) -> None:
+    refusal = context_overflow_reply(WINDOW, 9100)
+    provider.enqueue(refusal, refusal, text_reply("A shorter summary."), text_reply("done"))
+    await turn(stack, "first")
+    events = await read_all(stack)
+    assert events[-1].turn_end.reason == ev.TURN_END_REASON_COMPLETED
+    assert of_kind(events, "compaction")[0].compaction.summary == "A shorter summary."
+    first_ask, second_ask = (len(r.body["messages"][-1]["content"]) for r in provider.requests[1:3])
+    assert second_ask <= first_ask
+
+    provider.enqueue(refusal, refusal, refusal)
+    await turn(stack, "second")
+    end = (await read_all(stack))[-1].turn_end
+    assert end.reason == ev.TURN_END_REASON_ERROR
+    assert end.error.startswith("context overflow:") and "summary request was refused" in end.error
