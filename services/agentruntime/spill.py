@@ -62,6 +62,9 @@ def write_spill(cwd: Path, call_id: str, output: str) -> None:
     target = cwd / spill_path(call_id)
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
+        ignore = target.parent / ".gitignore"
+        if not ignore.exists():
+            ignore.write_text("# tool outputs agenthost spilled for its model\n*\n")
         target.write_text(output, encoding="utf-8")
     except OSError as error:
         log.warning("could not spill a tool output to %s: %s", target, error)

@@ -16,6 +16,7 @@ from services.agentruntime.models.builtin import BuiltinAdapter, ScriptedReply, 
 from services.agentruntime.runtime import AgentRuntime
 from services.agentruntime.spill import spill_path
 from services.agentruntime.transcript import CANCELLED_MARK
+from services.agentruntime.workspace_tools import WorkspaceFiles
 from services.sessionlog.domain import SessionLog
 from services.sessionlog.port import Direction, ReadResult
 from tests.support.events import kinds
@@ -90,8 +91,10 @@ async def test_oversized_tool_output_is_spilled_to_a_file_the_model_can_page_thr
     assert "row 00000" in shown.content and "row 01999" in shown.content
     assert "row 01000" not in shown.content
     assert spill_path("c1") in shown.content and "read_file" in shown.content
-    # The file holds the whole output, and read_file pages through it.
+    # The file holds the whole output, and read_file pages through it; git
+    # and grep leave the folder alone.
     assert (tmp_path / spill_path("c1")).read_text() == logged.output
+    assert (tmp_path / spill_path("c1")).parent.joinpath(".gitignore").read_text().endswith("*\n")
     model.enqueue(
         ScriptedReply(
             tool_calls=[
@@ -106,6 +109,9 @@ async def test_oversized_tool_output_is_spilled_to_a_file_the_model_can_page_thr
     page = model.requests[-1].messages[-1]
     assert isinstance(page, ToolResultMessage) and page.ok
     assert "row 00999" in page.content or "row 01000" in page.content
+    # grep finds the row in the workspace's file, not in the spilled copy.
+    found = await WorkspaceFiles(tmp_path).grep("row 01999")
+    assert "huge.log" in found.output and ".agenthost" not in found.output
 
 
 class CountedReads:
