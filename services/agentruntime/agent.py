@@ -689,8 +689,10 @@ class Agent:
         """Ask the model for a summary of the view so far and record it as a
         compaction covering everything up to the folded state."""
         await self._catch_up()
-        messages = await self._messages()
+        # Taken before the view: an event folded meanwhile is then both
+        # summarised and kept after the summary, never lost.
         up_to_seq = self._state.last_seq
+        messages = await self._messages()
         tools = self._catalog.schemas()
         before = ModelRequest(messages=messages, sections=sections, tools=tools)
         answer = await self._summarise(messages, sections, focus)

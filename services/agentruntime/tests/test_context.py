@@ -15,7 +15,8 @@ from services.agentruntime.models.base import ToolResultMessage, UserMessage
 from services.agentruntime.models.builtin import BuiltinAdapter, ScriptedReply, ScriptedToolCall
 from services.agentruntime.runtime import AgentRuntime
 from services.agentruntime.spill import spill_path
-from services.agentruntime.transcript import CANCELLED_MARK
+from services.agentruntime.tests.test_turns import next_question
+from services.agentruntime.transcript import CANCELLED_MARK, NOT_RUN
 from services.agentruntime.workspace_tools import WorkspaceFiles
 from services.sessionlog.domain import SessionLog
 from services.sessionlog.port import Direction, ReadResult
@@ -183,3 +184,33 @@ async def test_compact_while_a_turn_runs_is_refused_and_logged(
     assert "compaction" not in kinds(events)
     done = next(e.command_done for e in events if e.HasField("command_done"))
     assert done.kind == ev.COMMAND_DONE_KIND_ERROR
+
+
+async def test_calls_a_cancelled_turn_never_ran_get_a_result_the_model_can_read(
+    session_log: SessionLog, session: str
+) -> None:
+    model = BuiltinAdapter(
+        [
+            ScriptedReply(
+                text="Let me run it.",
+                tool_calls=[ScriptedToolCall("shell", {"command": "ls"}, "c1")],
+            )
+        ]
+    )
+    runtime = AgentRuntime(session_log, model)
+    await runtime.prompt(session, "list the files")
+    await next_question(session_log, session)  # the shell call waits for approval
+    await runtime.cancel(session)
+    await runtime.prompt(session, "never mind")
+    await idle(runtime, session)
+    seen = model.requests[-1].messages
+    # Every call has its result (providers refuse a call without one).
+    assert [type(m).__name__ for m in seen] == [
+        "UserMessage",
+        "AssistantMessage",
+        "ToolResultMessage",
+        "AssistantMessage",
+        "UserMessage",
+    ]
+    assert seen[2] == ToolResultMessage("c1", NOT_RUN, ok=False)
+    assert getattr(seen[3], "text", "") == CANCELLED_MARK
