@@ -148,8 +148,15 @@ class BuiltinAdapter:
         self._call_ids = itertools.count(1)
 
     @classmethod
-    def from_script_file(cls, path: str | Path, *, model: str = BUILTIN_MODEL) -> BuiltinAdapter:
-        window = script_context_window(path)
+    def from_script_file(
+        cls,
+        path: str | Path,
+        *,
+        model: str = BUILTIN_MODEL,
+        context_window: int = BUILTIN_CONTEXT_WINDOW,
+    ) -> BuiltinAdapter:
+        """The script's replies; its `context_window` wins over the one given."""
+        window = script_context_window(path, context_window)
         return cls(load_script(path), model=model, context_window=window)
 
     def enqueue(self, reply: ScriptedReply) -> ScriptedReply:
@@ -240,12 +247,12 @@ _CALL_KEYS = {"name", "args", "call_id"}
 _ERROR_KEYS = {"message", "retryable", "status"}
 
 
-def script_context_window(path: str | Path) -> int:
-    """The script's `context_window` (the default when it sets none)."""
+def script_context_window(path: str | Path, default: int = BUILTIN_CONTEXT_WINDOW) -> int:
+    """The script's `context_window` (`default` when it sets none)."""
     data = json.loads(Path(path).read_text(encoding="utf-8"))
     if not isinstance(data, dict):
-        return BUILTIN_CONTEXT_WINDOW
-    window = data.get("context_window", BUILTIN_CONTEXT_WINDOW)
+        return default
+    window = data.get("context_window", default)
     if not isinstance(window, int) or not _count(window):
         raise ValueError(f"{path}: context_window is a whole number, at least 1")
     return window

@@ -195,6 +195,13 @@ def limits_from_env(env: Mapping[str, str]) -> dict[str, Any]:
     return fields
 
 
+def context_window_from_env(env: Mapping[str, str], default: int) -> int:
+    """AGENTHOST_MODEL_CONTEXT_WINDOW when set (a bad value is a ValueError
+    naming it), else `default`."""
+    raw = env.get(ENV_CONTEXT_WINDOW, "").strip()
+    return _env_count(ENV_CONTEXT_WINDOW, raw) if raw else default
+
+
 def _env_seconds(variable: str, raw: str) -> float:
     try:
         value = float(raw)

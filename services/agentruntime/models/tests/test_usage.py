@@ -17,6 +17,7 @@ from services.agentruntime.models.base import (
     estimate_tokens,
 )
 from services.agentruntime.models.builtin import BuiltinAdapter, ScriptedReply
+from services.agentruntime.models.factory import adapter_from_env
 from services.agentruntime.models.openai_compat import OpenAICompatConfig
 from services.agentruntime.models.tests.conftest import MakeAdapter
 from services.agentruntime.models.tests.fake_provider import (
@@ -124,3 +125,14 @@ async def test_the_builtin_model_reports_an_estimate_and_its_window(tmp_path: Pa
     script.write_text(json.dumps({"context_window": "big", "replies": []}))
     with pytest.raises(ValueError, match="context_window is a whole number"):
         BuiltinAdapter.from_script_file(script)
+
+
+def test_the_window_variable_sets_the_builtin_models_too_a_script_wins(tmp_path: Path) -> None:
+    window = {"AGENTHOST_MODEL_CONTEXT_WINDOW": "16000"}
+    assert adapter_from_env(window).context_window == 16000
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps({"context_window": 8000, "replies": []}))
+    scripted = window | {"AGENTHOST_BUILTIN_SCRIPT": str(script)}
+    assert adapter_from_env(scripted).context_window == 8000
+    script.write_text(json.dumps({"replies": []}))
+    assert adapter_from_env(scripted).context_window == 16000
