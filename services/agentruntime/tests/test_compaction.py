@@ -13,6 +13,7 @@ from services.agentruntime.compaction import (
 )
 from services.agentruntime.models.base import (
     AssistantMessage,
+    ChatMessage,
     ToolCallRequest,
     ToolResultMessage,
     UserMessage,
@@ -30,8 +31,8 @@ def test_the_threshold_comes_from_the_environment_and_bad_values_say_so() -> Non
 
 def test_the_summary_request_keeps_the_newest_parts_within_its_budget() -> None:
     call = ToolCallRequest("c1", "read_file", '{"path": "a.py"}')
-    old = [UserMessage(f"old request {n} " + "o" * 3000) for n in range(20)]
-    recent = [
+    old: list[ChatMessage] = [UserMessage(f"old request {n} " + "o" * 3000) for n in range(20)]
+    recent: list[ChatMessage] = [
         UserMessage("fix the parser"),
         AssistantMessage("Reading it.", (call,)),
         ToolResultMessage("c1", "x" * 50_000),
