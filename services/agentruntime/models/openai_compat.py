@@ -553,7 +553,11 @@ def _says_too_long(response: httpx.Response) -> bool:
         error = None
     if isinstance(error, dict) and error.get("code") == OVERFLOW_CODE:
         return True
-    text = _server_message(response).lower()
+    return _names_overflow(_server_message(response))
+
+
+def _names_overflow(message: str) -> bool:
+    text = message.lower()
     return any(phrase in text for phrase in OVERFLOW_PHRASES)
 
 
@@ -683,5 +687,9 @@ def _parse_payload(data: str) -> dict[str, Any]:
     if failure is not None:
         # Some providers report failures in-band, after the 200 status.
         message = failure.get("message") if isinstance(failure, dict) else str(failure)
-        raise ModelError(f"model stream failed: {message}", retryable=False)
+        code = failure.get("code") if isinstance(failure, dict) else None
+        overflow = code == OVERFLOW_CODE or _names_overflow(str(message))
+        raise ModelError(
+            f"model stream failed: {message}", retryable=False, context_overflow=overflow
+        )
     return payload

@@ -136,3 +136,12 @@ def test_the_window_variable_sets_the_builtin_models_too_a_script_wins(tmp_path:
     assert adapter_from_env(scripted).context_window == 8000
     script.write_text(json.dumps({"replies": []}))
     assert adapter_from_env(scripted).context_window == 16000
+
+
+async def test_a_context_length_error_inside_the_stream_is_an_overflow_too(
+    provider: FakeProvider, make_adapter: MakeAdapter
+) -> None:
+    failure = {"error": {"message": "prompt is too long: 9000 tokens > 8192 maximum"}}
+    provider.enqueue(ProviderReply(stream=[failure, DONE]))
+    _, error = await collect_until_error(make_adapter(), request())
+    assert error.context_overflow and "prompt is too long" in error.message
