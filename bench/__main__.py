@@ -26,6 +26,7 @@ from bench import (
     memory,
     open_session,
     plan_mode_read,
+    request_build,
     set_plan_mode,
     stream_fanout,
 )
@@ -42,6 +43,7 @@ FIGURES: list[ModuleType] = [
     batched_appends,
     cold_open,
     stream_fanout,
+    request_build,
     memory,
 ]
 REPO = Path(__file__).resolve().parents[1]

@@ -43,6 +43,8 @@ class Sizes:
     appenders: int = 16
     batch: int = 100
     small_session: int = 100
+    # Events of the compacted session whose next model request is built.
+    compacted_session: int = 10_000
 
 
 FULL = Sizes(
@@ -70,6 +72,7 @@ SMOKE = Sizes(
     stream_appends=5,
     memory_sessions=40,
     memory_events=20,
+    compacted_session=1_000,
 )
 
 # Generous: a cold open of a big session may take long, and a slow call

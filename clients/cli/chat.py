@@ -65,7 +65,8 @@ HELP = (
     "Type a message to send it. /plan enters plan mode, /plan <message> enters it and "
     "sends the message, /plan off leaves it (Shift-Tab toggles it). /sandbox read-only|"
     "workspace-write|full and /approvals ask|ask-for-commands|never change what the agent "
-    "may do. /quit leaves. Ctrl-C cancels a running turn."
+    "may do. /compact [focus] summarises the conversation so far for the model. /quit leaves. "
+    "Ctrl-C cancels a running turn."
 )
 HISTORY_SHOWN = 10
 PLAN_STYLE = "bold magenta"
@@ -175,7 +176,9 @@ class Chat:
         messages = [
             e
             for e in self.session.events
-            if e.HasField("user_message") or e.HasField("assistant_message")
+            if e.HasField("user_message")
+            or e.HasField("assistant_message")
+            or e.HasField("compaction")
         ]
         for event in messages[-HISTORY_SHOWN:]:
             self.show_event(event, history=True)
@@ -200,6 +203,8 @@ class Chat:
             ending = render.turn_end_line(event.turn_end)
             if ending is not None:
                 self.say(*ending)
+        elif kind == "compaction":
+            self.say(render.compaction_line(event.compaction), "dim")
         elif kind == "command_done":
             done = event.command_done
             style = "red" if done.kind == ev.COMMAND_DONE_KIND_ERROR else "green"

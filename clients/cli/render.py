@@ -81,6 +81,16 @@ def turn_end_line(end: ev.TurnEnd) -> tuple[str, str] | None:
     return None
 
 
+def compaction_line(compaction: ev.Compaction) -> str:
+    """The marker where the model's view of the conversation was compacted."""
+    before, after = _tokens(compaction.tokens_before), _tokens(compaction.tokens_after)
+    return f"── conversation compacted ({before} → {after} tokens) ──"
+
+
+def _tokens(count: int) -> str:
+    return f"{round(count / 1000)}k" if count >= 1000 else str(count)
+
+
 def question_title(question: Question) -> str:
     if question.presentation == "tool-approval":
         summary = question.approval.summary if question.approval else question.title

@@ -17,6 +17,13 @@ assembles the request from ordered prompt sections and the stable tool
 catalog, records the request header ("model-visible means logged"), streams
 the answer to clients as ephemeral deltas, records it whole, and runs the
 tools it asked for under the sandbox and approval policy.
+
+Context: each model request's usage is recorded (model/usage). A request
+estimated past the compaction threshold of the model's window is preceded
+by a compaction (compaction.py): the model summarises the conversation and
+from then on sees the summary and what follows. A provider's "context
+length exceeded" refusal compacts (trigger overflow) and tries the step
+once more; if it still does not fit, the turn ends with ContextOverflow.
 """
 
 from __future__ import annotations
@@ -27,7 +34,7 @@ import logging
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import aclosing
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from agenthost.sessionlog.v1 import events_pb2 as ev
@@ -45,7 +52,18 @@ from services.sessionlog.folds import (
 )
 from services.sessionlog.port import AppendResult, Direction, SessionLogPort
 
-from . import gates
+from . import gates, spill
+from .compaction import (
+    AUTO,
+    MANUAL,
+    OVERFLOW,
+    CompactionPolicy,
+    calibration,
+    fallback_summary,
+    summary_request,
+    tokens_label,
+    view_tokens,
+)
 from .live import ANSWER, REASONING, LiveFeed
 from .models.base import (
     ChatMessage,
@@ -55,6 +73,7 @@ from .models.base import (
     ReasoningDelta,
     StreamedAnswer,
     TextDelta,
+    Usage,
 )
 from .ports import PlanModePort
 from .questions import (
@@ -91,6 +110,25 @@ class AgentBusy(FailedPrecondition):
         )
 
 
+class ContextOverflow(ModelError):
+    """The step's request does not fit the model's window even compacted."""
+
+    def __init__(self, context_window: int, detail: str) -> None:
+        super().__init__(
+            f"context overflow: the conversation does not fit the model's context window "
+            f"({context_window} tokens) even after compacting it ({detail}). Run /compact "
+            "with a focus to keep less, or choose a model with a larger context window.",
+            retryable=False,
+            context_overflow=True,
+        )
+
+
+@dataclass(frozen=True)
+class CompactOutcome:
+    ok: bool
+    message: str
+
+
 class PromptMode(enum.Enum):
     SEND = "send"
     QUEUE = "queue"
@@ -124,6 +162,7 @@ class Agent:
         on_status: Callable[[AgentStatus], None],
         lease_token: int | None = None,
         on_lease_lost: Callable[[str, int], None] | None = None,
+        compaction: CompactionPolicy | None = None,
     ) -> None:
         self.session_id = session_id
         self.cwd = Path(cwd)
@@ -151,6 +190,13 @@ class Agent:
         # took the session over (LeaseLost), and then this agent stops.
         self._lease_token = lease_token
         self._on_lease_lost = on_lease_lost
+        self._compaction = compaction or CompactionPolicy()
+        # The answer streaming now: recorded as far as it got if cancelled.
+        self._partial: StreamedAnswer | None = None
+        # The provider's tokens per estimated token, from the last usage it
+        # reported, and the estimate of the request sent last.
+        self._tokens_per_estimate = 1.0
+        self._sent_estimate = 0
 
     @property
     def state(self) -> SessionState:
@@ -189,14 +235,31 @@ class Agent:
 
     async def _messages(self) -> list[ChatMessage]:
         """The conversation up to the folded state (its caller has caught
-        up), read from the log the first time only."""
+        up), read from the log the first time only: from the latest
+        compaction on (the fold knows its seq), never from seq 0."""
         async with self._reading:
             if self._transcript is None:
-                transcript = Transcript()
-                async for event in self._events_after(-1, until=self._state.last_seq):
+                transcript = Transcript(spill.spill_limit(self._model.context_window))
+                start = await self._compaction_start(transcript)
+                async for event in self._events_after(start, until=self._state.last_seq):
                     transcript.add(event)
                 self._transcript = transcript
             return self._transcript.messages()
+
+    async def _compaction_start(self, transcript: Transcript) -> int:
+        """Give `transcript` the latest compaction; the seq it covers up to
+        (-1 when there is none: the view starts at the log's start)."""
+        seq = self._state.last_compaction_seq
+        if seq < 0:
+            return -1
+        read = await self._log.read(
+            self.session_id, from_seq=seq, direction=Direction.FORWARD, limit=1
+        )
+        compaction = next((e for e in read.events if e.HasField("compaction")), None)
+        if compaction is None:
+            return -1
+        transcript.add(compaction)
+        return compaction.compaction.up_to_seq
 
     async def _events_after(self, seq: int, until: int | None = None) -> AsyncIterator[ev.Event]:
         """Events after `seq` up to `until` (default: beyond the folded state)."""
@@ -271,6 +334,7 @@ class Agent:
         it to a batch re-sent after a lost answer (its first send wrote it) as
         to a retried input; only the latter's turn may have run, and then it
         is closed."""
+        await self._apply_pending_plan()
         turn = ev.Event(id=f"{input_id}-turn", turn_start=ev.TurnStart(turn_id=new_id("turn")))
         events = [turn, _user_message(input_id, text)]
         if not self._state.title:
@@ -280,6 +344,16 @@ class Agent:
         await self._write(events)
         await self._catch_up()
         return self._state.turn.open
+
+    async def _apply_pending_plan(self) -> None:
+        """A plan switch chosen during the last turn that no boundary applied
+        is applied before the next prompt is recorded, so its notice reaches
+        the model before the prompt rather than after it."""
+        if self._plan is not None and self._state.plan.pending is not None:
+            await self._plan.boundary_sections(
+                self.session_id, self._state.plan.committed, self._lease_token
+            )
+            await self._catch_up()
 
     async def cancel(self) -> bool:
         """Stop the running turn (recorded as cancelled). Queued inputs stay."""
@@ -404,7 +478,7 @@ class Agent:
         except asyncio.CancelledError:
             if self._closing:
                 raise
-            await self._end_turn(turn_id, ev.TURN_END_REASON_CANCELLED)
+            await self._end_turn(turn_id, ev.TURN_END_REASON_CANCELLED, partial=self._partial)
         except LeaseLost:
             # Deposed: the new owner ends this turn as interrupted.
             log.warning(
@@ -418,10 +492,22 @@ class Agent:
             self._live.end_turn(self.session_id, turn_id)
 
     async def _end_turn(
-        self, turn_id: str, reason: ev.TurnEndReason.ValueType, error: str = ""
+        self,
+        turn_id: str,
+        reason: ev.TurnEndReason.ValueType,
+        error: str = "",
+        partial: StreamedAnswer | None = None,
     ) -> None:
+        """Record the turn's end, after what a cancelled answer had streamed
+        (the user saw it, so the model sees it next time, marked cancelled)."""
+        events = []
+        if partial is not None and (partial.text or partial.reasoning):
+            message = ev.AssistantMessage(text=partial.text, reasoning=partial.reasoning)
+            events.append(ev.Event(id=new_id("assistant"), assistant_message=message))
         end = ev.TurnEnd(turn_id=turn_id, reason=reason, error=error[:65536])
-        await self._append([ev.Event(id=new_id("end"), turn_end=end)])
+        events.append(ev.Event(id=new_id("end"), turn_end=end))
+        self._partial = None
+        await self._append(events)
 
     async def _step(self, turn_id: str, step: int) -> bool:
         """Run one step; True when its tool calls owe the model another request."""
@@ -437,12 +523,10 @@ class Agent:
         start = ev.Event(id=new_id("step"), step_start=ev.StepStart(turn_id=turn_id, step=step))
         await self._append([start, *steered])
         sections = sorted([*self._base_sections, *plan_sections], key=lambda s: s.order)
-        request = ModelRequest(
-            messages=await self._messages(),
-            sections=sections,
-            tools=self._catalog.schemas(),
-            model=self._model.model,
-        )
+        request = await self._request(sections)
+        if self._compaction.due(self._expected_tokens(request), self._model.context_window):
+            await self._compact(AUTO, turn_id=turn_id, step=step, sections=sections)
+            request = replace(request, messages=await self._messages())
         header = ev.RequestHeader(
             sections=sections,
             tools=request.tools,
@@ -451,14 +535,53 @@ class Agent:
             step=step,
         )
         await self._append([ev.Event(id=new_id("request"), request_header=header)])
-        answer = await self._ask_model(request, turn_id, step)
-        await self._record_answer(answer)
+        answer = await self._ask_fitting(request, turn_id, step)
+        await self._record_answer(answer, turn_id, step)
         self._live.end_step(self.session_id, turn_id, step)
         return await self._run_calls(turn_id, step)
 
+    async def next_request(self) -> ModelRequest:
+        """The request a step would send now, with the base sections (no
+        plan-mode boundary is run and nothing is recorded): what building a
+        request costs, for the bench."""
+        await self._catch_up()
+        return await self._request(self._base_sections)
+
+    async def _request(self, sections: Sequence[ev.PromptSection]) -> ModelRequest:
+        return ModelRequest(
+            messages=await self._messages(),
+            sections=sections,
+            tools=self._catalog.schemas(),
+            model=self._model.model,
+        )
+
+    async def _ask_fitting(self, request: ModelRequest, turn_id: str, step: int) -> StreamedAnswer:
+        """The step's answer; a refusal as too long compacts (trigger
+        overflow) and asks once more, then ends the turn (ContextOverflow)."""
+        try:
+            return await self._ask_model(request, turn_id, step)
+        except ModelError as error:
+            if not error.context_overflow:
+                raise
+            log.warning("context overflow: compacting", extra={"session_id": self.session_id})
+        await self._compact(OVERFLOW, turn_id=turn_id, step=step, sections=request.sections)
+        request = replace(request, messages=await self._messages())
+        try:
+            return await self._ask_model(request, turn_id, step)
+        except ModelError as error:
+            if error.context_overflow:
+                raise ContextOverflow(self._model.context_window, error.message) from error
+            raise
+
+    def _expected_tokens(self, request: ModelRequest) -> int:
+        """The request's size as the provider will likely count it."""
+        return round(request.estimated_tokens() * self._tokens_per_estimate)
+
     async def _ask_model(self, request: ModelRequest, turn_id: str, step: int) -> StreamedAnswer:
+        self._sent_estimate = request.estimated_tokens()
         for attempt in range(1, STEP_ATTEMPTS + 1):
             answer = StreamedAnswer()
+            self._partial = answer
             try:
                 async with aclosing(self._model.stream(request)) as chunks:
                     async for chunk in chunks:
@@ -485,7 +608,9 @@ class Agent:
         elif isinstance(chunk, ReasoningDelta) and chunk.text:
             self._live.text(self.session_id, turn_id, step, REASONING, chunk.text)
 
-    async def _record_answer(self, answer: StreamedAnswer) -> None:
+    async def _record_answer(self, answer: StreamedAnswer, turn_id: str, step: int) -> None:
+        """The answer, then its usage, in one append (before its calls run)."""
+        self._partial = None
         events: list[ev.Event] = []
         if answer.text or answer.reasoning:
             message = ev.AssistantMessage(text=answer.text, reasoning=answer.reasoning)
@@ -497,8 +622,120 @@ class Agent:
             )
             for c in answer.tool_calls
         ]
+        if answer.usage is not None:
+            events.append(self._usage_event(answer.usage, turn_id, step))
+            if not answer.usage.estimated:
+                counted = answer.usage.prompt_tokens
+                self._tokens_per_estimate = calibration(counted, self._sent_estimate)
         if events:
             await self._append(events)
+
+    def _usage_event(self, usage: Usage, turn_id: str, step: int) -> ev.Event:
+        configured = self._model.model
+        provider_id = usage.model if usage.model and usage.model != configured else ""
+        recorded = ev.ModelUsage(
+            turn_id=turn_id,
+            step=step,
+            # The configured model, and the provider's id when it differs.
+            model=f"{configured} ({provider_id})" if provider_id else configured,
+            prompt_tokens=usage.prompt_tokens,
+            completion_tokens=usage.completion_tokens,
+            cached_prompt_tokens=usage.cached_prompt_tokens,
+            estimated=usage.estimated,
+            context_window=self._model.context_window,
+        )
+        return ev.Event(id=new_id("usage"), model_usage=recorded)
+
+    # -- compaction -----------------------------------------------------------------------------
+
+    async def compact(self, focus: str) -> CompactOutcome:
+        """`/compact [focus]`: compact now, recorded between command/run and
+        command/done. Only between turns: a running turn compacts itself
+        at its boundaries when it needs to."""
+        async with self._admitting:
+            await self._catch_up()
+            command_id = new_id("cmd")
+            run = ev.CommandRun(command_id=command_id, name="compact")
+            if focus:
+                run.args = focus
+            await self._append([ev.Event(id=command_id, command_run=run)])
+            outcome = await self._compact_between_turns(focus)
+            kind = ev.COMMAND_DONE_KIND_SUCCESS if outcome.ok else ev.COMMAND_DONE_KIND_ERROR
+            done = ev.CommandDone(command_id=command_id, kind=kind, message=outcome.message)
+            await self._append([ev.Event(id=f"{command_id}-done", command_done=done)])
+            return outcome
+
+    async def _compact_between_turns(self, focus: str) -> CompactOutcome:
+        if self._state.turn.open:
+            return CompactOutcome(False, "A turn is running: /compact once it has ended.")
+        if not await self._messages():
+            return CompactOutcome(False, "Nothing to compact yet.")
+        try:
+            done = await self._compact(MANUAL, focus=focus, sections=self._base_sections)
+        except ModelError as error:
+            return CompactOutcome(False, f"Could not compact: {error.message}")
+        before, after = tokens_label(done.tokens_before), tokens_label(done.tokens_after)
+        return CompactOutcome(True, f"Conversation compacted ({before} → {after} tokens).")
+
+    async def _compact(
+        self,
+        trigger: str,
+        *,
+        turn_id: str = "",
+        step: int = 0,
+        focus: str = "",
+        sections: Sequence[ev.PromptSection] = (),
+    ) -> ev.Compaction:
+        """Ask the model for a summary of the view so far and record it as a
+        compaction covering everything up to the folded state."""
+        await self._catch_up()
+        # Taken before the view: an event folded meanwhile is then both
+        # summarised and kept after the summary, never lost.
+        up_to_seq = self._state.last_seq
+        messages = await self._messages()
+        tools = self._catalog.schemas()
+        before = ModelRequest(messages=messages, sections=sections, tools=tools)
+        answer = await self._summarise(messages, sections, focus)
+        summary = answer.text.strip() or fallback_summary(messages)
+        compaction = ev.Compaction(
+            summary=summary[:200_000],
+            up_to_seq=up_to_seq,
+            tokens_before=before.estimated_tokens(),
+            tokens_after=view_tokens(summary[:200_000], sections, tools),
+            trigger=trigger,
+            focus=focus[:4096],
+        )
+        events = [ev.Event(id=new_id("compaction"), compaction=compaction)]
+        if answer.usage is not None:
+            events.insert(0, self._usage_event(answer.usage, turn_id, step))
+        await self._append(events)
+        log.info(
+            "compacted the conversation",
+            extra={"session_id": self.session_id, "trigger": trigger},
+        )
+        return compaction
+
+    async def _summarise(
+        self, messages: Sequence[ChatMessage], sections: Sequence[ev.PromptSection], focus: str
+    ) -> StreamedAnswer:
+        """The model's summary of `messages`, asked within the window less
+        room for the answer (by the calibrated estimate); refused as too
+        long, asked once more with half as much of the conversation."""
+        window, room = self._model.context_window, self._model.max_output_tokens
+        budget = int((window - room) / self._tokens_per_estimate)
+        for share in (1, 2):
+            asked = summary_request(messages, sections, focus, budget // share)
+            answer = StreamedAnswer()
+            try:
+                async with aclosing(self._model.stream(asked)) as chunks:
+                    async for chunk in chunks:
+                        answer.add(chunk)
+                return answer
+            except ModelError as error:
+                if not error.context_overflow:
+                    raise
+                detail = error.message
+        raise ContextOverflow(window, f"the summary request was refused too: {detail}")
 
     # -- tool calls ---------------------------------------------------------------------------
 
@@ -588,6 +825,11 @@ class Agent:
         )
 
     async def _record_result(self, turn_id: str, call: PendingCall, outcome: ToolOutcome) -> None:
+        # What the model sees of it (transcript.py): spilled whole to a file
+        # it can page through when too big to show.
+        shown = outcome.output if outcome.ok else outcome.error
+        if spill.is_oversized(shown, spill.spill_limit(self._model.context_window)):
+            await asyncio.to_thread(spill.write_spill, self.cwd, call.call_id, shown)
         result = ev.ToolResult(
             call_id=call.call_id,
             ok=outcome.ok,
@@ -650,4 +892,12 @@ def _approval_question(call: Call) -> ev.QuestionAsked:
     )
 
 
-__all__ = ["TOOL_APPROVAL", "Agent", "AgentBusy", "AgentStatus", "PromptMode"]
+__all__ = [
+    "TOOL_APPROVAL",
+    "Agent",
+    "AgentBusy",
+    "AgentStatus",
+    "CompactOutcome",
+    "ContextOverflow",
+    "PromptMode",
+]

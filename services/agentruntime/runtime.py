@@ -18,6 +18,7 @@ from services.sessionlog.folds import SettingsFold
 from services.sessionlog.port import SessionLogPort
 
 from .agent import Agent, AgentStatus, PromptMode
+from .compaction import CompactionPolicy
 from .leases import DEFAULT_LEASE_S, SessionLeases
 from .live import LiveDelta, LiveFeed
 from .models.base import ModelAdapter
@@ -59,6 +60,12 @@ class CommandResult:
     last_seq: int
 
 
+COMPACT_COMMAND = CommandInfo(
+    "compact",
+    "Summarise the conversation so far so the model sees less of it; "
+    "optionally say what the summary should focus on.",
+    "/compact [focus]",
+)
 PLAN_COMMAND = CommandInfo(
     "plan",
     "Enter plan mode, optionally with a message; `/plan off` leaves it.",
@@ -85,8 +92,10 @@ class AgentRuntime:
         plan: PlanModePort | None = None,
         extra_tools: list[Tool] | None = None,
         lease_s: float = DEFAULT_LEASE_S,
+        compaction: CompactionPolicy | None = None,
     ) -> None:
         self._log = log
+        self._compaction = compaction or CompactionPolicy.from_env()
         self._model = model
         self._plan = plan
         # The same catalog in every mode: plan mode steers, it never hides tools.
@@ -140,6 +149,7 @@ class AgentRuntime:
             on_status=self._publish,
             lease_token=token,
             on_lease_lost=self.leases.lost,
+            compaction=self._compaction,
         )
         try:
             await agent.load()
@@ -280,10 +290,13 @@ class AgentRuntime:
 
     async def commands(self, session_id: str) -> list[CommandInfo]:
         await self.resume(session_id)
-        return [PLAN_COMMAND] if self._plan is not None else []
+        return [*([PLAN_COMMAND] if self._plan is not None else []), COMPACT_COMMAND]
 
     async def execute_command(self, session_id: str, name: str, args: str | None) -> CommandResult:
         agent = await self.resume(session_id)
+        if name == COMPACT_COMMAND.name:
+            compacted = await agent.compact((args or "").strip())
+            return CommandResult(compacted.ok, compacted.message, agent.status().last_seq)
         if name != PLAN_COMMAND.name or self._plan is None:
             raise CommandNotFound(name)
         outcome = await self._plan.run_plan_command(session_id, args)

@@ -57,6 +57,9 @@ MAX_GREP_RESULTS = 1000
 MAX_GREP_FILE_BYTES = 2 * 1024 * 1024
 MAX_GREP_LINE_CHARS = 500
 VCS_FOLDERS = frozenset({".git", ".hg", ".svn", ".bzr", "_darcs", "CVS"})
+# agenthost's own folder in a workspace (spilled tool outputs): not walked by
+# glob and grep, whose results it would fill with copies of old outputs.
+AGENTHOST_FOLDER = ".agenthost"
 
 T = TypeVar("T")
 
@@ -511,8 +514,9 @@ class WorkspaceFiles:
     def _walk_files(self, top: Path) -> Iterator[tuple[str, Path]]:
         """(path relative to top, full path) of the files under top, in a stable order.
 
-        VCS folders are skipped and symlinked folders are not entered (no loops, no
-        duplicates); a symlinked file counts when its target is allowed."""
+        VCS folders and agenthost's own are skipped and symlinked folders are not
+        entered (no loops, no duplicates); a symlinked file counts when its target
+        is allowed."""
         stack: list[tuple[str, str]] = [(str(top), "")]
         while stack:
             folder, relative = stack.pop()
@@ -520,7 +524,7 @@ class WorkspaceFiles:
             for entry in _sorted_entries(folder):
                 child = f"{relative}/{entry.name}" if relative else entry.name
                 if _is_real_dir(entry):
-                    if entry.name not in VCS_FOLDERS:
+                    if entry.name not in VCS_FOLDERS and entry.name != AGENTHOST_FOLDER:
                         subfolders.append((entry.path, child))
                 elif self._is_visible_file(entry):
                     yield child, Path(entry.path)

@@ -445,6 +445,10 @@ class SessionState:
     # No turn started and no user message accepted yet.
     blank: bool = True
     last_seq: int = -1
+    # The seq of the latest compaction event (-1: none): where the model's
+    # view of the conversation starts. Only the runtime's transcript reads it;
+    # every other fold reads the whole log, compacted or not.
+    last_compaction_seq: int = -1
 
 
 def fold(state: SessionState, event: Event) -> SessionState:
@@ -458,6 +462,7 @@ def fold_events(state: SessionState, events: Iterable[Event]) -> SessionState:
     and checkpoint renewals fold hundreds at a time)."""
     plan, turn, questions, settings = state.plan, state.turn, state.questions, state.settings
     title, blank, last_seq = state.title, state.blank, state.last_seq
+    compaction = state.last_compaction_seq
     folded = False
     for event in events:
         folded = True
@@ -469,16 +474,17 @@ def fold_events(state: SessionState, events: Iterable[Event]) -> SessionState:
         title = event.session_title.title if kind == "session_title" else title
         blank = blank and kind not in BLANK_ENDING_KINDS
         last_seq = max(last_seq, event.seq)
+        compaction = event.seq if kind == "compaction" else compaction
     if not folded:
         return state
-    return SessionState(plan, turn, questions, settings, title, blank, last_seq)
+    return SessionState(plan, turn, questions, settings, title, blank, last_seq, compaction)
 
 
 # -- checkpoints --------------------------------------------------------------------------
 
 # The format of a dumped SessionState: bump it when a fold changes what it
 # keeps, and checkpoints of the older format are refolded from the log.
-STATE_VERSION = 1
+STATE_VERSION = 2
 
 
 def dump_state(state: object) -> bytes:
@@ -542,6 +548,7 @@ def load_state(raw: bytes) -> SessionState:
         title=str(data["title"]),
         blank=bool(data["blank"]),
         last_seq=int(data["last_seq"]),
+        last_compaction_seq=int(data["last_compaction_seq"]),
     )
 
 

@@ -631,3 +631,43 @@ def test_chat_keeps_a_status_line_and_reports_a_failed_turn_in_one_line(
         child.close()
     mixed = up.cli("chat", "--session", session_id, "--continue", "--data-dir", str(up.data_dir))
     assert mixed.returncode == 2 and "--session goes alone" in mixed.stderr
+
+
+def test_compact_shows_a_marker_live_and_in_history_and_export_keeps_everything(
+    echoing: Up, tmp_path: Path
+) -> None:
+    up = echoing
+    project = tmp_path / "project"
+    project.mkdir()
+    child = chat(up, "--workspace", str(project))
+    try:
+        child.expect_exact(">")
+        child.sendline("remember the parser")
+        child.expect_exact("assistant: Echo: remember the parser")
+        child.sendline("/compact the parser")
+        # The compaction comes as a session event: the marker, then the command's end.
+        expect_all(child, "── conversation compacted (", "Conversation compacted (")
+        child.sendline("/quit")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close()
+    session_id = only_session(up)
+    child = chat(up, "--workspace", str(project), "--continue")
+    try:
+        child.expect_exact("you: remember the parser")
+        child.expect_exact("── conversation compacted (")
+        child.sendline("/quit")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close()
+    data = ("--data-dir", str(up.data_dir))
+    exported = [
+        json.loads(line)
+        for line in up.cli("sessions", "export", session_id, *data).stdout.splitlines()
+    ]
+    assert any(
+        line.get("userMessage", {}).get("text") == "remember the parser" for line in exported
+    )
+    compaction = next(line["compaction"] for line in exported if "compaction" in line)
+    assert compaction["trigger"] == "manual" and compaction["focus"] == "the parser"
+    assert "model_usage" in events_of(up, session_id)

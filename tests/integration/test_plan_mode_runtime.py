@@ -279,6 +279,31 @@ async def test_exactly_one_notice_across_two_boundaries(
     assert notice.user_message.source.kind == ev.SOURCE_KIND_PLUGIN
 
 
+async def test_a_switch_left_pending_by_a_turn_reaches_the_model_before_the_next_prompt(
+    stack: Stack, model: BuiltinAdapter
+) -> None:
+    await prompt(stack, "first turn")
+    await stack.wait_idle(SID)
+    # A one-step turn: the selection made during it meets no boundary there.
+    held = model.enqueue(ScriptedReply(text="answering", hold=True))
+    await prompt(stack, "second turn")
+    await started(held)
+    await set_plan(stack, True)
+    held.release()
+    await stack.wait_idle(SID)
+    assert (await get_plan(stack)) == state(False, pending=True)
+    await prompt(stack, "third turn")
+    await stack.wait_idle(SID)
+    log = await events(stack)
+    users = [e.user_message.text for e in log if e.HasField("user_message")]
+    notice = "The user switched this session to plan mode."
+    assert users[-2:] == [notice, "third turn"]
+    # The model sees the notice before the prompt, and answers the prompt.
+    seen = [getattr(m, "text", "") for m in model.requests[-1].messages]
+    assert seen[-2:] == [notice, "third turn"]
+    assert shows_plan(headers(log)[-1])
+
+
 async def test_no_notice_when_the_exit_tool_changes_the_mode(
     stack: Stack, model: BuiltinAdapter
 ) -> None:
@@ -321,9 +346,9 @@ async def test_plan_off_with_extra_text_is_an_error_that_changes_nothing(stack: 
     assert dones[-1].kind == ev.COMMAND_DONE_KIND_ERROR
 
 
-async def test_commands_list_offers_plan(stack: Stack) -> None:
+async def test_commands_list_offers_plan_and_compact(stack: Stack) -> None:
     reply = await stack.runtime.ListCommands(rt.ListCommandsRequest(session_id=SID))
-    assert [c.name for c in reply.commands] == ["plan"]
+    assert [c.name for c in reply.commands] == ["plan", "compact"]
 
 
 # -- exit_plan_mode --------------------------------------------------------------

@@ -8,7 +8,7 @@ the built-in model plays clients/web/test/builtin-script.json: a workspace
 and its reusable blank session, streamed text, /plan in the composer, a plan
 choice pending during a turn and committed at the boundary, a reload
 mid-turn, two tabs seeing each other's choices, the plan review, a
-reconnect after missed choices, cancel.
+reconnect after missed choices, cancel, /compact's marker.
 Screenshots of each state go to build/screenshots/. Needs node, npm and
 chromium (.ci/prepare-chromium installs it); never skipped."""
 
@@ -40,6 +40,7 @@ BROWSER_TESTS = (
     "a plan choice made in one tab shows in the other",
     "after a reconnect a tab reads the state it missed",
     "cancel stops a running turn",
+    "/compact shows a compaction marker in both tabs",
     "the pages raised no errors",
 )
 SCREENSHOT_NAMES = ("03-streaming", "04-plan-pending", "05-after-reload", "07-plan-review")

@@ -3,8 +3,9 @@ import type { AppModel } from "./model.js";
 
 /**
  * The message box: locked until a workspace is chosen (a session is open).
- * `/plan`, `/plan <message>` and `/plan off` run the plan command; anything
- * else is a message, queued while a turn runs.
+ * `/plan`, `/plan <message>` and `/plan off` run the plan command, `/compact
+ * [focus]` compacts the conversation; anything else is a message, queued
+ * while a turn runs.
  */
 export function Composer({ model }: { model: AppModel }) {
   const [text, setText] = useState("");

@@ -71,6 +71,12 @@ function EventView({ event, results }: { event: Event; results: Map<string, even
           {body.value.message}
         </div>
       ) : null;
+    case "compaction":
+      return (
+        <div className="notice compaction" data-testid="compaction" data-trigger={body.value.trigger}>
+          ── conversation compacted ({tokens(body.value.tokensBefore)} → {tokens(body.value.tokensAfter)} tokens) ──
+        </div>
+      );
     case "turnEnd":
       return body.value.reason === eventsV1.TurnEndReason.COMPLETED ? null : (
         <div className="notice" data-testid="turn-ended" data-reason={eventsV1.TurnEndReason[body.value.reason]}>
@@ -80,6 +86,12 @@ function EventView({ event, results }: { event: Event; results: Map<string, even
     default:
       return null;
   }
+}
+
+/** 52000 -> "52k": the size of the model's view around a compaction. */
+function tokens(count: bigint): string {
+  const n = Number(count);
+  return n >= 1000 ? `${Math.round(n / 1000)}k` : String(n);
 }
 
 function ToolCallView({ call, result }: { call: eventsV1.ToolCall; result: eventsV1.ToolResult | undefined }) {

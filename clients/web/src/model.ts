@@ -154,15 +154,16 @@ export class AppModel {
     if (session !== undefined) await session.close();
   }
 
-  /** A message, or a `/plan` command; while a turn runs a message is queued. */
+  /** A message, or a `/plan` or `/compact` command; while a turn runs a message is queued. */
   async submit(text: string): Promise<boolean> {
     const session = this.session;
     if (session === undefined) return false;
     return this.#attempt(async () => {
-      const command = /^\/plan(?:\s+([\s\S]*))?$/.exec(text.trim());
+      const command = /^\/(plan|compact)(?:\s+([\s\S]*))?$/.exec(text.trim());
       if (command !== null) {
-        const reply = await session.executeCommand("plan", command[1]?.trim() || undefined);
-        if (!reply.ok) throw new Error(reply.message || "/plan failed");
+        const name = command[1] ?? "plan";
+        const reply = await session.executeCommand(name, command[2]?.trim() || undefined);
+        if (!reply.ok) throw new Error(reply.message || `/${name} failed`);
         return;
       }
       await session.prompt(text, session.running ? PromptMode.QUEUE : PromptMode.SEND);

@@ -248,6 +248,15 @@ test("cancel stops a running turn", async () => {
   await shot(tabA, "09-cancelled");
 });
 
+test("/compact shows a compaction marker in both tabs", async () => {
+  await send(tabA, "/compact the story");
+  for (const tab of [tabA, tabB]) {
+    await until(tab, "the compaction marker", () => document.querySelector('[data-testid="compaction"]')?.getAttribute("data-trigger") === "manual");
+  }
+  await hasText(tabA, "compaction", "conversation compacted");
+  await shot(tabA, "10-compacted");
+});
+
 test("the pages raised no errors", () => {
   assert.deepEqual(pageErrors, []);
 });

@@ -3,7 +3,9 @@
 A `ModelAdapter` turns one `ModelRequest` (prompt sections, tool schemas and the
 conversation) into a stream of `ModelChunk`s: reasoning deltas (a reasoning model's
 thinking, e.g. DeepSeek's `reasoning_content`) and text deltas as they arrive,
-complete tool calls, and one final `Finish`. `StreamedAnswer` folds them into one
+complete tool calls, what the request used (`Usage`: the provider's token
+counts, or an estimate from the request's size, see `estimate_tokens`), and
+one final `Finish`. `StreamedAnswer` folds them into one
 answer. Reasoning is shown to people but never sent back to the model: the
 `ChatMessage` types do not carry it. Failures are `ModelError`s.
 
@@ -26,17 +28,36 @@ FINISH_TOOL_CALLS = "tool_calls"
 FINISH_LENGTH = "length"
 
 
-class ModelError(Exception):
-    """A failed model request. `retryable` says whether trying again may help."""
+# The estimator of a text's tokens when a provider reports none: UTF-8 bytes
+# divided by this (about right for English and code with BPE tokenizers; it
+# overestimates CJK text less than characters would underestimate it).
+BYTES_PER_TOKEN = 4
 
-    def __init__(self, message: str, *, retryable: bool, status: int | None = None) -> None:
+
+class ModelError(Exception):
+    """A failed model request. `retryable` says whether trying again may help;
+    `context_overflow` that the provider refused the request as longer than
+    the model's context window (the runtime compacts and tries once more)."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        retryable: bool,
+        status: int | None = None,
+        context_overflow: bool = False,
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.retryable = retryable
         self.status = status
+        self.context_overflow = context_overflow
 
     def __repr__(self) -> str:
-        return f"ModelError({self.message!r}, retryable={self.retryable}, status={self.status})"
+        return (
+            f"ModelError({self.message!r}, retryable={self.retryable}, status={self.status}, "
+            f"context_overflow={self.context_overflow})"
+        )
 
 
 # --- conversation messages -------------------------------------------------
@@ -97,6 +118,33 @@ class ModelRequest:
     def system_prompt(self) -> str:
         return join_sections(self.sections)
 
+    def estimated_tokens(self) -> int:
+        """The request's size in tokens by `estimate_tokens`: the system
+        prompt, the messages and the tool schemas, as a provider counts them."""
+        parts: list[str] = [self.system_prompt()]
+        for message in self.messages:
+            parts += message_texts(message)
+        for tool in self.tools:
+            parts += [tool.name, tool.description, tool.parameters_json]
+        return estimate_tokens(*parts)
+
+
+def estimate_tokens(*texts: str) -> int:
+    """Tokens of `texts` estimated as UTF-8 bytes / BYTES_PER_TOKEN (rounded
+    up), plus a few per text for the framing a chat format adds."""
+    total = sum(len(text.encode()) for text in texts)
+    return -(-total // BYTES_PER_TOKEN) + 4 * len(texts)
+
+
+def message_texts(message: ChatMessage) -> list[str]:
+    match message:
+        case UserMessage(text=text):
+            return [text]
+        case ToolResultMessage(call_id=call_id, content=content):
+            return [call_id, content]
+        case AssistantMessage(text=text, tool_calls=calls):
+            return [text, *(part for c in calls for part in (c.call_id, c.name, c.args_json))]
+
 
 def join_sections(sections: Iterable[events_pb2.PromptSection]) -> str:
     """Sections in ascending `order` (stable for equal orders), blank ones dropped."""
@@ -121,7 +169,21 @@ class Finish:
     reason: str = FINISH_STOP
 
 
-ModelChunk = TextDelta | ReasoningDelta | ToolCallRequest | Finish
+@dataclass(frozen=True)
+class Usage:
+    """What one request used: the provider's figures, or (`estimated`) the
+    adapter's estimate from the request's and the answer's sizes."""
+
+    prompt_tokens: int
+    completion_tokens: int
+    # The part of prompt_tokens the provider served from its prompt cache.
+    cached_prompt_tokens: int = 0
+    # The provider's model id, as it answered (may differ from the one asked).
+    model: str = ""
+    estimated: bool = False
+
+
+ModelChunk = TextDelta | ReasoningDelta | ToolCallRequest | Usage | Finish
 
 
 @dataclass
@@ -132,6 +194,7 @@ class StreamedAnswer:
     reasoning: str = ""
     tool_calls: list[ToolCallRequest] = field(default_factory=list)
     finish: Finish | None = None
+    usage: Usage | None = None
 
     def add(self, chunk: ModelChunk) -> None:
         match chunk:
@@ -141,6 +204,8 @@ class StreamedAnswer:
                 self.reasoning += text
             case ToolCallRequest():
                 self.tool_calls.append(chunk)
+            case Usage():
+                self.usage = chunk
             case Finish():
                 self.finish = chunk
 
@@ -156,8 +221,20 @@ class ModelAdapter(Protocol):
         """The model used when a request names none (logged in request/header)."""
         ...
 
+    @property
+    def context_window(self) -> int:
+        """The model's context window in tokens: the runtime compacts the
+        conversation before a request would fill too much of it."""
+        ...
+
+    @property
+    def max_output_tokens(self) -> int:
+        """The most tokens one answer may take (room kept free in the window)."""
+        ...
+
     def stream(self, request: ModelRequest) -> AsyncGenerator[ModelChunk, None]:
-        """Reasoning and text deltas and complete tool calls in order, then one Finish."""
+        """Reasoning and text deltas and complete tool calls in order, one
+        Usage (before Finish), then one Finish."""
         ...
 
     async def aclose(self) -> None:

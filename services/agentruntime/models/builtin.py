@@ -15,10 +15,14 @@ before finishing, so a person sees a long streamed answer, a plan review or
 tool approvals without an API key. All waiting is cancellable: a cancelled
 stream ends at once with outcome "cancelled".
 
+Every answer reports its usage, estimated from the request's and the
+answer's sizes (`estimate_tokens`); the model's context window is
+`context_window` (32000 tokens unless given; a script file may set it).
+
 A separately started runtime is scripted with a JSON file (see `load_script`),
 named by AGENTHOST_BUILTIN_SCRIPT, e.g.
 
-    {"replies": [
+    {"context_window": 32000, "replies": [
       {"reasoning": "The user wants a plan.", "text": "Here is my plan.",
        "parts": 20, "delta_s": 0.1, "hold_s": 2,
        "tool_calls": [{"name": "exit_plan_mode", "args": {"plan": "# Plan"}}]},
@@ -48,13 +52,18 @@ from services.agentruntime.models.base import (
     ModelError,
     ModelRequest,
     ReasoningDelta,
+    StreamedAnswer,
     TextDelta,
     ToolCallRequest,
+    Usage,
     UserMessage,
+    estimate_tokens,
 )
 
 BUILTIN_NAME = "builtin"
 BUILTIN_MODEL = "builtin-echo"
+BUILTIN_CONTEXT_WINDOW = 32_000
+BUILTIN_MAX_OUTPUT_TOKENS = 4096
 # Replies are cut into this many deltas so consumers see a real stream.
 DELTA_PARTS = 3
 
@@ -124,16 +133,31 @@ class BuiltinAdapter:
     name = BUILTIN_NAME
 
     def __init__(
-        self, replies: Iterable[ScriptedReply] = (), *, model: str = BUILTIN_MODEL
+        self,
+        replies: Iterable[ScriptedReply] = (),
+        *,
+        model: str = BUILTIN_MODEL,
+        context_window: int = BUILTIN_CONTEXT_WINDOW,
+        max_output_tokens: int = BUILTIN_MAX_OUTPUT_TOKENS,
     ) -> None:
         self.model = model
+        self.context_window = context_window
+        self.max_output_tokens = min(max_output_tokens, context_window // 2)
         self.requests: list[ModelRequest] = []
         self._replies: deque[ScriptedReply] = deque(replies)
         self._call_ids = itertools.count(1)
 
     @classmethod
-    def from_script_file(cls, path: str | Path, *, model: str = BUILTIN_MODEL) -> BuiltinAdapter:
-        return cls(load_script(path), model=model)
+    def from_script_file(
+        cls,
+        path: str | Path,
+        *,
+        model: str = BUILTIN_MODEL,
+        context_window: int = BUILTIN_CONTEXT_WINDOW,
+    ) -> BuiltinAdapter:
+        """The script's replies; its `context_window` wins over the one given."""
+        window = script_context_window(path, context_window)
+        return cls(load_script(path), model=model, context_window=window)
 
     def enqueue(self, reply: ScriptedReply) -> ScriptedReply:
         self._replies.append(reply)
@@ -151,8 +175,12 @@ class BuiltinAdapter:
         reply.started.set()
         outcome: Outcome = "closed"
         try:
+            answer = StreamedAnswer()
             async with aclosing(self._play(reply)) as chunks:
                 async for chunk in chunks:
+                    answer.add(chunk)
+                    if isinstance(chunk, Finish):
+                        yield self._usage(request, answer)
                     yield chunk
             outcome = "completed"
         except ModelError:
@@ -181,6 +209,11 @@ class BuiltinAdapter:
         for call in reply.tool_calls:
             yield self._tool_call(call)
         yield Finish(FINISH_TOOL_CALLS if reply.tool_calls else FINISH_STOP)
+
+    def _usage(self, request: ModelRequest, answer: StreamedAnswer) -> Usage:
+        calls = [part for c in answer.tool_calls for part in (c.name, c.args_json)]
+        completion = estimate_tokens(answer.text, answer.reasoning, *calls)
+        return Usage(request.estimated_tokens(), completion, model=self.model, estimated=True)
 
     def _tool_call(self, call: ScriptedToolCall) -> ToolCallRequest:
         call_id = call.call_id or f"builtin-call-{next(self._call_ids)}"
@@ -214,6 +247,17 @@ _CALL_KEYS = {"name", "args", "call_id"}
 _ERROR_KEYS = {"message", "retryable", "status"}
 
 
+def script_context_window(path: str | Path, default: int = BUILTIN_CONTEXT_WINDOW) -> int:
+    """The script's `context_window` (`default` when it sets none)."""
+    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    if not isinstance(data, dict):
+        return default
+    window = data.get("context_window", default)
+    if not isinstance(window, int) or not _count(window):
+        raise ValueError(f"{path}: context_window is a whole number, at least 1")
+    return window
+
+
 def load_script(path: str | Path) -> list[ScriptedReply]:
     """Read scripted replies from JSON: `{"replies": [...]}` or a bare list, each
     `{"text"?, "reasoning"?, "tool_calls"?: [{"name", "args"?, "call_id"?}],
@@ -222,7 +266,7 @@ def load_script(path: str | Path) -> list[ScriptedReply]:
     reply's index."""
     data = json.loads(Path(path).read_text(encoding="utf-8"))
     if isinstance(data, dict):
-        _check_keys(data, {"replies"}, "script")
+        _check_keys(data, {"replies", "context_window"}, "script")
         data = data.get("replies", [])
     if not isinstance(data, list):
         raise ValueError(f"{path}: a script is a list of replies")

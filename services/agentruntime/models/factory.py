@@ -4,7 +4,8 @@ The built-in adapter is the default; AGENTHOST_MODEL_BASE_URL selects the
 OpenAI-compatible one, configured by the other AGENTHOST_MODEL_* variables
 (model, key, time limits and attempts: see `OpenAICompatConfig.from_env`).
 AGENTHOST_BUILTIN_SCRIPT (or `builtin_script`) scripts
-the built-in adapter from a JSON file.
+the built-in adapter from a JSON file. AGENTHOST_MODEL_CONTEXT_WINDOW sets
+either adapter's context window (a script's `context_window` wins).
 """
 
 from __future__ import annotations
@@ -14,11 +15,12 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from services.agentruntime.models.base import ModelAdapter
-from services.agentruntime.models.builtin import BuiltinAdapter
+from services.agentruntime.models.builtin import BUILTIN_CONTEXT_WINDOW, BuiltinAdapter
 from services.agentruntime.models.openai_compat import (
     ENV_BASE_URL,
     OpenAICompatAdapter,
     OpenAICompatConfig,
+    context_window_from_env,
 )
 
 ENV_BUILTIN_SCRIPT = "AGENTHOST_BUILTIN_SCRIPT"
@@ -30,7 +32,8 @@ def adapter_from_env(
     env = os.environ if env is None else env
     if env.get(ENV_BASE_URL):
         return OpenAICompatAdapter(OpenAICompatConfig.from_env(env))
+    window = context_window_from_env(env, BUILTIN_CONTEXT_WINDOW)
     script = builtin_script or env.get(ENV_BUILTIN_SCRIPT)
     if script:
-        return BuiltinAdapter.from_script_file(script)
-    return BuiltinAdapter()
+        return BuiltinAdapter.from_script_file(script, context_window=window)
+    return BuiltinAdapter(context_window=window)

@@ -29,6 +29,21 @@ retry would repeat output the runtime already consumed, so the error is final
 (still marked retryable). The total limit is final and not retryable; when it
 leaves no time for a retry's backoff the call fails at once, naming the failure
 it could not retry.
+
+Usage: every request asks for it (`stream_options.include_usage`); the
+trailing usage chunk becomes one `Usage` (prompt, completion and cached
+prompt tokens, `prompt_tokens_details.cached_tokens` or DeepSeek's
+`prompt_cache_hit_tokens`). A provider that sends none gets an estimate
+from the request's and the answer's sizes (`estimate_tokens`: UTF-8 bytes
+/ 4), marked estimated.
+
+Context window: `context_window` (AGENTHOST_MODEL_CONTEXT_WINDOW, 128000
+tokens) and `max_output_tokens` (AGENTHOST_MODEL_MAX_OUTPUT_TOKENS, 8192, at most a
+quarter of the window).
+A 400 (or 413) whose error says the request is longer than the model's
+context (OpenAI's code `context_length_exceeded`, DeepSeek's "This model's
+maximum context length is N tokens") is a ModelError with
+`context_overflow` set, which the runtime answers by compacting.
 """
 
 from __future__ import annotations
@@ -38,7 +53,7 @@ import json
 import logging
 import math
 import os
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Iterable, Mapping
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, TypeVar
@@ -56,10 +71,13 @@ from services.agentruntime.models.base import (
     ModelError,
     ModelRequest,
     ReasoningDelta,
+    StreamedAnswer,
     TextDelta,
     ToolCallRequest,
     ToolResultMessage,
+    Usage,
     UserMessage,
+    estimate_tokens,
 )
 
 log = logging.getLogger(__name__)
@@ -73,6 +91,19 @@ ENV_FIRST_BYTE_TIMEOUT = "AGENTHOST_MODEL_FIRST_BYTE_TIMEOUT_S"
 ENV_IDLE_TIMEOUT = "AGENTHOST_MODEL_IDLE_TIMEOUT_S"
 ENV_TOTAL_TIMEOUT = "AGENTHOST_MODEL_TOTAL_TIMEOUT_S"
 ENV_MAX_ATTEMPTS = "AGENTHOST_MODEL_MAX_ATTEMPTS"
+ENV_CONTEXT_WINDOW = "AGENTHOST_MODEL_CONTEXT_WINDOW"
+ENV_MAX_OUTPUT_TOKENS = "AGENTHOST_MODEL_MAX_OUTPUT_TOKENS"
+DEFAULT_CONTEXT_WINDOW = 128_000
+DEFAULT_MAX_OUTPUT_TOKENS = 8192
+# What providers' "too long" refusals say (lower-cased), besides the code.
+OVERFLOW_CODE = "context_length_exceeded"
+OVERFLOW_PHRASES = (
+    "maximum context length",
+    "context length exceeded",
+    "context_length_exceeded",
+    "prompt is too long",
+    "context window",
+)
 # Config field set by each timeout variable.
 TIMEOUT_VARIABLES = {
     ENV_CONNECT_TIMEOUT: "connect_timeout_s",
@@ -101,10 +132,15 @@ class OpenAICompatConfig:
     first_byte_timeout_s: float = 120.0
     idle_timeout_s: float = 60.0
     total_timeout_s: float = 900.0
+    # The model's context window and the most one answer may take, in tokens.
+    context_window: int = DEFAULT_CONTEXT_WINDOW
+    max_output_tokens: int = DEFAULT_MAX_OUTPUT_TOKENS
 
     def __post_init__(self) -> None:
         if self.max_attempts < 1:
             raise ValueError("max_attempts must be at least 1")
+        if self.context_window < 1 or self.max_output_tokens < 1:
+            raise ValueError("context_window and max_output_tokens must be positive")
         for name in TIMEOUT_VARIABLES.values():
             value = getattr(self, name)
             if not _positive_seconds(value):
@@ -148,8 +184,22 @@ def limits_from_env(env: Mapping[str, str]) -> dict[str, Any]:
             fields[name] = _env_seconds(variable, raw)
     raw = env.get(ENV_MAX_ATTEMPTS, "").strip()
     if raw:
-        fields["max_attempts"] = _env_attempts(raw)
+        fields["max_attempts"] = _env_count(ENV_MAX_ATTEMPTS, raw)
+    for variable, name in (
+        (ENV_CONTEXT_WINDOW, "context_window"),
+        (ENV_MAX_OUTPUT_TOKENS, "max_output_tokens"),
+    ):
+        raw = env.get(variable, "").strip()
+        if raw:
+            fields[name] = _env_count(variable, raw)
     return fields
+
+
+def context_window_from_env(env: Mapping[str, str], default: int) -> int:
+    """AGENTHOST_MODEL_CONTEXT_WINDOW when set (a bad value is a ValueError
+    naming it), else `default`."""
+    raw = env.get(ENV_CONTEXT_WINDOW, "").strip()
+    return _env_count(ENV_CONTEXT_WINDOW, raw) if raw else default
 
 
 def _env_seconds(variable: str, raw: str) -> float:
@@ -162,13 +212,13 @@ def _env_seconds(variable: str, raw: str) -> float:
     return value
 
 
-def _env_attempts(raw: str) -> int:
+def _env_count(variable: str, raw: str) -> int:
     try:
         value = int(raw)
     except ValueError:
         value = 0
     if value < 1:
-        raise ValueError(f"{ENV_MAX_ATTEMPTS}={raw!r}: expected a whole number, at least 1")
+        raise ValueError(f"{variable}={raw!r}: expected a whole number, at least 1")
     return value
 
 
@@ -282,6 +332,9 @@ class OpenAICompatAdapter:
     ) -> None:
         self.config = config
         self.model = config.model
+        self.context_window = config.context_window
+        # A small window keeps most of itself for the conversation.
+        self.max_output_tokens = min(config.max_output_tokens, config.context_window // 4)
         self.limits = TimeLimits.of(config)
         # Sent with every request, so a client passed in gets the same limits:
         # httpx connects within the connect limit and never times out reads.
@@ -298,10 +351,14 @@ class OpenAICompatAdapter:
         clock = _Clock(self.limits.total)
         for attempt in range(1, self.config.max_attempts + 1):
             yielded = False
+            answer = StreamedAnswer()
             try:
                 async with aclosing(self._attempt(body, clock)) as chunks:
                     async for chunk in chunks:
                         yielded = True
+                        answer.add(chunk)
+                        if isinstance(chunk, Finish) and answer.usage is None:
+                            yield estimated_usage(request, answer, str(body["model"]))
                         yield chunk
                 return
             except _RetryableFailure as failure:
@@ -399,8 +456,13 @@ def request_body(request: ModelRequest, model: str) -> dict[str, Any]:
     system = request.system_prompt()
     if system:
         messages.append({"role": "system", "content": system})
-    messages.extend(chat_message(message) for message in request.messages)
-    body: dict[str, Any] = {"model": model, "messages": messages, "stream": True}
+    messages.extend(_joined_user_turns(chat_message(message) for message in request.messages))
+    body: dict[str, Any] = {
+        "model": model,
+        "messages": messages,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
     if request.tools:
         # Some providers reject an empty tools array, so it is only sent when needed.
         body["tools"] = [
@@ -408,6 +470,26 @@ def request_body(request: ModelRequest, model: str) -> dict[str, Any]:
             for tool in request.tools
         ]
     return body
+
+
+def _joined_user_turns(messages: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Adjacent user messages (a notice, a summary, then the prompt) as one:
+    some providers (DeepSeek's reasoner) refuse two user turns in a row."""
+    joined: list[dict[str, Any]] = []
+    for message in messages:
+        last = joined[-1] if joined else None
+        if last is not None and last["role"] == message["role"] == "user":
+            joined[-1] = {"role": "user", "content": f"{last['content']}\n\n{message['content']}"}
+        else:
+            joined.append(message)
+    return joined
+
+
+def estimated_usage(request: ModelRequest, answer: StreamedAnswer, model: str) -> Usage:
+    """The usage of a request whose provider reported none."""
+    calls = [part for c in answer.tool_calls for part in (c.name, c.args_json)]
+    completion = estimate_tokens(answer.text, answer.reasoning, *calls)
+    return Usage(request.estimated_tokens(), completion, model=model, estimated=True)
 
 
 def chat_message(message: ChatMessage) -> dict[str, Any]:
@@ -459,7 +541,24 @@ async def _raise_for_status(response: httpx.Response) -> None:
     message = f"model server answered {status}: {_server_message(response)}"
     if status == 429 or status >= 500:
         raise _RetryableFailure(message, status=status, retry_after_s=_retry_after_s(response))
-    raise ModelError(message, retryable=False, status=status)
+    overflow = status in (400, 413) and _says_too_long(response)
+    raise ModelError(message, retryable=False, status=status, context_overflow=overflow)
+
+
+def _says_too_long(response: httpx.Response) -> bool:
+    """Whether a refusal says the request exceeds the model's context window."""
+    try:
+        error = response.json().get("error")
+    except (ValueError, AttributeError):
+        error = None
+    if isinstance(error, dict) and error.get("code") == OVERFLOW_CODE:
+        return True
+    return _names_overflow(_server_message(response))
+
+
+def _names_overflow(message: str) -> bool:
+    text = message.lower()
+    return any(phrase in text for phrase in OVERFLOW_PHRASES)
 
 
 def _server_message(response: httpx.Response) -> str:
@@ -496,6 +595,7 @@ class _StreamAssembler:
         self.done = False
         self._calls: dict[int, _PartialCall] = {}
         self._finish_reason: str | None = None
+        self._usage: Usage | None = None
 
     def feed(self, data: str) -> list[ModelChunk]:
         if data.strip() == DONE_SENTINEL:
@@ -503,6 +603,8 @@ class _StreamAssembler:
         if not data.strip():
             return []
         payload = _parse_payload(data)
+        if isinstance(payload.get("usage"), dict):
+            self._usage = _usage(payload["usage"], str(payload.get("model") or ""))
         chunks: list[ModelChunk] = []
         for choice in payload.get("choices") or []:
             chunks.extend(self._choice(choice))
@@ -544,8 +646,29 @@ class _StreamAssembler:
             for index, call in sorted(self._calls.items())
         ]
         default = FINISH_TOOL_CALLS if chunks else FINISH_STOP
+        if self._usage is not None:
+            chunks.append(self._usage)
         chunks.append(Finish(self._finish_reason or default))
         return chunks
+
+
+def _usage(usage: dict[str, Any], model: str) -> Usage:
+    """OpenAI's usage object (`prompt_tokens_details.cached_tokens`), or
+    DeepSeek's (`prompt_cache_hit_tokens`)."""
+    details = usage.get("prompt_tokens_details")
+    cached = details.get("cached_tokens") if isinstance(details, dict) else None
+    if cached is None:
+        cached = usage.get("prompt_cache_hit_tokens")
+    return Usage(
+        prompt_tokens=_count(usage.get("prompt_tokens")),
+        completion_tokens=_count(usage.get("completion_tokens")),
+        cached_prompt_tokens=_count(cached),
+        model=model,
+    )
+
+
+def _count(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
 def _text(delta: dict[str, Any], key: str) -> str:
@@ -564,5 +687,9 @@ def _parse_payload(data: str) -> dict[str, Any]:
     if failure is not None:
         # Some providers report failures in-band, after the 200 status.
         message = failure.get("message") if isinstance(failure, dict) else str(failure)
-        raise ModelError(f"model stream failed: {message}", retryable=False)
+        code = failure.get("code") if isinstance(failure, dict) else None
+        overflow = code == OVERFLOW_CODE or _names_overflow(str(message))
+        raise ModelError(
+            f"model stream failed: {message}", retryable=False, context_overflow=overflow
+        )
     return payload

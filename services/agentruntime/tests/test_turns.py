@@ -15,6 +15,7 @@ from services.agentruntime.models.base import ModelError
 from services.agentruntime.models.builtin import BuiltinAdapter, ScriptedReply, ScriptedToolCall
 from services.agentruntime.questions import AnswerMismatch, QuestionAnswered, QuestionNotFound
 from services.agentruntime.runtime import AgentRuntime
+from services.agentruntime.transcript import ENDED_EARLY_MARK
 from services.common.errors import SessionNotFound
 from services.sessionlog.domain import SessionLog
 from services.sessionlog.folds import Question
@@ -55,6 +56,7 @@ async def test_a_turn_records_the_whole_step(session_log: SessionLog, session: s
         "step_start",
         "request_header",
         "assistant_message",
+        "model_usage",  # what the request used, before its calls run
         "step_end",
         "turn_end",
     ]
@@ -105,7 +107,8 @@ async def test_cancel_records_a_cancelled_turn_and_stops_the_request(
     assert reply.outcome == "cancelled"
     events = (await session_log.read(session, limit=100)).events
     assert events[-1].turn_end.reason == 2  # cancelled
-    assert "assistant_message" not in kinds(events)
+    # What the user saw stream is recorded, just before the cancelled end.
+    assert events[-2].assistant_message.text == "long answer"
     assert (await runtime.cancel(session))[0] is False
 
 
@@ -172,7 +175,8 @@ async def test_resume_closes_a_turn_left_open_and_restores_the_conversation(
     await runtime.prompt(session, "after")
     await idle(runtime, session)
     texts = [getattr(m, "text", "") for m in model.requests[0].messages]
-    assert texts == ["before the crash", "after"]
+    # The model hears that the turn ended unanswered, not two prompts in a row.
+    assert texts == ["before the crash", ENDED_EARLY_MARK.format(reason=INTERRUPTED), "after"]
 
 
 class LostFirstAnswers:

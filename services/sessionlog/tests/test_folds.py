@@ -456,8 +456,11 @@ EVENTS = st.one_of(
         sandbox=st.sampled_from(SANDBOXES),
         approvals=st.sampled_from(POLICIES),
     ),
+    # Only the whole state's last_compaction_seq looks at it.
+    body("compaction", ev.Compaction, summary=TEXTS, trigger=st.just("auto")),
     # Kinds no fold looks at.
     body("assistant_message", ev.AssistantMessage, text=TEXTS),
+    body("model_usage", ev.ModelUsage, prompt_tokens=st.integers(0, 10**6)),
     body("command_run", ev.CommandRun, command_id=st.just("c"), name=st.just("plan")),
     body("command_done", ev.CommandDone, command_id=st.just("c")),
 )
@@ -632,3 +635,18 @@ def test_open_question_ids_are_unique_when_asked_ids_are_unique(events: list[ev.
         questions = fold_questions(questions, event)
         ids = [q.question_id for q in questions.open]
         assert len(ids) == len(set(ids))
+
+
+def test_a_compaction_moves_only_where_the_models_view_starts() -> None:
+    compaction = ev.Event(compaction=ev.Compaction(summary="s", up_to_seq=2, trigger="auto"))
+    before = folded(plan_mode(True), ev.Event(session_title=ev.SessionTitle(title="t")))
+    after = fold_events(before, numbered([plan_mode(True), plan_mode(True), compaction])[2:])
+    assert after.last_compaction_seq == 2
+    # Plan mode, title and every other part read the whole log, compacted or not.
+    assert (after.plan, after.title, after.turn, after.settings) == (
+        before.plan,
+        before.title,
+        before.turn,
+        before.settings,
+    )
+    assert load_state(dump_state(after)) == after

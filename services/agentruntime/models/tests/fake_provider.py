@@ -9,6 +9,12 @@ to keep a connection alive), a `Pause` makes the server wait that long, and an
 stalls the stream for good), so a test controls exactly what the client has seen
 and when. The response headers go out before the first item. The server records
 every request and notices when a client goes away mid-stream.
+
+Instead of a queue, a `responder` may answer each request from its body (a
+model that behaves: see `WindowedModel` in tests/support/windowed_model.py).
+`ProviderReply.error_code` and `error_param` fill the OpenAI error body's
+`code` and `param`, as in a real "context length exceeded" refusal
+(`context_overflow_reply`).
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,6 +60,8 @@ class ProviderReply:
     error_message: str = ""
     # Close the connection: before answering, or after the stream items when 200.
     drop: bool = False
+    error_code: str | None = None
+    error_param: str | None = None
 
 
 @dataclass(frozen=True)
@@ -69,6 +78,8 @@ class FakeProvider:
         # Set when a client disconnects while its stream is being served.
         self.disconnected = asyncio.Event()
         self.url = ""
+        # Answers every request from its body when set (the queue is unused).
+        self.responder: Callable[[dict[str, Any]], ProviderReply] | None = None
         self._runner: web.AppRunner | None = None
 
     def enqueue(self, *replies: ProviderReply) -> None:
@@ -97,13 +108,18 @@ class FakeProvider:
                 await request.json(),
             )
         )
-        if not self.replies:
+        if self.responder is not None:
+            reply = self.responder(self.requests[-1].body)
+        elif not self.replies:
             return _error_response(500, "the test scripted no reply")
-        reply = self.replies.popleft()
+        else:
+            reply = self.replies.popleft()
         if reply.drop and reply.status == 200 and not reply.stream:
             return _drop(request)
         if reply.status != 200:
-            return _error_response(reply.status, reply.error_message)
+            return _error_response(
+                reply.status, reply.error_message, reply.error_code, reply.error_param
+            )
         return await self._serve_stream(request, reply)
 
     async def _serve_stream(self, request: web.Request, reply: ProviderReply) -> web.StreamResponse:
@@ -134,9 +150,34 @@ async def _send_item(response: web.StreamResponse, item: StreamItem) -> None:
             await response.write(f"data: {payload}\n\n".encode())
 
 
-def _error_response(status: int, message: str) -> web.Response:
-    body = {"error": {"message": message, "type": "invalid_request_error", "code": None}}
-    return web.json_response(body, status=status)
+def _error_response(
+    status: int, message: str, code: str | None = None, param: str | None = None
+) -> web.Response:
+    error = {"message": message, "type": "invalid_request_error", "param": param, "code": code}
+    return web.json_response({"error": error}, status=status)
+
+
+def context_overflow_reply(limit: int, requested: int, *, shape: str = "openai") -> ProviderReply:
+    """A provider refusing a request longer than its window, as OpenAI
+    (code `context_length_exceeded`) or DeepSeek (a generic code, the limit
+    in the message) answer it."""
+    if shape == "deepseek":
+        message = (
+            f"This model's maximum context length is {limit} tokens. However, you requested "
+            f"{requested} tokens ({requested} in the messages, 0 in the completion). Please "
+            "reduce the length of the messages or completion."
+        )
+        return ProviderReply(status=400, error_message=message, error_code="invalid_request_error")
+    message = (
+        f"This model's maximum context length is {limit} tokens. However, your messages "
+        f"resulted in {requested} tokens. Please reduce the length of the messages."
+    )
+    return ProviderReply(
+        status=400,
+        error_message=message,
+        error_code="context_length_exceeded",
+        error_param="messages",
+    )
 
 
 def _drop(request: web.Request) -> web.Response:
@@ -175,10 +216,22 @@ def finish_chunk(reason: str) -> dict[str, Any]:
     return chunk({}, finish_reason=reason)
 
 
-def usage_chunk() -> dict[str, Any]:
+def usage_chunk(
+    prompt: int = 10, completion: int = 5, cached: int | None = None, model: str = "deepseek-chat"
+) -> dict[str, Any]:
+    """The trailing chunk `stream_options.include_usage` asks for (OpenAI's
+    shape: `prompt_tokens_details.cached_tokens`)."""
+    usage: dict[str, Any] = {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+    }
+    if cached is not None:
+        usage["prompt_tokens_details"] = {"cached_tokens": cached}
     return {
         "id": "chatcmpl-1",
         "object": "chat.completion.chunk",
+        "model": model,
         "choices": [],
-        "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+        "usage": usage,
     }

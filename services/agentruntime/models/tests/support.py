@@ -5,7 +5,13 @@ from __future__ import annotations
 import asyncio
 from contextlib import aclosing
 
-from services.agentruntime.models.base import ModelAdapter, ModelChunk, ModelError, ModelRequest
+from services.agentruntime.models.base import (
+    ModelAdapter,
+    ModelChunk,
+    ModelError,
+    ModelRequest,
+    Usage,
+)
 
 TIMEOUT_S = 5.0
 API_KEY = "sk-test-key"
@@ -14,10 +20,15 @@ MODEL = "deepseek-chat"
 MAX_ATTEMPTS = 3
 
 
-async def collect(adapter: ModelAdapter, request: ModelRequest) -> list[ModelChunk]:
+async def collect(
+    adapter: ModelAdapter, request: ModelRequest, *, usage: bool = False
+) -> list[ModelChunk]:
+    """The stream's chunks; its Usage too only when `usage` (the tests of
+    what a stream says leave it out; test_usage.py checks it)."""
+
     async def consume() -> list[ModelChunk]:
         async with aclosing(adapter.stream(request)) as chunks:
-            return [chunk async for chunk in chunks]
+            return [chunk async for chunk in chunks if usage or not isinstance(chunk, Usage)]
 
     return await asyncio.wait_for(consume(), TIMEOUT_S)
 
@@ -30,7 +41,7 @@ async def collect_timed(
 
     async def consume() -> list[tuple[float, ModelChunk]]:
         async with aclosing(adapter.stream(request)) as chunks:
-            return [(loop.time(), chunk) async for chunk in chunks]
+            return [(loop.time(), chunk) async for chunk in chunks if not isinstance(chunk, Usage)]
 
     return await asyncio.wait_for(consume(), TIMEOUT_S)
 
