@@ -9,10 +9,15 @@ const editors = [];
 let first; // the first editor process
 let sessionId;
 
-/** Approve a plan review; allow a tool once. */
-function allow(request) {
+// While set, the person answers a tool's permission request only once it resolves.
+let thinking = null;
+
+/** Approve a plan review; allow a tool once (after thinking, when they are). */
+async function allow(request) {
   const ids = request.options.map((o) => o.optionId);
-  return ids.includes("approve") ? "approve" : "allow-once";
+  if (ids.includes("approve")) return "approve";
+  await thinking;
+  return "allow-once";
 }
 
 function editor() {
@@ -89,17 +94,19 @@ test("plan mode chosen during a turn is committed at the next model request", as
   const modeUpdates = () =>
     first.updates(sessionId).filter((u) => u.sessionUpdate === "current_mode_update");
   const before = modeUpdates().length;
+  const asked = first.permissionRequests.length;
+  let doneThinking;
+  thinking = new Promise((resolve) => (doneThinking = resolve));
   const turn = first.connection.prompt({ sessionId, prompt: [{ type: "text", text: "make a plan" }] });
-  await first.waitFor(
-    () => first.updates(sessionId).some((u) => u.sessionUpdate === "agent_message_chunk" && text(u).startsWith("Let me")),
-    "the turn's first chunk",
-  );
+  // The turn waits on the person's answer to its command: the step is under way.
+  await first.waitFor(() => first.permissionRequests.length > asked, "the command's permission request");
   await first.connection.setSessionMode({ sessionId, modeId: "plan" });
   assert.equal(modeUpdates().length, before, "no mode change before the next model request");
-  const listed = await first.waitFor(
-    () => first.updates(sessionId).find((u) => u.sessionUpdate === "tool_call" && u.kind === "read"),
-    "the list_dir call",
+  const command = first.updates(sessionId).find(
+    (u) => u.sessionUpdate === "tool_call" && u.kind === "execute" && u.title === "$ ls",
   );
+  thinking = null;
+  doneThinking();
   const committed = await first.waitFor(
     () => modeUpdates()[before],
     "current_mode_update",
@@ -107,7 +114,7 @@ test("plan mode chosen during a turn is committed at the next model request", as
   assert.equal(committed.currentModeId, "plan");
   const updates = first.updates(sessionId);
   const toolDone = updates.findIndex(
-    (u) => u.sessionUpdate === "tool_call_update" && u.toolCallId === listed.toolCallId && u.status === "completed",
+    (u) => u.sessionUpdate === "tool_call_update" && u.toolCallId === command.toolCallId && u.status === "completed",
   );
   assert.ok(toolDone >= 0 && updates.indexOf(committed) > toolDone, "committed after the step's tool ran");
 

@@ -101,7 +101,7 @@ function waiter(editor, predicate, what, timeoutMs) {
 }
 
 export class Editor {
-  /** `choose(request)` picks a permission option id (the editor's person). */
+  /** `choose(request)` picks a permission option id, or a promise of one (the editor's person, who may take their time). */
   constructor(choose) {
     this.messages = []; // every message from the agent, in order
     this.invalid = []; // those the schema refused, with the errors
@@ -147,7 +147,8 @@ export class Editor {
         sessionUpdate: async () => {},
         requestPermission: async (request) => {
           this.permissionRequests.push(request);
-          return { outcome: { outcome: "selected", optionId: this.choose(request) } };
+          this.notify();
+          return { outcome: { outcome: "selected", optionId: await this.choose(request) } };
         },
       }),
       { writable, readable: recorded },
@@ -160,6 +161,11 @@ export class Editor {
     if (problems.length > 0) {
       this.invalid.push({ message, problems });
     }
+    this.notify();
+  }
+
+  /** Re-check what the test waits for (a message arrived, or the person was asked). */
+  notify() {
     for (const check of [...this.watchers]) check();
   }
 
