@@ -56,6 +56,7 @@ from .models.base import (
     StreamedAnswer,
     TextDelta,
 )
+from .models.catalog import ModelCatalog
 from .ports import PlanModePort
 from .questions import (
     PLAN_REVIEW,
@@ -116,7 +117,7 @@ class Agent:
         cwd: str,
         *,
         log: SessionLogPort,
-        model: ModelAdapter,
+        models: ModelCatalog,
         plan: PlanModePort | None,
         catalog: ToolCatalog,
         live: LiveFeed,
@@ -128,7 +129,9 @@ class Agent:
         self.session_id = session_id
         self.cwd = Path(cwd)
         self._log = log
-        self._model = model
+        self._models = models
+        # The adapter of the session's model, chosen again at each step.
+        self._model: ModelAdapter = models.adapter(models.default)
         self._plan = plan
         self._catalog = catalog
         self._live = live
@@ -325,12 +328,20 @@ class Agent:
         raise FailedPrecondition("BUSY_LOG", f"session {self.session_id!r} changed too often")
 
     async def update_settings(
-        self, sandbox: str | None, approvals: str | None
+        self, sandbox: str | None, approvals: str | None, model: str | None = None
     ) -> tuple[SettingsFold, int]:
-        """Record new settings (effective for the next tool call)."""
+        """Record new settings: the sandbox and approvals are effective for
+        the next tool call, the model for the next model request. A model
+        the catalog does not list is UnknownModel, and nothing is recorded."""
+        if model:
+            self._models.get(model)
         await self._catch_up()
         current = self._state.settings
-        wanted = SettingsFold(sandbox or current.sandbox, approvals or current.approvals)
+        wanted = SettingsFold(
+            sandbox or current.sandbox,
+            approvals or current.approvals,
+            current.model if model is None else model,
+        )
         if wanted != current:
             event = ev.Event(id=new_id("settings"), session_settings=settings_event(wanted))
             await self._append([event])
@@ -433,6 +444,9 @@ class Agent:
             else []
         )
         await self._catch_up()
+        # The session's model as of this boundary (a change made during the
+        # last step applies from here, like a plan choice).
+        self._model = self._models.adapter(self._models.resolve(self._state.settings.model))
         steered = [_user_message(i.input_id, i.text) for i in self._state.turn.steered]
         start = ev.Event(id=new_id("step"), step_start=ev.StepStart(turn_id=turn_id, step=step))
         await self._append([start, *steered])

@@ -194,7 +194,7 @@ async def test_every_session_view_is_folded_and_changes_of_all_sessions_are_watc
             {
                 "plan": IDLE,
                 "questions": [],
-                "settings": {"sandbox": "workspace-write", "approvals": "ask"},
+                "settings": {"sandbox": "workspace-write", "approvals": "ask", "model": ""},
                 "status": {"running": True, "queued": 0},
             },
         )
