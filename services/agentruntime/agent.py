@@ -130,8 +130,10 @@ class Agent:
         self.cwd = Path(cwd)
         self._log = log
         self._models = models
-        # The adapter of the session's model, chosen again at each step.
-        self._model: ModelAdapter = models.adapter(models.default)
+        # The session's model (its prices price model/usage) and its
+        # adapter, chosen again at each step.
+        self._spec = models.default
+        self._model: ModelAdapter = models.adapter(self._spec)
         self._plan = plan
         self._catalog = catalog
         self._live = live
@@ -446,7 +448,8 @@ class Agent:
         await self._catch_up()
         # The session's model as of this boundary (a change made during the
         # last step applies from here, like a plan choice).
-        self._model = self._models.adapter(self._models.resolve(self._state.settings.model))
+        self._spec = self._models.resolve(self._state.settings.model)
+        self._model = self._models.adapter(self._spec)
         steered = [_user_message(i.input_id, i.text) for i in self._state.turn.steered]
         start = ev.Event(id=new_id("step"), step_start=ev.StepStart(turn_id=turn_id, step=step))
         await self._append([start, *steered])
