@@ -169,6 +169,7 @@ class Agent:
         async with self._reading:
             self._state = await self._log.load_state(self.session_id)
         await self._catch_up()
+        self._choose_model()
         turn = self._state.turn
         if turn.open and self._waiting_question() is not None:
             self._start(turn.turn_id, resuming=True)
@@ -177,6 +178,12 @@ class Agent:
             await self._start_next()
         else:
             await self._start_next()
+
+    def _choose_model(self) -> None:
+        """Take the session's model as the folded state names it; called at
+        a model-request boundary, so one step never mixes two models."""
+        self._spec = self._models.resolve(self._state.settings.model)
+        self._model = self._models.adapter(self._spec)
 
     def _waiting_question(self) -> Question | None:
         """The open question a pending call of the open step waits for."""
@@ -448,8 +455,7 @@ class Agent:
         await self._catch_up()
         # The session's model as of this boundary (a change made during the
         # last step applies from here, like a plan choice).
-        self._spec = self._models.resolve(self._state.settings.model)
-        self._model = self._models.adapter(self._spec)
+        self._choose_model()
         steered = [_user_message(i.input_id, i.text) for i in self._state.turn.steered]
         start = ev.Event(id=new_id("step"), step_start=ev.StepStart(turn_id=turn_id, step=step))
         await self._append([start, *steered])
