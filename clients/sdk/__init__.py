@@ -29,9 +29,11 @@ from .errors import (
     SupersededError,
     TransportError,
     UnauthenticatedError,
+    UnknownModelError,
 )
 from .history import Gap, History
 from .live import LiveText
+from .models import ModelInfo, ModelPrices, Usage
 from .plan import (
     Decision,
     PlanState,
@@ -64,6 +66,7 @@ from .session import (
     TextStreamed,
     Update,
     Updates,
+    UsageChanged,
     assistant_texts,
     user_texts,
 )
@@ -89,6 +92,8 @@ __all__ = [
     "InvalidArgumentError",
     "InvalidReplyError",
     "LiveText",
+    "ModelInfo",
+    "ModelPrices",
     "NotFoundError",
     "OutputStreamed",
     "PlanAnswer",
@@ -118,8 +123,11 @@ __all__ = [
     "TextStreamed",
     "TransportError",
     "UnauthenticatedError",
+    "UnknownModelError",
     "Update",
     "Updates",
+    "Usage",
+    "UsageChanged",
     "Verdict",
     "WorkspaceSession",
     "assistant_texts",

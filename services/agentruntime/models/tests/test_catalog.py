@@ -3,6 +3,7 @@ found where the docs say, and turned into one adapter per model."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -188,6 +189,6 @@ def test_cost_is_priced_per_million_with_cached_input_at_its_price(tmp_path: Pat
     cost = cost_of(slow, 1_000_000, 100_000, 400_000)
     assert cost == pytest.approx(600_000 * 3 / 1e6 + 400_000 * 0.3 / 1e6 + 100_000 * 15 / 1e6)
     assert cost_of(catalog.get("fast"), 1000, 1000) is None
-    assert cost_of(slow.__class__(**{**slow.__dict__, "prices": Prices(2, 4)}), 10, 5, 10) == (
+    assert cost_of(replace(slow, prices=Prices(2, 4)), 10, 5, 10) == (
         pytest.approx((10 * 2 + 5 * 4) / 1e6)
     )
