@@ -3,6 +3,7 @@ found where the docs say, and turned into one adapter per model."""
 
 from __future__ import annotations
 
+import tomllib
 from dataclasses import replace
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from services.agentruntime.models.catalog import (
     catalog_from_env,
     cost_of,
     load_catalog,
+    parse_models,
 )
 from services.agentruntime.models.openai_compat import OpenAICompatAdapter
 from services.common.errors import UnknownModel
@@ -192,3 +194,13 @@ def test_cost_is_priced_per_million_with_cached_input_at_its_price(tmp_path: Pat
     assert cost_of(replace(slow, prices=Prices(2, 4)), 10, 5, 10) == (
         pytest.approx((10 * 2 + 5 * 4) / 1e6)
     )
+
+
+def test_the_readmes_models_file_loads() -> None:
+    readme = (REPO / "README.md").read_text()
+    block = readme.split("```toml\n", 1)[1].split("```", 1)[0]
+    default, specs = parse_models(tomllib.loads(block), "README.md")
+    assert default == "deepseek-chat"
+    [spec] = specs
+    assert (spec.model_id, spec.context_window) == ("deepseek-chat", 128000)
+    assert spec.prices == Prices(input=0.27, output=1.10, cached_input=0.07)
