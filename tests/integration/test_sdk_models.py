@@ -10,15 +10,23 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from agenthost.gateway.v1 import gateway_pb2 as gw
 from agenthost.sessionlog.v1 import events_pb2 as ev
 
-from clients.sdk import AgentHostClient, Backoff, ModelPrices, UnknownModelError, Usage
+from clients.sdk import (
+    AgentHostClient,
+    Backoff,
+    ModelPrices,
+    NotFoundError,
+    UnknownModelError,
+    Usage,
+)
 from services.agentruntime.models.builtin import BuiltinAdapter
 from services.agentruntime.models.catalog import ModelCatalog, Prices, spec_of_adapter
 from services.embedded import EmbeddedStack
 from services.gateway.accounts import TokenStore
 from services.sessionlog.client import SessionLogClient
-from tests.support.gateway import ALICE
+from tests.support.gateway import ALICE, BOB
 
 WAIT_S = 10.0
 
@@ -38,7 +46,10 @@ class Models:
 async def stack(tmp_path: Path) -> AsyncIterator[tuple[EmbeddedStack, Models]]:
     models = Models()
     stack = EmbeddedStack(
-        tmp_path, port_override=0, model=models.catalog, tokens=TokenStore({ALICE: "alice"})
+        tmp_path,
+        port_override=0,
+        model=models.catalog,
+        tokens=TokenStore({ALICE: "alice", BOB: "bob"}),
     )
     await stack.start()
     try:
@@ -113,3 +124,25 @@ async def test_a_session_lists_and_switches_models_and_sees_its_usage(
         )
     finally:
         await client.close()
+
+
+async def test_another_account_neither_lists_nor_switches_a_sessions_model(
+    stack: tuple[EmbeddedStack, Models],
+) -> None:
+    embedded, _ = stack
+    address = embedded.addresses["gateway"]
+    async with (
+        AgentHostClient(address, token=ALICE) as alice,
+        AgentHostClient(address, token=BOB) as bob,
+    ):
+        created = await alice.create_session(cwd=tempfile.gettempdir())
+        with pytest.raises(NotFoundError):
+            await bob.list_models(created.id)
+        request = gw.UpdateSessionSettingsRequest(
+            fence=bob.fence(), session_id=created.id, model="alt"
+        )
+        with pytest.raises(NotFoundError):
+            await bob.call(bob.stub.UpdateSessionSettings, request)
+        session = await alice.open_session(created.id)
+        await session.wait_until(lambda s: s.settings is not None, WAIT_S)
+        assert session.settings is not None and session.settings.model == ""

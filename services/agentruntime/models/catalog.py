@@ -42,6 +42,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from agenthost.sessionlog.v1 import events_pb2 as ev
+
 from services.common.errors import UnknownModel
 
 from .base import ModelAdapter
@@ -131,6 +133,14 @@ def cost_of(
         + completion_tokens * prices.output
     )
     return total / PER_MILLION
+
+
+def price(spec: ModelSpec, usage: ev.ModelUsage) -> ev.ModelUsage:
+    """`usage` with its cost at the model's prices (left absent without prices)."""
+    cost = cost_of(spec, usage.prompt_tokens, usage.completion_tokens, usage.cached_prompt_tokens)
+    if cost is not None:
+        usage.cost = cost
+    return usage
 
 
 class ModelCatalog:

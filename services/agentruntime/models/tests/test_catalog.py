@@ -8,6 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from agenthost.sessionlog.v1 import events_pb2 as ev
 
 from services.agentruntime.models.builtin import BuiltinAdapter
 from services.agentruntime.models.catalog import (
@@ -20,6 +21,7 @@ from services.agentruntime.models.catalog import (
     cost_of,
     load_catalog,
     parse_models,
+    price,
 )
 from services.agentruntime.models.openai_compat import OpenAICompatAdapter
 from services.common.errors import UnknownModel
@@ -204,3 +206,11 @@ def test_the_readmes_models_file_loads() -> None:
     [spec] = specs
     assert (spec.model_id, spec.context_window) == ("deepseek-chat", 128000)
     assert spec.prices == Prices(input=0.27, output=1.10, cached_input=0.07)
+
+
+def test_a_usage_record_is_priced_only_when_its_model_has_prices(tmp_path: Path) -> None:
+    catalog = load_catalog(write(tmp_path, TWO_MODELS), {})
+    used = ev.ModelUsage(prompt_tokens=1_000_000, completion_tokens=0, cached_prompt_tokens=0)
+    assert price(catalog.get("slow"), used).cost == 3.0
+    unpriced = ev.ModelUsage(prompt_tokens=1000, completion_tokens=10)
+    assert not price(catalog.get("fast"), unpriced).HasField("cost")
