@@ -27,6 +27,7 @@ from services.agentruntime.models.builtin import BuiltinAdapter
 from services.agentruntime.models.catalog import ModelCatalog, Prices, spec_of_adapter
 from services.embedded import EmbeddedStack
 from services.sessionlog.client import SessionLogClient
+from services.sessionlog.port import Event
 from tests.integration.test_cli import CPR_ANSWER, CPR_REQUEST, TIMEOUT_S
 from tests.support.hosts import REPO
 
@@ -44,8 +45,14 @@ class ThreadedStack:
         return asyncio.run_coroutine_threadsafe(work, self.loop).result(TIMEOUT_S)
 
     async def record_usage(self, *used: ev.ModelUsage) -> None:
+        """Append after the session's turn ended (so these are its last
+        model requests, whatever the runtime recorded of its own)."""
         log = SessionLogClient(self.stack.channel("sessionlog"))
         [session], _ = await log.list_sessions(10, "")
+        async with asyncio.timeout(TIMEOUT_S):
+            async for item in log.subscribe(session.id, after_seq=-1):
+                if isinstance(item, Event) and item.HasField("turn_end"):
+                    break
         events = [ev.Event(id=f"usage-{n}", model_usage=u) for n, u in enumerate(used)]
         await log.append(session.id, events)
 

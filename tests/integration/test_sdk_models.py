@@ -78,25 +78,6 @@ async def test_a_session_lists_and_switches_models_and_sees_its_usage(
         assert session.settings is not None and session.settings.model == ""
         assert session.usage is None  # no request yet
 
-        settings = await session.set_model("alt")
-        assert settings.model == "alt"
-        await session.wait_until(
-            lambda s: s.settings is not None and s.settings.model == "alt", WAIT_S
-        )
-        await session.prompt("hello")
-        await session.wait_until(
-            lambda s: not s.running and any(e.HasField("turn_end") for e in s.events), WAIT_S
-        )
-        assert len(models.alt.requests) == 1 and models.echo.requests == []
-
-        last = session.last_seq
-        with pytest.raises(UnknownModelError) as refused:
-            await session.set_model("gpt-9")
-        assert refused.value.reason == "UNKNOWN_MODEL"
-        assert refused.value.metadata["known"] == "builtin,alt"
-        assert (await client.open_session(created.id)).settings == settings
-        assert session.last_seq == last
-
         # What the runtime records per model request, folded by the projection.
         log = SessionLogClient(embedded.channel("sessionlog"))
         used = ev.ModelUsage(
@@ -122,6 +103,25 @@ async def test_a_session_lists_and_switches_models_and_sees_its_usage(
             cost=0.0531,
             estimated=False,
         )
+        settings = await session.set_model("alt")
+        assert settings.model == "alt"
+        await session.wait_until(
+            lambda s: s.settings is not None and s.settings.model == "alt", WAIT_S
+        )
+        await session.prompt("hello")
+        await session.wait_until(
+            lambda s: not s.running and any(e.HasField("turn_end") for e in s.events), WAIT_S
+        )
+        assert len(models.alt.requests) == 1 and models.echo.requests == []
+
+        last = session.last_seq
+        with pytest.raises(UnknownModelError) as refused:
+            await session.set_model("gpt-9")
+        assert refused.value.reason == "UNKNOWN_MODEL"
+        assert refused.value.metadata["known"] == "builtin,alt"
+        assert (await client.open_session(created.id)).settings == settings
+        assert session.last_seq == last
+
     finally:
         await client.close()
 
