@@ -33,11 +33,12 @@ the time limits of AGENTHOST_MODEL_* apply to every OpenAI-compatible model.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import logging
 import math
 import os
 import tomllib
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -47,7 +48,7 @@ from agenthost.sessionlog.v1 import events_pb2 as ev
 from services.common.errors import UnknownModel
 
 from .base import ModelAdapter
-from .builtin import BuiltinAdapter
+from .builtin import BuiltinAdapter, load_script
 from .factory import ENV_BUILTIN_SCRIPT, adapter_from_env
 from .openai_compat import (
     ENV_BASE_URL,
@@ -232,10 +233,11 @@ def build_adapter(spec: ModelSpec, env: Mapping[str, str]) -> ModelAdapter:
     provider = spec.provider
     if provider.kind == BUILTIN:
         script = provider.script or env.get(ENV_BUILTIN_SCRIPT, "")
-        if script:
-            return BuiltinAdapter.from_script_file(script, model=spec.model_id)
-        return BuiltinAdapter(model=spec.model_id)
-    fields: dict[str, Any] = {**limits_from_env(env), **_window_fields(spec)}
+        replies = load_script(script) if script else ()
+        window = _window_fields(spec, inspect.signature(BuiltinAdapter).parameters)
+        return BuiltinAdapter(replies, model=spec.model_id, **window)
+    known = {f.name for f in dataclasses.fields(OpenAICompatConfig)}
+    fields: dict[str, Any] = {**limits_from_env(env), **_window_fields(spec, known)}
     key = env.get(provider.api_key_env) if provider.api_key_env else None
     config = OpenAICompatConfig(
         base_url=provider.base_url, model=spec.model_id, api_key=key or None, **fields
@@ -243,11 +245,12 @@ def build_adapter(spec: ModelSpec, env: Mapping[str, str]) -> ModelAdapter:
     return OpenAICompatAdapter(config)
 
 
-def _window_fields(spec: ModelSpec) -> dict[str, int]:
-    """The window and answer size, for an adapter config that takes them."""
-    known = {f.name for f in dataclasses.fields(OpenAICompatConfig)}
+def _window_fields(spec: ModelSpec, accepted: Collection[str]) -> dict[str, int]:
+    """The spec's window and answer size, as the keyword arguments of an
+    adapter (or its config) that takes them: the adapter then reports the
+    window the models file gives, the one ListModels shows."""
     wanted = {"context_window": spec.context_window, "max_output_tokens": spec.max_output_tokens}
-    return {name: value for name, value in wanted.items() if name in known}
+    return {name: value for name, value in wanted.items() if name in accepted}
 
 
 # -- where the catalog comes from --------------------------------------------------
