@@ -21,6 +21,7 @@ from bench.ratio import Figure, Target, interleaved, latency_side
 from services.agentruntime.agent import Agent
 from services.agentruntime.live import LiveFeed
 from services.agentruntime.models.builtin import BuiltinAdapter
+from services.agentruntime.models.catalog import ModelCatalog
 from services.agentruntime.runtime import base_section
 from services.agentruntime.tools import ToolCatalog
 from services.agentruntime.workspace_catalog import workspace_tools
@@ -54,7 +55,7 @@ def _builder(log: SessionLogClient, session_id: str) -> Callable[[], Awaitable[o
             session_id,
             "/bench",
             log=log,
-            model=BuiltinAdapter(),
+            models=ModelCatalog.of_adapter(BuiltinAdapter()),
             plan=None,
             catalog=catalog,
             live=LiveFeed(),

@@ -18,7 +18,7 @@ from agenthost.projection.v1 import projection_pb2_grpc
 
 from services.agentruntime.leases import lease_s_from_env
 from services.agentruntime.models.base import ModelAdapter
-from services.agentruntime.models.factory import adapter_from_env
+from services.agentruntime.models.catalog import ModelCatalog, catalog_from_env
 from services.agentruntime.plan_port import RemotePlanMode
 from services.agentruntime.service import agent_runtime_service
 from services.common.client import open_channel
@@ -56,7 +56,8 @@ class EmbeddedStack:
     # a shell set up for one deployed service must not rewire `agenthost up`.)
     database: Database | None = None
     with_plan_mode: bool = True
-    model: ModelAdapter | None = None
+    # None: the models file or the environment's model (models/catalog.py).
+    model: ModelAdapter | ModelCatalog | None = None
     tokens: TokenStore | None = None
     gateway_heartbeat_s: float = 15.0
     # Plan mode's policy text; None: AGENTHOST_PLANMODE_CONFIG or the default.
@@ -211,7 +212,7 @@ class EmbeddedStack:
             return workspace_service(data, self._log(name), database=database)
         if name == "agentruntime":
             plan = self._plan_client(name)
-            model = self.model if self.model is not None else adapter_from_env()
+            model = self.model if self.model is not None else catalog_from_env(None, data)
             return agent_runtime_service(
                 self._log(name),
                 model,

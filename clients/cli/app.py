@@ -80,6 +80,15 @@ def up(
             "The gateway's own loopback origins always may.",
         ),
     ] = None,
+    models_file: Annotated[
+        Path | None,
+        typer.Option(
+            envvar="AGENTHOST_MODELS_FILE",
+            help="The models file (TOML: providers and models, see examples/models.toml); "
+            "else models.toml in the data folder if there is one, else the model "
+            "AGENTHOST_MODEL_* name (or the built-in one).",
+        ),
+    ] = None,
 ) -> None:
     """Start every service on loopback: all in this process (the embedded
     default), or each in its own with --processes."""
@@ -95,6 +104,7 @@ def up(
     from services.supervisor import StackFailed
 
     configure_logging("agenthost", "WARNING")
+    _use_models_file(models_file, data_dir.resolve())
     origins = (
         LOOPBACK,
         *split_origins(os.environ.get(WEB_ORIGINS_ENV, "")),
@@ -110,6 +120,27 @@ def up(
         _fail(f"error: {error}")
     except (StorageUnavailable, psycopg.OperationalError) as error:
         _fail(f"error: the database cannot be reached: {str(error).strip()}")
+
+
+def _use_models_file(given: Path | None, data_dir: Path) -> None:
+    """Check the models file before anything starts (a mistake is one line
+    naming the file and key) and hand it to the runtime, in this process or
+    in the supervised ones, through AGENTHOST_MODELS_FILE."""
+    from services.agentruntime.models.catalog import (
+        ENV_MODELS_FILE,
+        ModelsFileError,
+        load_catalog,
+        models_file,
+    )
+
+    path = models_file(os.environ, data_dir, given)
+    if path is None:
+        return
+    try:
+        load_catalog(path.resolve())
+    except ModelsFileError as error:
+        _fail(f"error: {error}")
+    os.environ[ENV_MODELS_FILE] = str(path.resolve())
 
 
 def _page_url(web_url: str | None, token_file: Path) -> str | None:

@@ -8,8 +8,10 @@ inline, and a turn's failure is one readable line.
 
 In a terminal the input line is prompt_toolkit's: output that arrives on
 its own is printed above it and the prompt is redrawn with what was typed;
-the bottom toolbar shows the plan state and the sandbox and approval
-settings, and Shift-Tab toggles plan mode. While a turn runs no prompt is
+the bottom toolbar shows the plan state, the sandbox and approval
+settings, the session's model and its usage (`ctx 41% · 52k/128k · $0.08`:
+the share of the model's context window the last request filled, and what
+the session cost), and Shift-Tab toggles plan mode. While a turn runs no prompt is
 shown, yet Ctrl-C cancels the turn, Shift-Tab still toggles plan mode and
 Ctrl-D leaves (the turn goes on); at the prompt a first Ctrl-C warns and a
 second one (or Ctrl-D) leaves. Without a terminal (a pipe) lines are read
@@ -53,8 +55,10 @@ from clients.sdk import (
     SettingsChanged,
     StatusChanged,
     TextStreamed,
+    UnknownModelError,
     Update,
     Updates,
+    UsageChanged,
 )
 from clients.sdk.plan import PlanView
 from services.sessionlog.folds import Question
@@ -65,8 +69,9 @@ HELP = (
     "Type a message to send it. /plan enters plan mode, /plan <message> enters it and "
     "sends the message, /plan off leaves it (Shift-Tab toggles it). /sandbox read-only|"
     "workspace-write|full and /approvals ask|ask-for-commands|never change what the agent "
-    "may do. /compact [focus] summarises the conversation so far for the model. /quit leaves. "
-    "Ctrl-C cancels a running turn."
+    "may do. /model lists the models (yours marked *), /model NAME switches to one (from the "
+    "next model request). /compact [focus] summarises the conversation so far for the model. "
+    "/quit leaves. Ctrl-C cancels a running turn."
 )
 HISTORY_SHOWN = 10
 PLAN_STYLE = "bold magenta"
@@ -251,7 +256,11 @@ class Chat:
             self.say(plan_line(update.plan), PLAN_STYLE)
         elif isinstance(update, SettingsChanged):
             settings = update.settings
-            self.say(f"sandbox: {settings.sandbox}, approvals: {settings.approvals}", "dim")
+            shown = f"sandbox: {settings.sandbox}, approvals: {settings.approvals}"
+            self.say(shown + (f", model: {settings.model}" if settings.model else ""), "dim")
+            self._redraw_toolbar()
+        elif isinstance(update, UsageChanged):
+            self._redraw_toolbar()
         elif isinstance(update, QuestionClosed):
             self._answered.discard(update.question_id)
         elif isinstance(update, ConnectionChanged):
@@ -287,11 +296,20 @@ class Chat:
     # -- input ----------------------------------------------------------------------------
 
     def _toolbar(self) -> str:
-        settings = self.session.settings
+        settings, usage = self.session.settings, self.session.usage
         shown = f"plan: {self.session.plan.describe()}"
         if settings is not None:
             shown += f" · sandbox: {settings.sandbox} · approvals: {settings.approvals}"
+            shown += f" · model: {settings.model}" if settings.model else ""
+        if usage is not None:
+            shown += f" · {render.usage_line(usage)}"
         return shown + " · shift-tab: plan mode"
+
+    def _redraw_toolbar(self) -> None:
+        """The toolbar shows changes that arrive while the prompt waits."""
+        app = self._prompt.app if self._prompt is not None else None
+        if app is not None and app.is_running:
+            app.invalidate()
 
     def _key_bindings(self) -> KeyBindings:
         bindings = KeyBindings()
@@ -476,6 +494,8 @@ class Chat:
             await self._settings(name, args, SANDBOXES)
         elif name == "approvals":
             await self._settings(name, args, APPROVAL_POLICIES)
+        elif name == "model":
+            await self._model(args)
         else:
             result = await self.session.execute_command(name, args or None)
             if not result.ok:
@@ -487,6 +507,17 @@ class Chat:
             self.say(f"usage: /{name} {'|'.join(choices)}", "red")
             return
         await self.session.set_settings(**{name: wanted})
+
+    async def _model(self, name: str) -> None:
+        """/model: the models, the session's marked; /model NAME: switch."""
+        if not name:
+            current = self.session.settings.model if self.session.settings else ""
+            self.say(render.models_table(await self.session.list_models(), current))
+            return
+        try:
+            await self.session.set_model(name)
+        except UnknownModelError as error:
+            self.say(error.message, "red")
 
     # -- questions ------------------------------------------------------------------------
 

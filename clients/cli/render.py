@@ -10,6 +10,7 @@ from typing import Any
 from agenthost.sessionlog.v1 import events_pb2 as ev
 from rich.text import Text
 
+from clients.sdk import ModelInfo, Usage
 from services.sessionlog.folds import Question
 
 APPROVAL_CHOICES = "[y] allow once  [a] allow for this session  [n] deny"
@@ -100,3 +101,48 @@ def question_title(question: Question) -> str:
 
 def _one_line(text: str) -> str:
     return " ".join(text.split())[:500]
+
+
+def usage_line(usage: Usage) -> str:
+    """The context in use and what the session cost: `ctx 41% · 52k/128k · $0.08`
+    (`~` marks an estimate; no cost without prices, no share without a window)."""
+    mark = "~" if usage.estimated else ""
+    if usage.context_window:
+        shown = f"ctx {mark}{usage.context_share:.0%} · {tokens(usage.context_tokens)}/"
+        shown += tokens(usage.context_window)
+    else:
+        shown = f"ctx {mark}{tokens(usage.context_tokens)}"
+    if usage.cost is not None:
+        shown += f" · {dollars(usage.cost)}"
+    return shown
+
+
+def tokens(count: int) -> str:
+    """A token count as people read it: 950, 52k, 1.2M."""
+    if count < 1000:
+        return str(count)
+    if count < 1_000_000:
+        return f"{count // 1000}k"
+    return f"{count / 1_000_000:.1f}M"
+
+
+def dollars(amount: float) -> str:
+    return f"${amount:.2f}" if amount >= 0.01 or amount == 0 else f"${amount:.4f}"
+
+
+def models_table(models: list[ModelInfo], current: str) -> Text:
+    """`/model`: the configured models, the session's own marked `*`."""
+    chosen = current or next((m.name for m in models if m.is_default), "")
+    width = max((len(m.name) for m in models), default=0)
+    text = Text()
+    for model in models:
+        mine = model.name == chosen
+        line = f"{'*' if mine else ' '} {model.name:<{width}}  {model.provider}/"
+        line += f"{model.provider_model}  {tokens(model.context_window)} context"
+        if model.prices is not None:
+            line += f"  {dollars(model.prices.input)}/{dollars(model.prices.output)} per M in/out"
+        if model.is_default:
+            line += "  (default)"
+        text.append(line + "\n", style="bold" if mine else "")
+    text.rstrip()
+    return text

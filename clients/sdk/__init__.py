@@ -29,9 +29,11 @@ from .errors import (
     SupersededError,
     TransportError,
     UnauthenticatedError,
+    UnknownModelError,
 )
 from .history import Gap, History
 from .live import LiveText
+from .models import ModelInfo, ModelPrices, Usage
 from .plan import (
     Decision,
     PlanState,
@@ -65,6 +67,7 @@ from .session import (
     TextStreamed,
     Update,
     Updates,
+    UsageChanged,
     assistant_texts,
     user_texts,
 )
@@ -90,6 +93,8 @@ __all__ = [
     "InvalidArgumentError",
     "InvalidReplyError",
     "LiveText",
+    "ModelInfo",
+    "ModelPrices",
     "NotFoundError",
     "OutputStreamed",
     "PlanAnswer",
@@ -120,8 +125,11 @@ __all__ = [
     "TextStreamed",
     "TransportError",
     "UnauthenticatedError",
+    "UnknownModelError",
     "Update",
     "Updates",
+    "Usage",
+    "UsageChanged",
     "Verdict",
     "WorkspaceSession",
     "assistant_texts",

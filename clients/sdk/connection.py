@@ -39,6 +39,7 @@ from .errors import (
     UnauthenticatedError,
     error_from_rpc,
 )
+from .models import ModelInfo, model_info
 from .plan import PlanValue
 from .sessions import SessionList
 from .validation import outcome_name, plan_value
@@ -564,6 +565,14 @@ class AgentHostClient:
             self.stub.ListCommands, gw.ListCommandsRequest(session_id=session_id)
         )
         return list(reply.commands)
+
+    async def list_models(self, session_id: str) -> list[ModelInfo]:
+        """The models a session can switch to (the deployment's models
+        file), the default marked."""
+        reply: gw.ListModelsResponse = await self.call(
+            self.stub.ListModels, gw.ListModelsRequest(session_id=session_id)
+        )
+        return [model_info(info) for info in reply.models]
 
     async def open_session(self, session_id: str, *, message_limit: int | None = None) -> Session:
         """A live session object: history, then the full plan state, kept

@@ -21,7 +21,8 @@ from google.rpc import error_details_pb2, status_pb2
 STALE = "STALE"
 AGENT_BUSY = "AGENT_BUSY"
 QUESTION_ANSWERED = "QUESTION_ANSWERED"
-SERVER_REASONS = (STALE, AGENT_BUSY, QUESTION_ANSWERED)
+UNKNOWN_MODEL = "UNKNOWN_MODEL"
+SERVER_REASONS = (STALE, AGENT_BUSY, QUESTION_ANSWERED, UNKNOWN_MODEL)
 # Reasons of errors the SDK raises itself.
 PLAN_SELECTION_FAILED = "PLAN_SELECTION_FAILED"
 HISTORY_GAP = "HISTORY_GAP"
@@ -79,6 +80,11 @@ class InvalidArgumentError(AgentHostError):
     ) -> None:
         super().__init__(message, code=code, reason=reason, metadata=metadata)
         self.violations = list(violations or [])
+
+
+class UnknownModelError(InvalidArgumentError):
+    """A model name the deployment does not configure (metadata `known`:
+    the configured names, comma-separated); the settings did not change."""
 
 
 class FailedPreconditionError(AgentHostError):
@@ -156,6 +162,8 @@ def error_from_rpc(error: grpc.aio.AioRpcError) -> AgentHostError:
         return AgentBusyError(message, code=code, reason=reason, metadata=metadata)
     if reason == QUESTION_ANSWERED:
         return QuestionAnsweredError(message, code=code, reason=reason, metadata=metadata)
+    if reason == UNKNOWN_MODEL:
+        return UnknownModelError(message, code=code, reason=reason, metadata=metadata)
     if code == "INVALID_ARGUMENT":
         return InvalidArgumentError(
             message, code=code, reason=reason, metadata=metadata, violations=violations

@@ -52,6 +52,7 @@ from .errors import (
 )
 from .history import History, HistoryGap
 from .live import LiveText, step_key
+from .models import ModelInfo, Usage, usage_value
 from .plan import (
     UNAVAILABLE,
     Decision,
@@ -66,6 +67,7 @@ from .projection import JsonValue, ProjectionStore
 from .validation import (
     approvals_value,
     frame_event,
+    model_value,
     outcome_name,
     plan_value,
     plan_value_of_view,
@@ -197,18 +199,27 @@ class OutputStreamed:
 
 @dataclass(frozen=True)
 class Settings:
-    """The session's sandbox ("read-only", "workspace-write", "full") and
-    approval policy ("ask", "ask-for-commands", "never")."""
+    """The session's sandbox ("read-only", "workspace-write", "full"),
+    approval policy ("ask", "ask-for-commands", "never") and model (a name
+    of `list_models`; "" is the deployment's default model)."""
 
     sandbox: str
     approvals: str
+    model: str = ""
 
 
 @dataclass(frozen=True)
 class SettingsChanged:
-    """The sandbox or approval policy changed."""
+    """The sandbox, approval policy or model changed."""
 
     settings: Settings
+
+
+@dataclass(frozen=True)
+class UsageChanged:
+    """A model request (or a compaction) changed the session's usage."""
+
+    usage: Usage | None
 
 
 Update = (
@@ -224,6 +235,7 @@ Update = (
     | TextStreamed
     | OutputStreamed
     | SettingsChanged
+    | UsageChanged
 )
 
 
@@ -306,6 +318,9 @@ class Session:
         self.questions: dict[str, Question] = {}
         # None until the gateway said (the `settings` projection).
         self.settings: Settings | None = None
+        # What the model requests used (the `usage` projection); None
+        # before the first request.
+        self.usage: Usage | None = None
         self.live = LiveText()
         self.projections = ProjectionStore()
         self.plan_tracker = PlanTracker(client.generation)
@@ -595,8 +610,13 @@ class Session:
             elif key == "questions":
                 updates += self._questions_now(view)
             elif key == "settings":
-                self.settings = Settings(sandbox_value(view), approvals_value(view))
+                self.settings = Settings(
+                    sandbox_value(view), approvals_value(view), model_value(view)
+                )
                 updates.append(SettingsChanged(self.settings))
+            elif key == "usage":
+                self.usage = usage_value(view)
+                updates.append(UsageChanged(self.usage))
             elif key == "status":
                 updates += self._set_running(bool(view.get("running")), seq)
         except (InvalidReplyError, AttributeError, TypeError) as error:
@@ -872,24 +892,38 @@ class Session:
         return reply.seq
 
     async def set_settings(
-        self, *, sandbox: str | None = None, approvals: str | None = None
+        self, *, sandbox: str | None = None, approvals: str | None = None, model: str | None = None
     ) -> Settings:
-        """Change the sandbox ("read-only", "workspace-write", "full") and/or
-        the approval policy ("ask", "ask-for-commands", "never"); recorded in
-        the session's log, effective for the next tool call."""
+        """Change the sandbox ("read-only", "workspace-write", "full"), the
+        approval policy ("ask", "ask-for-commands", "never") and/or the model
+        (a name of `list_models`, "" for the default; an unknown one is
+        InvalidArgumentError UNKNOWN_MODEL and changes nothing); recorded in
+        the session's log, effective for the next tool call or model request."""
         client = self._client
         request = gw.UpdateSessionSettingsRequest(fence=client.fence(), session_id=self.id)
         if sandbox is not None:
             request.sandbox = wire_sandbox(sandbox)
         if approvals is not None:
             request.approvals = wire_approvals(approvals)
+        if model is not None:
+            request.model = model
         reply: gw.UpdateSessionSettingsResponse = await client.call(
             client.stub.UpdateSessionSettings, request
         )
         settings = Settings(
-            SANDBOXES[reply.settings.sandbox], APPROVAL_POLICIES[reply.settings.approvals]
+            SANDBOXES[reply.settings.sandbox],
+            APPROVAL_POLICIES[reply.settings.approvals],
+            reply.settings.model,
         )
         return settings
+
+    async def set_model(self, name: str) -> Settings:
+        """Switch the session's model (see `set_settings`)."""
+        return await self.set_settings(model=name)
+
+    async def list_models(self) -> list[ModelInfo]:
+        """The models this session can switch to, the default marked."""
+        return await self._client.list_models(self.id)
 
     async def load_older(self, message_limit: int | None = None) -> list[Event]:
         """The page before the window; returns the events added to it. A page

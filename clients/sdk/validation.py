@@ -62,6 +62,14 @@ def approvals_value(view: Any) -> str:
     return _one_of(view, "approvals", APPROVAL_POLICIES.values())
 
 
+def model_value(view: Any) -> str:
+    """The model of a `settings` projection value ("" is the default model)."""
+    value = view.get("model", "") if isinstance(view, dict) else None
+    if not isinstance(value, str):
+        raise InvalidReplyError(f"settings value breaks the contract: {view!r}")
+    return value
+
+
 def _one_of(view: Any, key: str, names: Any) -> str:
     value = view.get(key) if isinstance(view, dict) else None
     if value not in set(names):

@@ -1,8 +1,10 @@
 """Run the agent runtime: `python -m services.agentruntime`.
 
 It needs the session log and, unless its address is "none", plan mode. The
-model comes from the environment (models/factory.py): the built-in model
-unless AGENTHOST_MODEL_BASE_URL names an OpenAI-compatible API. Session leases
+models come from the models file (models/catalog.py: AGENTHOST_MODELS_FILE,
+else models.toml in the data folder), else from the environment
+(models/factory.py): the built-in model unless AGENTHOST_MODEL_BASE_URL
+names an OpenAI-compatible API. Session leases
 last AGENTHOST_LEASE_S seconds (10) unless renewed (leases.py)."""
 
 import os
@@ -16,7 +18,7 @@ from services.planmode.config import config_from_env
 from services.sessionlog.client import SessionLogClient
 
 from .leases import lease_s_from_env
-from .models.factory import adapter_from_env
+from .models.catalog import catalog_from_env
 from .plan_port import RemotePlanMode
 from .service import agent_runtime_service
 
@@ -26,7 +28,8 @@ def build(config: ServiceConfig, peers: Peers) -> ServiceDefinition:
     plan_config = config_from_env(os.environ)
     plan = RemotePlanMode(PlanModeClient(plan_channel), plan_config) if plan_channel else None
     log = SessionLogClient(required(peers, "sessionlog"))
-    return agent_runtime_service(log, adapter_from_env(), plan, lease_s_from_env(os.environ))
+    models = catalog_from_env(os.environ, config.data_dir)
+    return agent_runtime_service(log, models, plan, lease_s_from_env(os.environ))
 
 
 run_service("agentruntime", build, peers=PEERS["agentruntime"])

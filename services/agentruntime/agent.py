@@ -75,6 +75,7 @@ from .models.base import (
     TextDelta,
     Usage,
 )
+from .models.catalog import ModelCatalog
 from .ports import PlanModePort
 from .questions import (
     PLAN_REVIEW,
@@ -154,7 +155,7 @@ class Agent:
         cwd: str,
         *,
         log: SessionLogPort,
-        model: ModelAdapter,
+        models: ModelCatalog,
         plan: PlanModePort | None,
         catalog: ToolCatalog,
         live: LiveFeed,
@@ -167,7 +168,11 @@ class Agent:
         self.session_id = session_id
         self.cwd = Path(cwd)
         self._log = log
-        self._model = model
+        self._models = models
+        # The session's model (its prices price model/usage) and its
+        # adapter, chosen again at each step.
+        self._spec = models.default
+        self._model: ModelAdapter = models.adapter(self._spec)
         self._plan = plan
         self._catalog = catalog
         self._live = live
@@ -210,6 +215,7 @@ class Agent:
         async with self._reading:
             self._state = await self._log.load_state(self.session_id)
         await self._catch_up()
+        self._choose_model()
         turn = self._state.turn
         if turn.open and self._waiting_question() is not None:
             self._start(turn.turn_id, resuming=True)
@@ -218,6 +224,12 @@ class Agent:
             await self._start_next()
         else:
             await self._start_next()
+
+    def _choose_model(self) -> None:
+        """Take the session's model as the folded state names it; called at
+        a model-request boundary, so one step never mixes two models."""
+        self._spec = self._models.resolve(self._state.settings.model)
+        self._model = self._models.adapter(self._spec)
 
     def _waiting_question(self) -> Question | None:
         """The open question a pending call of the open step waits for."""
@@ -399,12 +411,20 @@ class Agent:
         raise FailedPrecondition("BUSY_LOG", f"session {self.session_id!r} changed too often")
 
     async def update_settings(
-        self, sandbox: str | None, approvals: str | None
+        self, sandbox: str | None, approvals: str | None, model: str | None = None
     ) -> tuple[SettingsFold, int]:
-        """Record new settings (effective for the next tool call)."""
+        """Record new settings: the sandbox and approvals are effective for
+        the next tool call, the model for the next model request. A model
+        the catalog does not list is UnknownModel, and nothing is recorded."""
+        if model:
+            self._models.get(model)
         await self._catch_up()
         current = self._state.settings
-        wanted = SettingsFold(sandbox or current.sandbox, approvals or current.approvals)
+        wanted = SettingsFold(
+            sandbox or current.sandbox,
+            approvals or current.approvals,
+            current.model if model is None else model,
+        )
         if wanted != current:
             event = ev.Event(id=new_id("settings"), session_settings=settings_event(wanted))
             await self._append([event])
@@ -519,6 +539,9 @@ class Agent:
             else []
         )
         await self._catch_up()
+        # The session's model as of this boundary (a change made during the
+        # last step applies from here, like a plan choice).
+        self._choose_model()
         steered = [_user_message(i.input_id, i.text) for i in self._state.turn.steered]
         start = ev.Event(id=new_id("step"), step_start=ev.StepStart(turn_id=turn_id, step=step))
         await self._append([start, *steered])

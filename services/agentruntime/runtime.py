@@ -22,6 +22,7 @@ from .compaction import CompactionPolicy
 from .leases import DEFAULT_LEASE_S, SessionLeases
 from .live import LiveDelta, LiveFeed
 from .models.base import ModelAdapter
+from .models.catalog import ModelCatalog, ModelSpec
 from .plan_tools import exit_plan_mode_tool
 from .ports import PlanModePort
 from .tools import Tool, ToolCatalog
@@ -88,7 +89,7 @@ class AgentRuntime:
     def __init__(
         self,
         log: SessionLogPort,
-        model: ModelAdapter,
+        model: ModelAdapter | ModelCatalog,
         plan: PlanModePort | None = None,
         extra_tools: list[Tool] | None = None,
         lease_s: float = DEFAULT_LEASE_S,
@@ -96,7 +97,8 @@ class AgentRuntime:
     ) -> None:
         self._log = log
         self._compaction = compaction or CompactionPolicy.from_env()
-        self._model = model
+        # The configured models; one adapter stands for a catalog of one.
+        self.models = model if isinstance(model, ModelCatalog) else ModelCatalog.of_adapter(model)
         self._plan = plan
         # The same catalog in every mode: plan mode steers, it never hides tools.
         plan_tools = [exit_plan_mode_tool(plan)] if plan is not None else []
@@ -141,7 +143,7 @@ class AgentRuntime:
             session_id,
             summary.cwd,
             log=self._log,
-            model=self._model,
+            models=self.models,
             plan=self._plan,
             catalog=self._catalog,
             live=self.live,
@@ -313,11 +315,20 @@ class AgentRuntime:
         return await self._on_agent(session_id, lambda agent: agent.answer(question_id, answer))
 
     async def update_settings(
-        self, session_id: str, sandbox: str | None, approvals: str | None
+        self,
+        session_id: str,
+        sandbox: str | None,
+        approvals: str | None,
+        model: str | None = None,
     ) -> tuple[SettingsFold, int]:
         return await self._on_agent(
-            session_id, lambda agent: agent.update_settings(sandbox, approvals)
+            session_id, lambda agent: agent.update_settings(sandbox, approvals, model)
         )
+
+    async def list_models(self, session_id: str) -> list[ModelSpec]:
+        """The configured models (the session is loaded: it runs here)."""
+        await self.resume(session_id)
+        return self.models.specs()
 
     async def _on_agent(self, session_id: str, work: Callable[[Agent], Awaitable[T]]) -> T:
         """`work` on the session's live agent. Deposed meanwhile (LEASE_LOST:

@@ -10,6 +10,7 @@ from services.sessionlog.port import SessionLogPort
 
 from .leases import DEFAULT_LEASE_S
 from .models.base import ModelAdapter
+from .models.catalog import ModelCatalog
 from .ports import PlanModePort
 from .runtime import AgentRuntime
 from .servicer import SERVICE_NAME, AgentRuntimeServicer
@@ -17,7 +18,7 @@ from .servicer import SERVICE_NAME, AgentRuntimeServicer
 
 def agent_runtime_service(
     log: SessionLogPort,
-    model: ModelAdapter,
+    model: ModelAdapter | ModelCatalog,
     plan: PlanModePort | None,
     lease_s: float = DEFAULT_LEASE_S,
 ) -> ServiceDefinition:
@@ -34,7 +35,7 @@ def agent_runtime_service(
         [SERVICE_NAME],
         register,
         open=runtime.start_recovery,
-        close=model.aclose,
+        close=runtime.models.aclose,
         before_stop=[runtime.close],
         listening=runtime.leases.serve_at,
     )

@@ -12,6 +12,7 @@ from services.sessionlog.folds import APPROVAL_POLICIES, SANDBOXES, settings_eve
 
 from .agent import AgentStatus, PromptMode
 from .live import ANSWER, LiveDelta, TextDelta
+from .models.catalog import ModelSpec
 from .runtime import AgentRuntime
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["AgentRuntimeService"].full_name
@@ -33,6 +34,22 @@ def status_pb(status: AgentStatus) -> pb.AgentStatus:
         queued=status.queued,
         last_seq=status.last_seq,
     )
+
+
+def model_pb(spec: ModelSpec, default: str) -> pb.ModelInfo:
+    info = pb.ModelInfo(
+        name=spec.name,
+        provider=spec.provider.name,
+        provider_model=spec.model_id,
+        context_window=spec.context_window,
+        max_output_tokens=spec.max_output_tokens,
+        is_default=spec.name == default,
+    )
+    if spec.prices is not None:
+        info.prices.input, info.prices.output = spec.prices.input, spec.prices.output
+        if spec.prices.cached_input is not None:
+            info.prices.cached_input = spec.prices.cached_input
+    return info
 
 
 def live_pb(delta: LiveDelta) -> pb.WatchLiveResponse:
@@ -125,8 +142,18 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServiceServicer):
     ) -> pb.UpdateSettingsResponse:
         sandbox = SANDBOXES[request.sandbox] if request.HasField("sandbox") else None
         approvals = APPROVAL_POLICIES[request.approvals] if request.HasField("approvals") else None
-        settings, seq = await self.runtime.update_settings(request.session_id, sandbox, approvals)
+        model = request.model if request.HasField("model") else None
+        settings, seq = await self.runtime.update_settings(
+            request.session_id, sandbox, approvals, model
+        )
         return pb.UpdateSettingsResponse(settings=settings_event(settings), seq=seq)
+
+    async def ListModels(
+        self, request: pb.ListModelsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListModelsResponse:
+        specs = await self.runtime.list_models(request.session_id)
+        default = self.runtime.models.default.name
+        return pb.ListModelsResponse(models=[model_pb(spec, default) for spec in specs])
 
     async def WatchLive(
         self, request: pb.WatchLiveRequest, context: grpc.aio.ServicerContext

@@ -6,6 +6,7 @@ status code family, and `reason` is the stable `google.rpc.ErrorInfo` reason.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import cache
 from typing import ClassVar
 
@@ -121,6 +122,20 @@ class BadPageSize(InvalidArgument):
 
     def __init__(self, field: str, description: str) -> None:
         super().__init__(self.REASON, f"{field} {description}", field=field)
+
+
+class UnknownModel(InvalidArgument):
+    """A model name the deployment's models file does not list."""
+
+    REASON = "UNKNOWN_MODEL"
+
+    def __init__(self, name: str, known: Sequence[str]) -> None:
+        super().__init__(
+            self.REASON,
+            f"no model {name!r}; the configured models are: {', '.join(known)}",
+            model=name,
+            known=",".join(known),
+        )
 
 
 class PeerUnavailable(Unavailable):

@@ -612,9 +612,20 @@ class GatewayServicer(gw_grpc.GatewayServiceServicer):
                 update.sandbox = request.sandbox
             if request.HasField("approvals"):
                 update.approvals = request.approvals
+            if request.HasField("model"):
+                update.model = request.model
             reply: rt.UpdateSettingsResponse = await self.runtime.call("UpdateSettings", update)
             self.plans.acknowledged(request.session_id, reply.seq)
             return gw.UpdateSessionSettingsResponse(settings=reply.settings, seq=reply.seq)
+
+    async def ListModels(
+        self, request: gw.ListModelsRequest, context: grpc.aio.ServicerContext
+    ) -> gw.ListModelsResponse:
+        await self._own(request.session_id)
+        reply: rt.ListModelsResponse = await self.runtime.call(
+            "ListModels", rt.ListModelsRequest(session_id=request.session_id)
+        )
+        return gw.ListModelsResponse(models=reply.models)
 
     # -- plan mode ----------------------------------------------------------------------------
 

@@ -1,5 +1,5 @@
 """The projection units every deployment folds: open questions, the
-sandbox and approval settings, and the turn status. Each is a fold of
+sandbox, approval and model settings, the turn status and the model usage. Each is a fold of
 services/sessionlog/folds.py wrapped as a unit, so the views clients see are
 computed by the same code the runtime acts on."""
 
@@ -12,7 +12,7 @@ from typing import Any, Generic, TypeVar
 
 from agenthost.sessionlog.v1 import events_pb2
 
-from services.sessionlog import folds
+from services.sessionlog import folds, usage
 
 from .unit import View
 
@@ -65,4 +65,7 @@ SETTINGS_UNIT = FoldUnit(
 STATUS_UNIT = FoldUnit(
     "status", 1, folds.TurnFold, folds.fold_turn, folds.status_view, folds.load_turn
 )
-SESSION_UNITS = (QUESTIONS_UNIT, SETTINGS_UNIT, STATUS_UNIT)
+USAGE_UNIT = FoldUnit(
+    "usage", 1, usage.UsageFold, usage.fold_usage, usage.usage_view, usage.load_usage
+)
+SESSION_UNITS = (QUESTIONS_UNIT, SETTINGS_UNIT, STATUS_UNIT, USAGE_UNIT)

@@ -403,6 +403,8 @@ def question_from_view(view: dict[str, Any]) -> Question:
 class SettingsFold:
     sandbox: str = DEFAULT_SANDBOX
     approvals: str = DEFAULT_APPROVALS
+    # The configured model's name; "" is the deployment's default model.
+    model: str = ""
 
 
 def fold_settings(state: SettingsFold, event: Event) -> SettingsFold:
@@ -412,19 +414,22 @@ def fold_settings(state: SettingsFold, event: Event) -> SettingsFold:
     new = SettingsFold(
         SANDBOXES.get(settings.sandbox, DEFAULT_SANDBOX),
         APPROVAL_POLICIES.get(settings.approvals, DEFAULT_APPROVALS),
+        settings.model,
     )
     return state if new == state else new
 
 
 def settings_view(state: SettingsFold) -> dict[str, str]:
     """The `settings` projection value."""
-    return {"sandbox": state.sandbox, "approvals": state.approvals}
+    return {"sandbox": state.sandbox, "approvals": state.approvals, "model": state.model}
 
 
 def settings_event(state: SettingsFold) -> ev.SessionSettings:
     """The session/settings value recording `state`."""
     return ev.SessionSettings(
-        sandbox=_wire(SANDBOXES, state.sandbox), approvals=_wire(APPROVAL_POLICIES, state.approvals)
+        sandbox=_wire(SANDBOXES, state.sandbox),
+        approvals=_wire(APPROVAL_POLICIES, state.approvals),
+        model=state.model,
     )
 
 
@@ -535,7 +540,12 @@ def _load_question(data: dict[str, Any]) -> Question:
 
 
 def load_settings(data: dict[str, Any]) -> SettingsFold:
-    return SettingsFold(sandbox=str(data["sandbox"]), approvals=str(data["approvals"]))
+    # Checkpoints from before the model setting have none: the default.
+    return SettingsFold(
+        sandbox=str(data["sandbox"]),
+        approvals=str(data["approvals"]),
+        model=str(data.get("model", "")),
+    )
 
 
 def load_state(raw: bytes) -> SessionState:

@@ -630,6 +630,7 @@ async def test_settings_are_log_events_kept_by_a_fork_and_a_runtime_restart(
     assert await coding.projection(fork.id, "settings") == {
         "sandbox": "read-only",
         "approvals": "never",
+        "model": "",
     }
     coding.script(tool("write_file", "fork-w", path="fork.txt", content="x"))
     await coding.runtime.Prompt(rt.PromptRequest(session_id=fork.id, text="write in the fork"))
@@ -659,4 +660,5 @@ async def test_settings_are_log_events_kept_by_a_fork_and_a_runtime_restart(
     assert await coding.projection(fork.id, "settings") == {
         "sandbox": "read-only",
         "approvals": "never",
+        "model": "",
     }

@@ -161,6 +161,18 @@ async def test_the_plan_view_follows_the_log(
     assert await client.get("s") == (4, {"plan": ACTIVE})
 
 
+def model_usage(prompt: int, completion: int, cost: float) -> ev.Event:
+    used = ev.ModelUsage(
+        turn_id="t",
+        model="deepseek-chat",
+        prompt_tokens=prompt,
+        completion_tokens=completion,
+        context_window=128_000,
+        cost=cost,
+    )
+    return ev.Event(id=f"usage-{prompt}", model_usage=used)
+
+
 async def test_units_and_key_selection(log: SessionLogClient, client: ProjectionClient) -> None:
     await log.create_session("s", "/w")
     await log.append("s", [select(True)])
@@ -194,10 +206,27 @@ async def test_every_session_view_is_folded_and_changes_of_all_sessions_are_watc
             {
                 "plan": IDLE,
                 "questions": [],
-                "settings": {"sandbox": "workspace-write", "approvals": "ask"},
+                "settings": {"sandbox": "workspace-write", "approvals": "ask", "model": ""},
                 "status": {"running": True, "queued": 0},
+                "usage": None,
             },
         )
+        # The model's usage: the last request's context and the session's sums.
+        await log.append("a", [model_usage(900, 100, 0.002), model_usage(4000, 500, 0.01)])
+        seq, views = await client.get("a", keys=["usage"])
+        assert seq == 3
+        assert views["usage"] == {
+            "model": "deepseek-chat",
+            "context_tokens": 4500,
+            "context_window": 128_000,
+            "context_share": 4500 / 128_000,
+            "prompt_tokens": 4900,
+            "completion_tokens": 600,
+            "cached_prompt_tokens": 0,
+            "requests": 2,
+            "cost": pytest.approx(0.012),
+            "estimated": False,
+        }
 
 
 async def test_a_get_after_a_restart_reads_from_the_checkpoint(

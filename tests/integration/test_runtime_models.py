@@ -7,10 +7,12 @@ import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import grpc
 import pytest
 from agenthost.runtime.v1 import runtime_pb2 as rt
 from agenthost.sessionlog.v1 import events_pb2 as ev
 
+from services.agentruntime.models.catalog import load_catalog
 from services.agentruntime.models.openai_compat import OpenAICompatAdapter, OpenAICompatConfig
 from services.agentruntime.models.tests.fake_provider import (
     DONE,
@@ -22,6 +24,7 @@ from services.agentruntime.models.tests.fake_provider import (
     tool_fragment,
 )
 from tests.support.events import kinds
+from tests.support.rpc import expect_rpc_error, reason_of
 from tests.support.stack import Stack, running_stack
 
 SID = "s1"
@@ -138,3 +141,77 @@ async def test_without_plan_mode_prompts_work_with_no_plan_behaviour(tmp_path: P
         assert "exit_plan_mode" not in {t.name for t in header.tools}
         assert [s.id for s in header.sections] == ["agenthost:base"]
         assert json.dumps(kinds(log)).count("assistant_message") == 1
+
+
+MODELS_FILE = """
+[providers.fake]
+base_url = "{url}"
+api_key_env = "FAKE_PROVIDER_KEY"
+
+[models.builtin]
+provider = "builtin"
+
+[models.remote]
+provider = "fake"
+id = "deepseek-chat"
+context_window = 64000
+max_output_tokens = 4000
+[models.remote.prices]
+input = 0.27
+output = 1.10
+"""
+
+
+async def test_a_session_switches_between_configured_models(
+    tmp_path: Path, provider: FakeProvider
+) -> None:
+    path = tmp_path / "models.toml"
+    path.write_text(MODELS_FILE.format(url=provider.url))
+    catalog = load_catalog(path, {"FAKE_PROVIDER_KEY": "sk-fake"})
+    async with running_stack(tmp_path / "data", model=catalog) as stack:
+        await stack.log.create_session(SID, "/work/project")
+        listed = await stack.runtime.ListModels(rt.ListModelsRequest(session_id=SID))
+        assert [(m.name, m.provider, m.is_default) for m in listed.models] == [
+            ("builtin", "builtin", True),
+            ("remote", "fake", False),
+        ]
+        remote = listed.models[1]
+        assert (remote.provider_model, remote.context_window, remote.max_output_tokens) == (
+            "deepseek-chat",
+            64000,
+            4000,
+        )
+        assert (remote.prices.input, remote.prices.output) == (0.27, 1.10)
+        assert not remote.prices.HasField("cached_input")
+        assert not listed.models[0].HasField("prices")
+
+        await turn(stack, "first")
+        assert provider.requests == []  # the default, built-in model answered
+
+        switch = rt.UpdateSettingsRequest(session_id=SID, model="remote")
+        reply = await stack.runtime.UpdateSettings(switch)
+        assert reply.settings.model == "remote"
+        provider.enqueue(text_reply("From the remote model."))
+        log = await turn(stack, "second")
+        headers = [e.request_header.model for e in log if e.HasField("request_header")]
+        assert headers == ["builtin-echo", "deepseek-chat"]
+        assert provider.requests[0].body["model"] == "deepseek-chat"
+        assert provider.requests[0].headers.get("authorization") == "Bearer sk-fake"
+        answers = [e.assistant_message.text for e in log if e.HasField("assistant_message")]
+        assert answers[-1] == "From the remote model."
+
+        # An unknown name is refused, typed, and nothing is logged.
+        last = (await stack.log.get_session(SID)).last_seq
+        unknown = rt.UpdateSettingsRequest(session_id=SID, model="gpt-9")
+        refused = await expect_rpc_error(
+            stack.runtime.UpdateSettings(unknown), grpc.StatusCode.INVALID_ARGUMENT
+        )
+        assert reason_of(refused) == "UNKNOWN_MODEL"
+        assert "builtin, remote" in (refused.details() or "")
+        assert (await stack.log.get_session(SID)).last_seq == last
+
+        # Back to the default: the built-in model answers again.
+        await stack.runtime.UpdateSettings(rt.UpdateSettingsRequest(session_id=SID, model=""))
+        log = await turn(stack, "third")
+        headers = [e.request_header.model for e in log if e.HasField("request_header")]
+        assert headers[-1] == "builtin-echo" and len(provider.requests) == 1

@@ -23,6 +23,8 @@ from tests.support.node import agenthost_up, assert_passed, run, tool
 TS_DIR = REPO / "clients" / "ts"
 # The built-in model's replies, in the order the TS tests prompt.
 BUILTIN_SCRIPT = TS_DIR / "test" / "builtin-script.json"
+# Two built-in models, so the suite can list and switch them.
+MODELS_FILE = TS_DIR / "test" / "models.toml"
 # TS tests that must have run (and passed).
 TS_TESTS = (
     "setting plan mode shows on the stream and in PlanMode",
@@ -32,6 +34,8 @@ TS_TESTS = (
     "a resumed stream presents its cursor and delivers every event exactly once",
     "a request older than one applied is refused with a typed STALE error",
     "an invalid request is refused with its field violations",
+    "a session lists the configured models and switches its model; an unknown one is UNKNOWN_MODEL",
+    "the usage value reads as figures and as the status line",
     "offsets count code points, not UTF-16 units (offline)",
     "replies, values and commits in any order end at the state of the highest seq",
 )
@@ -46,7 +50,11 @@ async def test_ts_sdk_passes_its_suite_against_a_running_gateway(tmp_path: Path)
     code, output = await run([tool("make"), "ts"], REPO, None, BUILD_TIMEOUT_S)
     assert code == 0, f"make ts (npm ci, buf generate, tsc) failed:\n{output}"
     data_dir = tmp_path / "data"
-    async with agenthost_up(data_dir, {"AGENTHOST_BUILTIN_SCRIPT": str(BUILTIN_SCRIPT)}) as up:
+    stack_env = {
+        "AGENTHOST_BUILTIN_SCRIPT": str(BUILTIN_SCRIPT),
+        "AGENTHOST_MODELS_FILE": str(MODELS_FILE),
+    }
+    async with agenthost_up(data_dir, stack_env) as up:
         addresses = cast(dict[str, str], up["addresses"])
         env = {
             **os.environ,

@@ -110,6 +110,7 @@ def probes(bob: Client, session_id: str, workspace_id: str) -> dict[str, Awaitab
                 session_id=sid, sandbox=ev.SANDBOX_FULL, fence=bob.fence()
             )
         ),
+        "ListModels": stub.ListModels(gw.ListModelsRequest(session_id=sid)),
         "ConnectWorkspace": stub.ConnectWorkspace(
             gw.ConnectWorkspaceRequest(workspace_id=workspace_id)
         ),

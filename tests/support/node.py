@@ -93,7 +93,9 @@ async def agenthost_up(
     """`agenthost up --free-ports` with the built-in model (`env` adds to the
     environment: its script, say); its up line. A suite that passed stops it
     with one Ctrl-C, which must end it cleanly."""
-    stack_env = {**os.environ, **(env or {})}
+    # A models file only when `env` names one (the shell's might list real models).
+    stack_env = {k: v for k, v in os.environ.items() if k != "AGENTHOST_MODELS_FILE"}
+    stack_env.update(env or {})
     # What the shell may name instead: a real model, another page.
     stack_env.pop("AGENTHOST_MODEL_BASE_URL", None)
     stack_env.pop("AGENTHOST_WEB_FILES_DIR", None)

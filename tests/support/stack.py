@@ -17,6 +17,7 @@ from agenthost.runtime.v1 import runtime_pb2_grpc
 
 from services.agentruntime.models.base import ModelAdapter
 from services.agentruntime.models.builtin import BuiltinAdapter
+from services.agentruntime.models.catalog import ModelCatalog
 from services.embedded import EmbeddedStack
 from services.planmode.tests.failing_log import AppendOutage
 from services.sessionlog.client import SessionLogClient
@@ -84,7 +85,10 @@ class Stack:
 
 @asynccontextmanager
 async def running_stack(
-    data_dir: Path, *, model: ModelAdapter | None = None, with_plan_mode: bool = True
+    data_dir: Path,
+    *,
+    model: ModelAdapter | ModelCatalog | None = None,
+    with_plan_mode: bool = True,
 ) -> AsyncIterator[Stack]:
     stack = Stack(
         EmbeddedStack(data_dir, port_override=0, model=model, with_plan_mode=with_plan_mode)

@@ -13,6 +13,8 @@ export const Reason = {
   QUESTION_ANSWERED: "QUESTION_ANSWERED",
   SESSION_NOT_FOUND: "SESSION_NOT_FOUND",
   UNAUTHENTICATED: "UNAUTHENTICATED",
+  /** A model name the deployment does not configure (UpdateSessionSettings). */
+  UNKNOWN_MODEL: "UNKNOWN_MODEL",
   // Raised by the SDK itself.
   INVALID_REPLY: "INVALID_REPLY",
   SUPERSEDED: "SUPERSEDED",

@@ -7,6 +7,7 @@ export * from "./connection.js";
 export * from "./session.js";
 export * from "./plan.js";
 export * from "./projection.js";
+export * from "./models.js";
 export * from "./history.js";
 export * from "./live.js";
 export * from "./validation.js";

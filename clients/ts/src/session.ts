@@ -12,7 +12,7 @@
 import { create } from "@bufbuild/protobuf";
 import type { ConnectResponse, OpenSessionResponse } from "../gen/agenthost/gateway/v1/gateway_pb.js";
 import { PromptMode, type AssistantDelta, type ToolOutputDelta } from "../gen/agenthost/runtime/v1/runtime_pb.js";
-import { QuestionAnswerSchema, type Event, type QuestionAnswer } from "../gen/agenthost/sessionlog/v1/events_pb.js";
+import { ApprovalPolicy, QuestionAnswerSchema, Sandbox, type Event, type QuestionAnswer } from "../gen/agenthost/sessionlog/v1/events_pb.js";
 import type { SessionSummary } from "../gen/agenthost/sessionlog/v1/session_log_pb.js";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import type { AgentHostClient } from "./connection.js";
@@ -20,6 +20,7 @@ import { AgentHostError, Reason } from "./errors.js";
 import { History } from "./history.js";
 import { LiveText, TextKind } from "./live.js";
 import { PlanTracker, UNAVAILABLE, sameView, type Decision, type PlanTicket, type PlanValue, type PlanView } from "./plan.js";
+import { modelInfoOf, settingsOf, usageOf, type ModelInfo, type Settings, type Usage } from "./models.js";
 import { jsonOf, ProjectionStore, type JsonValue } from "./projection.js";
 import { Changes } from "./wait.js";
 import { frameEvent, isObject, planValueOf, planValueOfView, validEvents } from "./validation.js";
@@ -46,6 +47,10 @@ export interface PlanReply {
   /** Selections only: the SetOutcome. */
   readonly outcome?: number;
 }
+
+// The settings' wire values by name, as the `settings` projection names them.
+const SANDBOXES: Record<number, string> = { [Sandbox.READ_ONLY]: "read-only", [Sandbox.WORKSPACE_WRITE]: "workspace-write", [Sandbox.FULL]: "full" };
+const APPROVALS: Record<number, string> = { [ApprovalPolicy.ASK]: "ask", [ApprovalPolicy.ASK_FOR_COMMANDS]: "ask-for-commands", [ApprovalPolicy.NEVER]: "never" };
 
 // A refresh after a reconnect only needs the newest messages: the stream's catch-up brings the events.
 const REFRESH_MESSAGE_LIMIT = 1;
@@ -107,6 +112,16 @@ export class Session {
   /** The plan view behind the fences. */
   get plan(): PlanView {
     return this.planTracker.view;
+  }
+
+  /** The sandbox, approval policy and model (the `settings` projection); undefined until the gateway said. */
+  get settings(): Settings | undefined {
+    return settingsOf(this.projections.get("settings"));
+  }
+
+  /** What the model requests used (the `usage` projection); undefined before the first request. */
+  get usage(): Usage | undefined {
+    return usageOf(this.projections.get("usage"));
   }
 
   /** What the connection presents on reconnect: the last seq held. */
@@ -495,6 +510,23 @@ export class Session {
     const reply = await client.gateway.executeCommand({ fence: client.fence(), sessionId: this.id, name, ...(args === undefined ? {} : { args }) }, client.callOptions());
     if (name === "plan") await this.refreshPlan().catch(() => undefined);
     return { ok: reply.ok, message: reply.message, seq: reply.seq };
+  }
+
+  /** The models this session can switch to (the deployment's models file), the default marked. */
+  async listModels(): Promise<ModelInfo[]> {
+    const client = this.#client;
+    return (await client.gateway.listModels({ sessionId: this.id }, client.callOptions())).models.map(modelInfoOf);
+  }
+
+  /**
+   * Switches the session's model ("" for the default), recorded in its log,
+   * effective from the next model request. A name the deployment does not
+   * configure is refused (reason UNKNOWN_MODEL) and changes nothing.
+   */
+  async setModel(name: string): Promise<Settings> {
+    const client = this.#client;
+    const reply = await client.gateway.updateSessionSettings({ fence: client.fence(), sessionId: this.id, model: name }, client.callOptions());
+    return { sandbox: SANDBOXES[reply.settings?.sandbox ?? 0] ?? "", approvals: APPROVALS[reply.settings?.approvals ?? 0] ?? "", model: reply.settings?.model ?? name };
   }
 
   /** Answers an open question (the first answer wins); returns its seq. */

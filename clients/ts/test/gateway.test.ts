@@ -289,6 +289,40 @@ describe("against a running gateway", { timeout: 4 * TIMEOUT_MS }, () => {
     assert.ok(refused.violations.some((v) => v.field === "title" && v.description !== ""), JSON.stringify(refused.violations));
   });
 
+  test("a session lists the configured models and switches its model; an unknown one is UNKNOWN_MODEL", async () => {
+    const sessionId = await newSession();
+    const client = sdkClient({ name: "models" });
+    try {
+      const session = await client.openSession(sessionId);
+      const models = await session.listModels();
+      assert.deepEqual(
+        models.map((m) => [m.name, m.providerModel, m.contextWindow, m.isDefault]),
+        [
+          ["builtin", "builtin-echo", 32000, true],
+          ["alt", "builtin-alt", 64000, false],
+        ],
+        "is the stack started with test/models.toml (AGENTHOST_MODELS_FILE)?",
+      );
+      assert.deepEqual(models[1]!.prices, { input: 1, output: 2, cachedInput: undefined });
+      await session.waitUntil((s) => s.settings !== undefined, TIMEOUT_MS, "the settings projection");
+      assert.equal(session.settings!.model, "");
+      assert.equal(session.usage, undefined, "no model request yet");
+      assert.equal((await session.setModel("alt")).model, "alt");
+      await session.waitUntil((s) => s.settings?.model === "alt", TIMEOUT_MS, "the model in the settings projection");
+      const refused = await session.setModel("gpt-9").then(
+        () => assert.fail("an unknown model was accepted"),
+        (error: unknown) => error,
+      );
+      assert.ok(refused instanceof AgentHostError, String(refused));
+      assert.equal(refused.code, Code.InvalidArgument);
+      assert.equal(refused.reason, Reason.UNKNOWN_MODEL);
+      assert.equal(refused.metadata["known"], "builtin,alt");
+      assert.equal(session.settings!.model, "alt", "nothing changed");
+    } finally {
+      await client.close();
+    }
+  });
+
   test("a call without a token, or with an unknown one, is UNAUTHENTICATED", async () => {
     const { address } = gatewayAddress();
     for (const token of [undefined, "not-a-token"]) {

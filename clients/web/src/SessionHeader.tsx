@@ -1,12 +1,14 @@
-import type { Session } from "@agenthost/sdk/web";
+import { dollars, tokens, usageLine, type Session } from "@agenthost/sdk/web";
 import type { AppModel } from "./model.js";
 
-/** The title, the plan chip (the host's state, pending marker included) and cancel. */
+/** The title, the model and its usage, the plan chip (the host's state, pending marker included) and cancel. */
 export function SessionHeader({ model, session }: { model: AppModel; session: Session }) {
   const summary = model.summaries.get(session.id) ?? session.summary;
   return (
     <header className="session-header">
       <h2 data-testid="session-heading">{summary?.blank !== false && !summary?.title ? "New Session" : summary?.title || "Untitled"}</h2>
+      <UsageFigures session={session} />
+      <ModelPicker model={model} session={session} />
       <PlanChip model={model} session={session} />
       {session.running && (
         <>
@@ -39,6 +41,47 @@ function PlanChip({ model, session }: { model: AppModel; session: Session }) {
       <button data-testid="plan-toggle" onClick={() => void model.choosePlan(!target)}>
         {target ? "Leave plan mode" : "Plan mode"}
       </button>
+    </span>
+  );
+}
+
+/** The model of the session's next request, as its settings hold it; choosing one records it. */
+function ModelPicker({ model, session }: { model: AppModel; session: Session }) {
+  const fallback = model.models.find((m) => m.isDefault)?.name ?? "";
+  const current = session.settings?.model || fallback;
+  if (model.models.length === 0) return null;
+  return (
+    <label className="model-picker" title="The model answers from the next model request on">
+      Model{" "}
+      <select data-testid="model-select" data-current={current} value={current} onChange={(event) => void model.chooseModel(event.target.value)}>
+        {model.models.map((m) => (
+          <option key={m.name} value={m.name} data-testid={`model-${m.name}`}>
+            {m.name} ({tokens(m.contextWindow)}
+            {m.prices !== undefined ? `, ${dollars(m.prices.input)}/${dollars(m.prices.output)} per M` : ""})
+          </option>
+        ))}
+      </select>
+    </label>
+  );
+}
+
+/** The last request's share of its model's context window and what the session cost. */
+function UsageFigures({ session }: { session: Session }) {
+  const usage = session.usage;
+  if (usage === undefined) return null;
+  const detail =
+    `${usage.requests} model requests: ${usage.promptTokens} prompt tokens (${usage.cachedPromptTokens} cached), ` +
+    `${usage.completionTokens} completion tokens; last model ${usage.model}`;
+  return (
+    <span
+      className="marker usage"
+      data-testid="usage"
+      data-context-tokens={usage.contextTokens}
+      data-context-window={usage.contextWindow}
+      data-cost={usage.cost ?? ""}
+      title={detail}
+    >
+      {usageLine(usage)}
     </span>
   );
 }

@@ -6,7 +6,7 @@
 // queries the full state after history loads and on every reconnect), never
 // from a guess of what a click will do.
 
-import { AgentHostClient, AgentHostError, PromptMode, createWebTransport, jsonOf, type JsonValue, type Session } from "@agenthost/sdk/web";
+import { AgentHostClient, AgentHostError, PromptMode, createWebTransport, jsonOf, type JsonValue, type ModelInfo, type Session } from "@agenthost/sdk/web";
 
 export type Workspace = Awaited<ReturnType<AgentHostClient["createWorkspace"]>>;
 export type Summary = NonNullable<Session["summary"]>;
@@ -30,6 +30,8 @@ export class AppModel {
   readonly summaries = new Map<string, Summary>();
   readonly #planPending = new Map<string, boolean | undefined>();
   session: Session | undefined = undefined;
+  /** The models the open session can switch to (ListModels), the default marked. */
+  models: ModelInfo[] = [];
   /** A session being opened (shown as loading until it is). */
   opening: string | undefined = undefined;
   error: string | undefined = undefined;
@@ -139,6 +141,7 @@ export class AppModel {
         const session = await this.client.openSession(id);
         this.session = session;
         this.#stopSession = session.onUpdate(() => this.changed());
+        this.models = await session.listModels();
       });
     } finally {
       this.opening = undefined;
@@ -174,6 +177,12 @@ export class AppModel {
   async choosePlan(active: boolean): Promise<void> {
     const session = this.session;
     if (session !== undefined) await this.#attempt(() => session.setPlan(active));
+  }
+
+  /** The session's model from its next model request (the host records it; the selector shows what it holds). */
+  async chooseModel(name: string): Promise<void> {
+    const session = this.session;
+    if (session !== undefined) await this.#attempt(() => session.setModel(name));
   }
 
   async cancel(): Promise<void> {
