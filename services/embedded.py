@@ -217,6 +217,7 @@ class EmbeddedStack:
                 model,
                 RemotePlanMode(plan, self._plan_config()) if plan else None,
                 lease_s_from_env(os.environ),
+                data,
             )
         assert self.tokens is not None
         return gateway_service(

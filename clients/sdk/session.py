@@ -200,6 +200,8 @@ class Settings:
 
     sandbox: str
     approvals: str
+    # Whether confined commands may reach the network (/network on).
+    network: bool = False
 
 
 @dataclass(frozen=True)
@@ -335,6 +337,16 @@ class Session:
         self._changed = asyncio.Event()
 
     # -- what it shows ------------------------------------------------------------------
+
+    @property
+    def permissions(self) -> list[dict[str, str]]:
+        """The permission rules granted in this session's log and in force
+        (the `permissions` projection): rule_id, grant, scope, workspace_path.
+        `/permissions` (execute_command) lists the workspace's too."""
+        view = self.projections.get("permissions")
+        if not isinstance(view, list):
+            return []
+        return [{k: str(v) for k, v in rule.items()} for rule in view if isinstance(rule, dict)]
 
     @property
     def events(self) -> list[Event]:
@@ -593,7 +605,8 @@ class Session:
             elif key == "questions":
                 updates += self._questions_now(view)
             elif key == "settings":
-                self.settings = Settings(sandbox_value(view), approvals_value(view))
+                network = bool(view.get("network", False)) if isinstance(view, dict) else False
+                self.settings = Settings(sandbox_value(view), approvals_value(view), network)
                 updates.append(SettingsChanged(self.settings))
             elif key == "status":
                 updates += self._set_running(bool(view.get("running")), seq)
@@ -870,22 +883,31 @@ class Session:
         return reply.seq
 
     async def set_settings(
-        self, *, sandbox: str | None = None, approvals: str | None = None
+        self,
+        *,
+        sandbox: str | None = None,
+        approvals: str | None = None,
+        network: bool | None = None,
     ) -> Settings:
-        """Change the sandbox ("read-only", "workspace-write", "full") and/or
-        the approval policy ("ask", "ask-for-commands", "never"); recorded in
-        the session's log, effective for the next tool call."""
+        """Change the sandbox ("read-only", "workspace-write", "full"), the
+        approval policy ("ask", "ask-for-commands", "never") and/or whether
+        confined commands reach the network; recorded in the session's log,
+        effective for the next tool call."""
         client = self._client
         request = gw.UpdateSessionSettingsRequest(fence=client.fence(), session_id=self.id)
         if sandbox is not None:
             request.sandbox = wire_sandbox(sandbox)
         if approvals is not None:
             request.approvals = wire_approvals(approvals)
+        if network is not None:
+            request.network = network
         reply: gw.UpdateSessionSettingsResponse = await client.call(
             client.stub.UpdateSessionSettings, request
         )
         settings = Settings(
-            SANDBOXES[reply.settings.sandbox], APPROVAL_POLICIES[reply.settings.approvals]
+            SANDBOXES[reply.settings.sandbox],
+            APPROVAL_POLICIES[reply.settings.approvals],
+            reply.settings.network,
         )
         return settings
 

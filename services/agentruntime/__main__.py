@@ -26,7 +26,8 @@ def build(config: ServiceConfig, peers: Peers) -> ServiceDefinition:
     plan_config = config_from_env(os.environ)
     plan = RemotePlanMode(PlanModeClient(plan_channel), plan_config) if plan_channel else None
     log = SessionLogClient(required(peers, "sessionlog"))
-    return agent_runtime_service(log, adapter_from_env(), plan, lease_s_from_env(os.environ))
+    lease_s = lease_s_from_env(os.environ)
+    return agent_runtime_service(log, adapter_from_env(), plan, lease_s, config.data_dir)
 
 
 run_service("agentruntime", build, peers=PEERS["agentruntime"])

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import grpc
 from agenthost.runtime.v1 import runtime_pb2_grpc as pb_grpc
 
 from services.common.server import ServiceDefinition
 from services.sessionlog.port import SessionLogPort
 
+from .confinement import hidden_from_env
 from .leases import DEFAULT_LEASE_S
 from .models.base import ModelAdapter
 from .ports import PlanModePort
@@ -20,11 +24,14 @@ def agent_runtime_service(
     model: ModelAdapter,
     plan: PlanModePort | None,
     lease_s: float = DEFAULT_LEASE_S,
+    data_dir: Path | None = None,
 ) -> ServiceDefinition:
     """Running turns stop before shutdown without a record (their session
     leases are given up), and on start the turns a previous runtime left open
-    are recovered from the log."""
-    runtime = AgentRuntime(log, model, plan, lease_s=lease_s)
+    are recovered from the log. Confined commands never see `data_dir` nor
+    the files the AGENTHOST_*_FILE / *_DIR settings name."""
+    hidden = hidden_from_env(os.environ, data_dir)
+    runtime = AgentRuntime(log, model, plan, lease_s=lease_s, hidden=hidden)
     servicer = AgentRuntimeServicer(runtime)
 
     def register(server: grpc.aio.Server) -> None:

@@ -125,7 +125,10 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServiceServicer):
     ) -> pb.UpdateSettingsResponse:
         sandbox = SANDBOXES[request.sandbox] if request.HasField("sandbox") else None
         approvals = APPROVAL_POLICIES[request.approvals] if request.HasField("approvals") else None
-        settings, seq = await self.runtime.update_settings(request.session_id, sandbox, approvals)
+        network = request.network if request.HasField("network") else None
+        settings, seq = await self.runtime.update_settings(
+            request.session_id, sandbox, approvals, network
+        )
         return pb.UpdateSettingsResponse(settings=settings_event(settings), seq=seq)
 
     async def WatchLive(

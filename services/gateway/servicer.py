@@ -612,6 +612,8 @@ class GatewayServicer(gw_grpc.GatewayServiceServicer):
                 update.sandbox = request.sandbox
             if request.HasField("approvals"):
                 update.approvals = request.approvals
+            if request.HasField("network"):
+                update.network = request.network
             reply: rt.UpdateSettingsResponse = await self.runtime.call("UpdateSettings", update)
             self.plans.acknowledged(request.session_id, reply.seq)
             return gw.UpdateSessionSettingsResponse(settings=reply.settings, seq=reply.seq)

@@ -1,5 +1,6 @@
 """The projection units every deployment folds: open questions, the
-sandbox and approval settings, and the turn status. Each is a fold of
+sandbox, approval and network settings, the turn status and the permission
+rules. Each is a fold of
 services/sessionlog/folds.py wrapped as a unit, so the views clients see are
 computed by the same code the runtime acts on."""
 
@@ -56,7 +57,7 @@ QUESTIONS_UNIT = FoldUnit(
 )
 SETTINGS_UNIT = FoldUnit(
     "settings",
-    1,
+    2,
     folds.SettingsFold,
     folds.fold_settings,
     folds.settings_view,
@@ -65,4 +66,14 @@ SETTINGS_UNIT = FoldUnit(
 STATUS_UNIT = FoldUnit(
     "status", 1, folds.TurnFold, folds.fold_turn, folds.status_view, folds.load_turn
 )
-SESSION_UNITS = (QUESTIONS_UNIT, SETTINGS_UNIT, STATUS_UNIT)
+# The rules granted in the session's log and in force (its workspace-scoped
+# ones apply to the workspace's other sessions too, see the runtime).
+PERMISSIONS_UNIT = FoldUnit(
+    "permissions",
+    1,
+    folds.PermissionsFold,
+    folds.fold_permissions,
+    folds.permissions_view,
+    folds.load_permissions,
+)
+SESSION_UNITS = (QUESTIONS_UNIT, SETTINGS_UNIT, STATUS_UNIT, PERMISSIONS_UNIT)

@@ -194,8 +194,9 @@ async def test_every_session_view_is_folded_and_changes_of_all_sessions_are_watc
             {
                 "plan": IDLE,
                 "questions": [],
-                "settings": {"sandbox": "workspace-write", "approvals": "ask"},
+                "settings": {"sandbox": "workspace-write", "approvals": "ask", "network": False},
                 "status": {"running": True, "queued": 0},
+                "permissions": [],
             },
         )
 

@@ -31,13 +31,21 @@ def test_reads_and_conversation_only_calls_always_run(
         assert decide(effect, sandbox, approvals, granted=granted).gate is Gate.ALLOW
 
 
-@given(st.sampled_from([Effect.WRITE, Effect.COMMAND]), policies, st.booleans())
-def test_read_only_refuses_changes_and_commands_without_asking_whatever_was_granted(
-    effect: Effect, approvals: str, granted: bool
+@given(policies, st.booleans())
+def test_read_only_refuses_file_changes_without_asking_whatever_was_granted(
+    approvals: str, granted: bool
 ) -> None:
-    decision = decide(effect, READ_ONLY, approvals, granted=granted)
+    decision = decide(Effect.WRITE, READ_ONLY, approvals, granted=granted)
     assert decision.gate is Gate.REFUSE
     assert "read-only" in decision.reason and "/sandbox" in decision.reason
+
+
+@given(policies)
+def test_read_only_runs_commands_as_the_policy_says_they_are_confined_read_only(
+    approvals: str,
+) -> None:
+    asked = decide(Effect.COMMAND, READ_ONLY, approvals, granted=False).gate
+    assert asked is (Gate.ALLOW if approvals == NEVER else Gate.ASK)
 
 
 @given(effects, st.sampled_from([s for s in SANDBOXES if s != READ_ONLY]), policies)
