@@ -853,11 +853,16 @@ class Session:
         dismiss: bool = False,
         allow_once: bool = False,
         allow_for_session: bool = False,
+        always_allow_session: bool = False,
+        always_allow_workspace: bool = False,
         deny: str | None = None,
     ) -> int:
         """Answer an open question with exactly one of: a plan review's
         approve, keep planning with `feedback`, or dismiss; a tool approval's
-        allow_once, allow_for_session, or `deny` (a reason, may be "").
+        allow_once, allow_for_session, always_allow_session /
+        always_allow_workspace (run it, and record a permission rule that
+        skips the question for calls like it in this session / every session
+        of this folder), or `deny` (a reason, may be "").
         The first answer wins (QUESTION_ANSWERED after). Returns its seq."""
         kinds = {
             "approve": approve,
@@ -865,6 +870,8 @@ class Session:
             "dismiss": dismiss,
             "allow_once": allow_once,
             "allow_for_session": allow_for_session,
+            "always_allow_session": always_allow_session,
+            "always_allow_workspace": always_allow_workspace,
             "deny": deny,
         }
         given = {kind: value for kind, value in kinds.items() if value not in (False, None)}
