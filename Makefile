@@ -77,6 +77,7 @@ run: gen web
 test: gen ts web
 	@tools/need-postgres
 	@tools/need-docker
+	@tools/need-bubblewrap
 	$(BIN)/pytest
 
 lint: gen

@@ -20,6 +20,7 @@ from services.agentruntime.leases import lease_s_from_env
 from services.agentruntime.models.base import ModelAdapter
 from services.agentruntime.models.factory import adapter_from_env
 from services.agentruntime.plan_port import RemotePlanMode
+from services.agentruntime.confinement import describe as describe_confinement
 from services.agentruntime.service import agent_runtime_service
 from services.common.client import open_channel
 from services.common.config import LOOPBACK, ServiceConfig, TlsFiles, web_client_files
@@ -84,6 +85,11 @@ class EmbeddedStack:
     def names(self) -> list[str]:
         # SERVICES is in start order: each service only needs those before it.
         return [n for n in SERVICES if self.with_plan_mode or n != "planmode"]
+
+    @property
+    def confinement(self) -> str:
+        """Whether the agent's commands can be confined here (probed once)."""
+        return describe_confinement()
 
     @property
     def web_url(self) -> str | None:

@@ -58,6 +58,14 @@ HIDDEN_ENV_SUFFIXES = ("_FILE", "_DIR")
 HIDDEN_ENV_PREFIX = "AGENTHOST_"
 
 _log = logging.getLogger(__name__)
+# Cgroups being removed in the background (Prepared.cleanup_soon).
+_cleaning: set[asyncio.Task[None]] = set()
+
+
+async def settled() -> None:
+    """Wait until every command's cgroup removal has finished."""
+    while _cleaning:
+        await asyncio.gather(*_cleaning, return_exceptions=True)
 
 # Reasons a command could not be confined (stable: clients and docs name them).
 NO_BWRAP = "CONFINEMENT_NO_BWRAP"
@@ -99,6 +107,15 @@ class Prepared:
     argv: list[str]
     cgroup: Path | None = None
     refused: Unconfinable | None = None
+
+    def cleanup_soon(self) -> None:
+        """cleanup() in the background: the result need not wait for the
+        kernel to empty the cgroup (see settled())."""
+        if self.cgroup is None:
+            return
+        task = asyncio.get_running_loop().create_task(self.cleanup())
+        _cleaning.add(task)
+        task.add_done_callback(_cleaning.discard)
 
     async def cleanup(self) -> None:
         """Remove the command's cgroup once its last process is gone (the
@@ -257,9 +274,10 @@ def prepare(jail: Jail, program: list[str], bwrap: str = BWRAP) -> Prepared:
     problem = probe(bwrap)
     if problem is not None:
         return Prepared([], refused=problem)
-    argv = bwrap_argv(jail, limited(program, jail.max_processes), bwrap)
     if os.geteuid() != 0:
-        return Prepared(argv)
+        return Prepared(bwrap_argv(jail, limited(program, jail.max_processes), bwrap))
+    # Root: RLIMIT_NPROC would not bind it, the cgroup does (no prlimit).
+    argv = bwrap_argv(jail, program, bwrap)
     root = _pids_cgroup_root()
     if root is None:
         return Prepared([], refused=probe(bwrap) or _no_cgroup())

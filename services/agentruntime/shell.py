@@ -302,7 +302,7 @@ async def run_shell(
         await _stop_shielded(transport, protocol)
     finally:
         if prepared is not None:
-            await asyncio.shield(prepared.cleanup())
+            prepared.cleanup_soon()
     code = _exit_code(transport.get_returncode()) if finished else None
     capture, duration = protocol.capture, time.monotonic() - started
     return ShellResult(code, capture.text(), not finished, capture.truncated, duration)

@@ -169,6 +169,7 @@ async def test_a_fork_bomb_meets_the_process_limit_and_the_call_ends(machine: Ma
     assert result.timed_out
     assert "Resource temporarily unavailable" in result.output or "retry" in result.output
     # Nothing of it is left: the limit's cgroup (root) was removed.
+    await confinement.settled()
     if root is not None:
         assert set(root.glob(f"{confinement.CGROUP_PREFIX}*")) == groups_before
 
