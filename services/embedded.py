@@ -16,11 +16,11 @@ from pathlib import Path
 import grpc
 from agenthost.projection.v1 import projection_pb2_grpc
 
+from services.agentruntime.confinement import describe as describe_confinement
 from services.agentruntime.leases import lease_s_from_env
 from services.agentruntime.models.base import ModelAdapter
 from services.agentruntime.models.factory import adapter_from_env
 from services.agentruntime.plan_port import RemotePlanMode
-from services.agentruntime.confinement import describe as describe_confinement
 from services.agentruntime.service import agent_runtime_service
 from services.common.client import open_channel
 from services.common.config import LOOPBACK, ServiceConfig, TlsFiles, web_client_files
