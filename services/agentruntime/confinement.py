@@ -67,6 +67,7 @@ async def settled() -> None:
     while _cleaning:
         await asyncio.gather(*_cleaning, return_exceptions=True)
 
+
 # Reasons a command could not be confined (stable: clients and docs name them).
 NO_BWRAP = "CONFINEMENT_NO_BWRAP"
 NO_USER_NAMESPACES = "CONFINEMENT_NO_USER_NAMESPACES"
