@@ -224,6 +224,7 @@ class EmbeddedStack:
                 RemotePlanMode(plan, self._plan_config()) if plan else None,
                 lease_s_from_env(os.environ),
                 data,
+                WorkspaceClient(self._channel(name, "workspace")),
             )
         assert self.tokens is not None
         return gateway_service(

@@ -1,6 +1,7 @@
 """Run the agent runtime: `python -m services.agentruntime`.
 
-It needs the session log and, unless its address is "none", plan mode. The
+It needs the session log and, unless their address is "none", plan mode
+and the workspace service (which sessions share workspace permission rules). The
 model comes from the environment (models/factory.py): the built-in model
 unless AGENTHOST_MODEL_BASE_URL names an OpenAI-compatible API. Session leases
 last AGENTHOST_LEASE_S seconds (10) unless renewed (leases.py)."""
@@ -14,6 +15,7 @@ from services.common.topology import PEERS
 from services.planmode.client import PlanModeClient
 from services.planmode.config import config_from_env
 from services.sessionlog.client import SessionLogClient
+from services.workspace.client import WorkspaceClient
 
 from .leases import lease_s_from_env
 from .models.factory import adapter_from_env
@@ -27,7 +29,11 @@ def build(config: ServiceConfig, peers: Peers) -> ServiceDefinition:
     plan = RemotePlanMode(PlanModeClient(plan_channel), plan_config) if plan_channel else None
     log = SessionLogClient(required(peers, "sessionlog"))
     lease_s = lease_s_from_env(os.environ)
-    return agent_runtime_service(log, adapter_from_env(), plan, lease_s, config.data_dir)
+    workspace_channel = peers["workspace"]
+    workspaces = WorkspaceClient(workspace_channel) if workspace_channel else None
+    return agent_runtime_service(
+        log, adapter_from_env(), plan, lease_s, config.data_dir, workspaces
+    )
 
 
 run_service("agentruntime", build, peers=PEERS["agentruntime"])

@@ -1,16 +1,14 @@
 """The other sessions a command or a permission rule has to know about.
 
-Two questions, both answered from the session log's list of sessions (the
-log is the truth: no second registry of folders or rules):
-
-* what a confined command must not see: the stack's own files (fixed at
+* What a confined command must not see: the stack's own files (fixed at
   start) and every other session's folder, unless it holds or equals the
-  command's own folder;
-* which sessions share a folder (a workspace): their workspace-scoped
-  permission rules apply here too.
-
-The list is read at most once per `ttl_s` (commands run often; sessions are
-made rarely, and a session made meanwhile is hidden from the next command).
+  command's own folder. Answered from the session log's list of sessions,
+  read at most once per `ttl_s` (commands run often; sessions are made
+  rarely, and a session made meanwhile is hidden from the next command).
+* Which sessions share a workspace: their workspace-scoped permission rules
+  apply here too. Answered by the workspace service, which keeps the
+  memberships of each account (so one account's rules never reach another's
+  session of the same folder); without it, no session shares its rules.
 """
 
 from __future__ import annotations
@@ -21,23 +19,30 @@ from pathlib import Path
 
 from services.sessionlog.port import SessionLogPort
 
+from .ports import WorkspaceMembersPort
+
 PAGE = 500
 TTL_S = 2.0
 
 
 class Neighbours:
     def __init__(
-        self, log: SessionLogPort, fixed_hidden: Sequence[Path] = (), ttl_s: float = TTL_S
+        self,
+        log: SessionLogPort,
+        fixed_hidden: Sequence[Path] = (),
+        workspaces: WorkspaceMembersPort | None = None,
+        ttl_s: float = TTL_S,
     ) -> None:
         self._log = log
+        self._workspaces = workspaces
         self._fixed = tuple(fixed_hidden)
         self._ttl_s = ttl_s
         self._cwds: dict[str, str] = {}
         self._read_at = -float("inf")
 
-    async def _sessions(self, fresh: bool = False) -> dict[str, str]:
-        """Session id -> cwd of every session (cached for ttl_s unless fresh)."""
-        if not fresh and time.monotonic() - self._read_at < self._ttl_s:
+    async def _sessions(self) -> dict[str, str]:
+        """Session id -> cwd of every session (cached for ttl_s)."""
+        if time.monotonic() - self._read_at < self._ttl_s:
             return self._cwds
         cwds: dict[str, str] = {}
         token = ""
@@ -58,7 +63,9 @@ class Neighbours:
         return (*self._fixed, *foreign)
 
     async def sharing(self, session_id: str, cwd: str) -> list[str]:
-        """The other sessions whose folder is `cwd` (its workspace's members),
-        read afresh: asked only before an approval question."""
-        sessions = await self._sessions(fresh=True)
-        return [sid for sid, c in sessions.items() if c == cwd and sid != session_id]
+        """The other sessions of the session's workspace, when its folder is
+        the workspace's (asked only before an approval question)."""
+        if self._workspaces is None:
+            return []
+        path, members = await self._workspaces.workspace_members(session_id)
+        return list(members) if path == cwd else []

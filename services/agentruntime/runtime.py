@@ -24,7 +24,7 @@ from .live import LiveDelta, LiveFeed
 from .models.base import ModelAdapter
 from .neighbours import Neighbours
 from .plan_tools import exit_plan_mode_tool
-from .ports import PlanModePort
+from .ports import PlanModePort, WorkspaceMembersPort
 from .tools import Tool, ToolCatalog
 from .workspace_catalog import workspace_tools
 
@@ -95,11 +95,13 @@ class AgentRuntime:
         extra_tools: list[Tool] | None = None,
         lease_s: float = DEFAULT_LEASE_S,
         hidden: Sequence[Path] = (),
+        workspaces: WorkspaceMembersPort | None = None,
     ) -> None:
         self._log = log
         # What confined commands must not see: `hidden` (the stack's data and
-        # secrets) and the other sessions' folders.
-        self.neighbours = Neighbours(log, hidden)
+        # secrets) and the other sessions' folders; and which sessions'
+        # workspace rules apply (the workspace service's members).
+        self.neighbours = Neighbours(log, hidden, workspaces)
         self._model = model
         self._plan = plan
         # The same catalog in every mode: plan mode steers, it never hides tools.

@@ -14,7 +14,7 @@ from services.sessionlog.port import SessionLogPort
 from .confinement import hidden_from_env
 from .leases import DEFAULT_LEASE_S
 from .models.base import ModelAdapter
-from .ports import PlanModePort
+from .ports import PlanModePort, WorkspaceMembersPort
 from .runtime import AgentRuntime
 from .servicer import SERVICE_NAME, AgentRuntimeServicer
 
@@ -25,13 +25,15 @@ def agent_runtime_service(
     plan: PlanModePort | None,
     lease_s: float = DEFAULT_LEASE_S,
     data_dir: Path | None = None,
+    workspaces: WorkspaceMembersPort | None = None,
 ) -> ServiceDefinition:
     """Running turns stop before shutdown without a record (their session
     leases are given up), and on start the turns a previous runtime left open
     are recovered from the log. Confined commands never see `data_dir` nor
-    the files the AGENTHOST_*_FILE / *_DIR settings name."""
+    the files the AGENTHOST_*_FILE / *_DIR settings name; `workspaces` says
+    which sessions share workspace-scoped permission rules."""
     hidden = hidden_from_env(os.environ, data_dir)
-    runtime = AgentRuntime(log, model, plan, lease_s=lease_s, hidden=hidden)
+    runtime = AgentRuntime(log, model, plan, lease_s=lease_s, hidden=hidden, workspaces=workspaces)
     servicer = AgentRuntimeServicer(runtime)
 
     def register(server: grpc.aio.Server) -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from clients.sdk import Session
+from clients.sdk import AgentHostClient, Backoff, Session
 from services.agentruntime.confinement import probe
 from tests.support.coding import (
     WAIT_S,
@@ -26,6 +26,7 @@ from tests.support.coding import (
     results,
     tool,
 )
+from tests.support.gateway import BOB
 
 pytestmark = pytest.mark.skipif(probe() is not None, reason=f"no confinement here: {probe()}")
 
@@ -82,6 +83,25 @@ async def test_a_workspace_rule_is_honoured_elsewhere_survives_restarts_and_is_r
     await after.prompt("run it once more")
     await question_for(after, "s-4")
     assert (coding.folder / "runs.txt").read_text() == "run\n" + "run --again\n" * 2
+
+
+async def test_a_workspace_rule_stays_with_its_account(coding: Coding) -> None:
+    granting = await coding.session()
+    coding.script(tool("shell", "s-1", command=RUN))
+    await granting.prompt("run it")
+    question = await question_for(granting, "s-1")
+    await granting.answer_question(question.question_id, always_allow_workspace=True)
+    await finished(granting)
+
+    # Bob's session of the same folder is in Bob's workspace: he is asked.
+    bob = AgentHostClient(coding.harness.address, BOB, backoff=Backoff(0.02, 0.2))
+    coding.opened.append(bob)
+    session = await coding.session(client=bob)
+    coding.script(tool("shell", "s-2", command=RUN))
+    await session.prompt("run it")
+    await question_for(session, "s-2")
+    listed = await session.execute_command("permissions")
+    assert listed.message == "no permission rules"
 
 
 async def test_a_command_prefix_rule_does_not_cover_a_chained_command(coding: Coding) -> None:
