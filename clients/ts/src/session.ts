@@ -12,7 +12,14 @@
 import { create } from "@bufbuild/protobuf";
 import type { ConnectResponse, OpenSessionResponse } from "../gen/agenthost/gateway/v1/gateway_pb.js";
 import { PromptMode, type AssistantDelta, type ToolOutputDelta } from "../gen/agenthost/runtime/v1/runtime_pb.js";
-import { QuestionAnswerSchema, type Event, type QuestionAnswer } from "../gen/agenthost/sessionlog/v1/events_pb.js";
+import {
+  QuestionAnswerSchema,
+  type ApprovalPolicy,
+  type Event,
+  type QuestionAnswer,
+  type Sandbox,
+  type SessionSettings,
+} from "../gen/agenthost/sessionlog/v1/events_pb.js";
 import type { SessionSummary } from "../gen/agenthost/sessionlog/v1/session_log_pb.js";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import type { AgentHostClient } from "./connection.js";
@@ -495,6 +502,13 @@ export class Session {
     const reply = await client.gateway.executeCommand({ fence: client.fence(), sessionId: this.id, name, ...(args === undefined ? {} : { args }) }, client.callOptions());
     if (name === "plan") await this.refreshPlan().catch(() => undefined);
     return { ok: reply.ok, message: reply.message, seq: reply.seq };
+  }
+
+  /** Changes the sandbox, the approval policy and/or whether confined commands reach the network (recorded in the log, effective for the next tool call). */
+  async setSettings(settings: { sandbox?: Sandbox; approvals?: ApprovalPolicy; network?: boolean }): Promise<SessionSettings | undefined> {
+    const client = this.#client;
+    const reply = await client.gateway.updateSessionSettings({ fence: client.fence(), sessionId: this.id, ...settings }, client.callOptions());
+    return reply.settings;
   }
 
   /** Answers an open question (the first answer wins); returns its seq. */
