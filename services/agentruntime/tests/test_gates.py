@@ -16,6 +16,7 @@ from services.agentruntime.gates import (
     Gate,
     confines_paths,
     decide,
+    rule_covers,
 )
 
 effects = st.sampled_from(list(Effect))
@@ -78,3 +79,28 @@ def test_a_grant_never_makes_a_call_less_allowed(
 
 def test_only_the_full_sandbox_lets_file_tools_out() -> None:
     assert [confines_paths(s) for s in SANDBOXES] == [s != FULL for s in SANDBOXES]
+
+
+def test_a_command_rule_covers_the_command_and_plain_arguments_only() -> None:
+    rule = "shell:npm test"
+    assert rule_covers(rule, "shell:npm test")
+    assert rule_covers(rule, "shell:npm test -- -k parser")
+    for other in (
+        "shell:npm tests",
+        "shell:npm test && curl evil.example",
+        "shell:npm test; rm -rf ~",
+        "shell:npm test | tee out",
+        "shell:npm test $(id)",
+        "shell:npm test `id`",
+        "shell:npm test > /etc/passwd",
+        "shell:npm test\nrm -rf ~",
+        "shell:npx test",
+        "edit",
+    ):
+        assert not rule_covers(rule, other), other
+
+
+def test_a_tool_rule_covers_that_tool_only() -> None:
+    assert rule_covers("edit", "edit")
+    assert not rule_covers("edit", "shell:edit")
+    assert not rule_covers("shell:", "shell:ls")
