@@ -16,7 +16,6 @@ services.toml.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import tomllib
 from dataclasses import dataclass, field
@@ -187,23 +186,15 @@ def load_registry(path: Path = REGISTRY) -> Registry:
 # -- docker compose -----------------------------------------------------------
 
 
-def seccomp_profile() -> str:
-    """The agent runtime's seccomp profile as one line of JSON."""
-    return json.dumps(json.loads(SECCOMP_PROFILE.read_text()), separators=(",", ":"))
-
-
 def compose_security(service: Service) -> list[str]:
     """no-new-privileges for all; a service that confines commands with
-    bubblewrap also needs user namespaces (its seccomp profile, inline: the
-    API takes the JSON itself), mounts inside them (no AppArmor profile) and
-    a /proc it may mount afresh (systempaths unmasked)."""
+    bubblewrap also needs user namespaces (its seccomp profile: a path from
+    the checkout's root, where `make compose-up` runs compose) and mounts
+    inside them (no AppArmor profile). /proc stays masked: the sandbox then
+    gets the container's, read-only (services/agentruntime/confinement.py)."""
     options = ["no-new-privileges:true"]
     if service.confines_commands:
-        options += [
-            f"seccomp={seccomp_profile()}",
-            "apparmor=unconfined",
-            "systempaths=unconfined",
-        ]
+        options += [f"seccomp={SECCOMP_PROFILE.relative_to(REPO)}", "apparmor=unconfined"]
     return options
 
 
@@ -411,7 +402,6 @@ def k8s_confinement(service: Service) -> dict[str, Any]:
     return {
         "seccompProfile": {"type": "Localhost", "localhostProfile": K8S_SECCOMP_PROFILE},
         "appArmorProfile": {"type": "Unconfined"},
-        "procMount": "Unmasked",
     }
 
 
@@ -492,8 +482,6 @@ def k8s_deployment(service: Service) -> dict[str, Any]:
                 "spec": {
                     "automountServiceAccountToken": False,
                     "enableServiceLinks": False,
-                    # An unmasked /proc is allowed in a pod of its own user namespace.
-                    **({"hostUsers": False} if service.confines_commands else {}),
                     "terminationGracePeriodSeconds": 30,
                     "securityContext": {
                         "runAsNonRoot": True,

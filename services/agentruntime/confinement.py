@@ -8,11 +8,16 @@ of a confined sandbox runs inside ``bwrap``:
   folder too; ``workspace-write``: the session's folder is writable, the rest
   read-only. Both get a private, empty ``/tmp`` (a compiler's scratch space;
   it vanishes with the command), a fresh ``/dev`` and ``/proc``.
-* Hidden in both (an empty folder or an empty file mounted over them): the
-  stack's data directory, the files its settings name (tokens, keys), and the
+* Hidden in both (an empty read-only folder or an empty file mounted over
+  them): the stack's data directory, the files its settings name (tokens, keys), and the
   other sessions' folders. The runtime's secrets are not in the command's
   environment (shell.shell_environment), and the new PID namespace hides the
-  runtime's ``/proc/<pid>/environ``.
+  runtime's ``/proc/<pid>/environ``. In a container whose ``/proc`` is
+  masked (docker-compose 1.29 cannot unmask it) the sandbox gets the
+  container's ``/proc`` read-only instead: the runtime's ``/proc/<pid>``
+  files stay closed to its commands all the same (the kernel's ptrace check
+  refuses a process of a child user namespace without capabilities, and the
+  runtime is non-dumpable besides, ``make_non_dumpable``).
 * Namespaces: user, PID, IPC, UTS, cgroup, and network unless the session
   turned the network on. All capabilities are dropped (``--cap-drop ALL``),
   so even a runtime running as root confines its commands.
@@ -32,6 +37,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import logging
 import os
 import shutil
@@ -53,6 +59,12 @@ CGROUP_V1_PIDS = Path("/sys/fs/cgroup/pids")
 CGROUP_V2 = Path("/sys/fs/cgroup")
 CGROUP_PREFIX = "agenthost-cmd-"
 CGROUP_REMOVE_S = 5.0
+# How the sandbox gets its /proc: a fresh one for its PID namespace; where a
+# container's masked /proc forbids that, the container's, read-only (see the
+# module docstring for why the runtime's /proc/<pid> stays closed).
+PROC_FRESH = ("--proc", "/proc")
+PROC_BOUND = ("--ro-bind", "/proc", "/proc")
+PR_SET_DUMPABLE = 4
 # Settings whose values name files or folders a command must not read.
 HIDDEN_ENV_SUFFIXES = ("_FILE", "_DIR")
 HIDDEN_ENV_PREFIX = "AGENTHOST_"
@@ -156,30 +168,40 @@ def confined(sandbox: str) -> bool:
 # -- the bwrap command line ------------------------------------------------------------
 
 
-def bwrap_argv(jail: Jail, program: list[str], bwrap: str = BWRAP) -> list[str]:
+def bwrap_argv(
+    jail: Jail, program: list[str], bwrap: str = BWRAP, proc: tuple[str, ...] = PROC_FRESH
+) -> list[str]:
     """bwrap's arguments (order matters: later mounts cover earlier ones)."""
     cwd = jail.cwd.resolve()
     argv = [bwrap, "--unshare-all", "--unshare-user", "--die-with-parent", "--cap-drop", "ALL"]
     if jail.network:
         argv.append("--share-net")
-    argv += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+    argv += ["--ro-bind", "/", "/", "--dev", "/dev", *proc, "--tmpfs", "/tmp"]
     inside = [p for p in jail.hidden if _within(p, cwd) and p != cwd]
-    argv += _hide(p for p in jail.hidden if p not in inside and not _within(cwd, p))
+    holding = [p for p in jail.hidden if _within(cwd, p) and p != cwd]
+    argv += _hide(p for p in jail.hidden if p not in inside and p not in holding and p != cwd)
     # A hidden folder holding the session's folder (e.g. a data directory
     # that keeps workspaces) is hidden around it: the folder stays reachable.
-    argv += _hide(p for p in jail.hidden if _within(cwd, p) and p != cwd)
+    argv += _hide(holding, read_only=False)
     bind = "--ro-bind" if jail.sandbox == READ_ONLY else "--bind"
     argv += [bind, str(cwd), str(cwd)]
+    for path in holding:
+        if path.is_dir():
+            argv += ["--remount-ro", str(path)]
     argv += _hide(inside)
     argv += ["--chdir", str(cwd), "--"]
     return argv + program
 
 
-def _hide(paths: Iterable[Path]) -> list[str]:
+def _hide(paths: Iterable[Path], read_only: bool = True) -> list[str]:
+    """An empty, read-only folder over each folder, /dev/null over each file:
+    a write there fails rather than vanish."""
     argv: list[str] = []
     for path in paths:
         if path.is_dir():
             argv += ["--tmpfs", str(path)]
+            if read_only:
+                argv += ["--remount-ro", str(path)]
         elif path.exists():
             argv += ["--ro-bind", "/dev/null", str(path)]
     return argv
@@ -237,51 +259,71 @@ def in_cgroup(group: Path, program: list[str]) -> list[str]:
 # -- probing -------------------------------------------------------------------------------
 
 
-@cache
 def probe(bwrap: str = BWRAP) -> Unconfinable | None:
     """None when confined commands work here, else why not (tried once)."""
+    return _probe(bwrap)[0]
+
+
+@cache
+def _probe(bwrap: str = BWRAP) -> tuple[Unconfinable | None, tuple[str, ...]]:
+    """Why commands cannot be confined (None: they can), and the /proc
+    arguments that work here."""
     if not os.access(bwrap, os.X_OK):
-        return Unconfinable(
-            NO_BWRAP,
-            f"{bwrap} is missing; install bubblewrap (Debian: apt-get install bubblewrap)",
-        )
+        missing = f"{bwrap} is missing; install bubblewrap (Debian: apt-get install bubblewrap)"
+        return Unconfinable(NO_BWRAP, missing), PROC_FRESH
     if os.geteuid() == 0 and _pids_cgroup_root() is None:
-        return Unconfinable(
-            NO_PROCESS_LIMIT,
-            "the runtime runs as root, which the kernel's process limit exempts, and no pids "
-            "cgroup is writable; run agenthost as a non-root user",
-        )
-    jail = Jail(READ_ONLY, Path("/"))
-    argv = bwrap_argv(jail, ["/bin/true"], bwrap)
+        return _no_cgroup(), PROC_FRESH
+    said = _try(bwrap, PROC_FRESH)
+    if said is None:
+        return None, PROC_FRESH
+    if "proc" in said and _try(bwrap, PROC_BOUND) is None:
+        return None, PROC_BOUND
+    return (
+        Unconfinable(
+            NO_USER_NAMESPACES,
+            f"bubblewrap cannot make a sandbox ({said}); user namespaces must be allowed "
+            "(sysctl kernel.unprivileged_userns_clone=1; in a container, the seccomp profile, "
+            "AppArmor setting and unmasked /proc of deploy/README.md)",
+        ),
+        PROC_FRESH,
+    )
+
+
+def _try(bwrap: str, proc: tuple[str, ...]) -> str | None:
+    """None when a sandbox with these /proc arguments runs here, else why not."""
+    argv = bwrap_argv(Jail(READ_ONLY, Path("/")), ["/bin/true"], bwrap, proc)
     try:
         done = subprocess.run(argv, capture_output=True, timeout=PROBE_TIMEOUT_S, check=False)
     except (OSError, subprocess.TimeoutExpired) as error:
-        return Unconfinable(NO_USER_NAMESPACES, f"bubblewrap could not start: {error}")
-    if done.returncode != 0:
-        said = done.stderr.decode(errors="replace").strip().splitlines()
-        return Unconfinable(
-            NO_USER_NAMESPACES,
-            f"bubblewrap cannot make a sandbox ({said[-1] if said else done.returncode}); "
-            "user namespaces must be allowed (sysctl kernel.unprivileged_userns_clone=1; in a "
-            "container, the seccomp and AppArmor profiles of deploy/README.md)",
-        )
-    return None
+        return f"bubblewrap could not start: {error}"
+    if done.returncode == 0:
+        return None
+    lines = done.stderr.decode(errors="replace").strip().splitlines()
+    return lines[-1] if lines else f"exit {done.returncode}"
+
+
+def make_non_dumpable() -> None:
+    """Close this process's /proc/<pid> files (environ, mem, fd) to every
+    process without CAP_SYS_PTRACE, the same user's commands included."""
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
 
 
 def prepare(jail: Jail, program: list[str], bwrap: str = BWRAP) -> Prepared:
     """How to spawn `program` confined by `jail`, or why it cannot be."""
     if not confined(jail.sandbox):
         return Prepared(program)
-    problem = probe(bwrap)
+    problem, proc = _probe(bwrap)
     if problem is not None:
         return Prepared([], refused=problem)
     if os.geteuid() != 0:
-        return Prepared(bwrap_argv(jail, limited(program, jail.max_processes), bwrap))
+        return Prepared(bwrap_argv(jail, limited(program, jail.max_processes), bwrap, proc))
     # Root: RLIMIT_NPROC would not bind it, the cgroup does (no prlimit).
-    argv = bwrap_argv(jail, program, bwrap)
+    argv = bwrap_argv(jail, program, bwrap, proc)
     root = _pids_cgroup_root()
     if root is None:
-        return Prepared([], refused=probe(bwrap) or _no_cgroup())
+        return Prepared([], refused=_no_cgroup())
     try:
         group = _new_pids_cgroup(root, jail.max_processes)
     except OSError as error:
@@ -290,7 +332,11 @@ def prepare(jail: Jail, program: list[str], bwrap: str = BWRAP) -> Prepared:
 
 
 def _no_cgroup() -> Unconfinable:
-    return Unconfinable(NO_PROCESS_LIMIT, "no pids cgroup is writable; run as a non-root user")
+    return Unconfinable(
+        NO_PROCESS_LIMIT,
+        "the runtime runs as root, which the kernel's process limit exempts, and no pids "
+        "cgroup is writable; run agenthost as a non-root user",
+    )
 
 
 def describe() -> str:

@@ -11,7 +11,7 @@ from agenthost.runtime.v1 import runtime_pb2_grpc as pb_grpc
 from services.common.server import ServiceDefinition
 from services.sessionlog.port import SessionLogPort
 
-from .confinement import hidden_from_env
+from .confinement import hidden_from_env, make_non_dumpable
 from .leases import DEFAULT_LEASE_S
 from .models.base import ModelAdapter
 from .ports import PlanModePort, WorkspaceMembersPort
@@ -33,6 +33,8 @@ def agent_runtime_service(
     the files the AGENTHOST_*_FILE / *_DIR settings name; `workspaces` says
     which sessions share workspace-scoped permission rules."""
     hidden = hidden_from_env(os.environ, data_dir)
+    # Its commands must not read its environment (secrets) through /proc.
+    make_non_dumpable()
     runtime = AgentRuntime(log, model, plan, lease_s=lease_s, hidden=hidden, workspaces=workspaces)
     servicer = AgentRuntimeServicer(runtime)
 

@@ -119,7 +119,7 @@ def test_deployments_probe_grpc_health_with_limits_and_no_privileges(
                     "type": "Localhost",
                     "localhostProfile": "agenthost/agentruntime.json",
                 }
-                assert security["procMount"] == "Unmasked" and pod["hostUsers"] is False
+                assert security["appArmorProfile"] == {"type": "Unconfined"}
             else:
                 assert security["seccompProfile"] == {"type": "RuntimeDefault"}, name
             mounts = {m["mountPath"] for m in container["volumeMounts"]}

@@ -10,6 +10,8 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 import uuid
 from collections.abc import Iterator
@@ -228,3 +230,35 @@ def test_without_bubblewrap_a_confined_command_is_refused_with_how_to_fix_it(
     assert prepared.refused.reason == confinement.NO_BWRAP
     assert "apt-get install bubblewrap" in prepared.refused.refusal()
     assert "/sandbox full" in prepared.refused.refusal()
+
+
+def test_with_the_containers_proc_a_non_dumpable_runtime_keeps_its_environment(
+    machine: Machine,
+) -> None:
+    """The fallback for a container whose /proc cannot be mounted afresh:
+    the command sees the container's /proc, read-only, and the runtime
+    keeps its environment closed all the same."""
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "from services.agentruntime.confinement import make_non_dumpable\n"
+            "import sys, time\nmake_non_dumpable()\nprint('ready', flush=True)\ntime.sleep(60)",
+        ],
+        env={**os.environ, "HOLDER_SECRET": SECRET},
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "ready\n"
+        command = f"cat /proc/{holder.pid}/environ; cat /proc/{holder.pid}/cmdline; echo end"
+        argv = confinement.bwrap_argv(
+            machine.jail(WORKSPACE_WRITE), ["/bin/sh", "-c", command], proc=confinement.PROC_BOUND
+        )
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
+        shown = done.stdout + done.stderr
+        assert "end" in shown and "make_non_dumpable" in shown  # the process is there
+        assert SECRET not in shown and "Permission denied" in shown
+    finally:
+        holder.kill()
+        holder.wait()
