@@ -56,6 +56,11 @@ workspace.mkdir(exist_ok=True)
 jail = Jail("workspace-write", workspace, hidden=(pathlib.Path("/data"),))
 command = "touch made /data/planted /etc/planted; ls /data; cat /proc/1/environ; echo end"
 print(asyncio.run(run_shell(command, workspace, timeout_s=30, jail=jail)).output)
+# A fork bomb (a non-root runtime: RLIMIT_NPROC in the sandbox's user namespace).
+bomb = "bomb() { bomb & bomb & wait; }; bomb"
+limited = Jail("workspace-write", workspace, max_processes=32)
+ended = asyncio.run(run_shell(bomb, workspace, timeout_s=3, jail=limited))
+print("bomb timed out:", ended.timed_out, "limited:", "Resource temporarily" in ended.output)
 """
 
 
@@ -186,6 +191,7 @@ async def test_compose_stack_comes_up_healthy_and_answers(compose: Compose) -> N
     assert "/data/planted': Read-only file system" in shown, shown
     assert "/etc/planted': Read-only file system" in shown, shown
     assert "AGENTHOST_INTERNAL_TOKEN" not in shown and "end" in shown, shown
+    assert "bomb timed out: True limited: True" in shown, shown
     planted = await asyncio.to_thread(
         compose.run, "exec", "-T", "agentruntime", "ls", "/data", "/tmp/escape-test"
     )
