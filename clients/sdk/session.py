@@ -606,7 +606,9 @@ class Session:
                 updates += self._questions_now(view)
             elif key == "settings":
                 network = bool(view.get("network", False)) if isinstance(view, dict) else False
-                self.settings = Settings(sandbox_value(view), approvals_value(view), network)
+                self.settings = Settings(
+                    sandbox_value(view), approvals_value(view), network=network
+                )
                 updates.append(SettingsChanged(self.settings))
             elif key == "status":
                 updates += self._set_running(bool(view.get("running")), seq)
@@ -914,7 +916,7 @@ class Session:
         settings = Settings(
             SANDBOXES[reply.settings.sandbox],
             APPROVAL_POLICIES[reply.settings.approvals],
-            reply.settings.network,
+            network=reply.settings.network,
         )
         return settings
 

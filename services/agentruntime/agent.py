@@ -368,7 +368,7 @@ class Agent:
         return self._state.last_seq
 
     async def update_settings(
-        self, sandbox: str | None, approvals: str | None, network: bool | None = None
+        self, sandbox: str | None, approvals: str | None, *, network: bool | None = None
     ) -> tuple[SettingsFold, int]:
         """Record new settings (effective for the next tool call)."""
         await self._catch_up()
@@ -376,7 +376,7 @@ class Agent:
         wanted = SettingsFold(
             sandbox or current.sandbox,
             approvals or current.approvals,
-            current.network if network is None else network,
+            network=current.network if network is None else network,
         )
         if wanted != current:
             event = ev.Event(id=new_id("settings"), session_settings=settings_event(wanted))

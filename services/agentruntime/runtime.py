@@ -322,10 +322,11 @@ class AgentRuntime:
         session_id: str,
         sandbox: str | None,
         approvals: str | None,
+        *,
         network: bool | None = None,
     ) -> tuple[SettingsFold, int]:
         return await self._on_agent(
-            session_id, lambda agent: agent.update_settings(sandbox, approvals, network)
+            session_id, lambda agent: agent.update_settings(sandbox, approvals, network=network)
         )
 
     # -- permission rules ----------------------------------------------------------------

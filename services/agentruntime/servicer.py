@@ -127,7 +127,7 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServiceServicer):
         approvals = APPROVAL_POLICIES[request.approvals] if request.HasField("approvals") else None
         network = request.network if request.HasField("network") else None
         settings, seq = await self.runtime.update_settings(
-            request.session_id, sandbox, approvals, network
+            request.session_id, sandbox, approvals, network=network
         )
         return pb.UpdateSettingsResponse(settings=settings_event(settings), seq=seq)
 

@@ -415,7 +415,7 @@ def fold_settings(state: SettingsFold, event: Event) -> SettingsFold:
     new = SettingsFold(
         SANDBOXES.get(settings.sandbox, DEFAULT_SANDBOX),
         APPROVAL_POLICIES.get(settings.approvals, DEFAULT_APPROVALS),
-        settings.network,
+        network=settings.network,
     )
     return state if new == state else new
 
