@@ -34,7 +34,10 @@ EDIT_GRANT = "edit"
 
 
 def _files(context: ToolContext) -> wt.WorkspaceFiles:
-    return wt.WorkspaceFiles(context.cwd, confined=gates.confines_paths(context.sandbox))
+    """The file tools see what confined commands see: the folder minus what
+    is hidden from them (confinement.Jail.hidden)."""
+    confined = gates.confines_paths(context.sandbox)
+    return wt.WorkspaceFiles(context.cwd, confined=confined, hidden=context.hidden)
 
 
 def _text(args: Args, name: str, default: str = "") -> Any:
