@@ -390,7 +390,10 @@ class WorkspaceFiles:
         # What the tools may not touch even inside the folder (as confined
         # commands may not: the stack's data, its secrets, other sessions'
         # folders nested in this one).
-        self._hidden = tuple(Path(os.path.realpath(p)) for p in hidden) if confined else ()
+        # A hidden folder holding the session folder hides only what lies
+        # outside it, which confinement already keeps out of reach.
+        real = (Path(os.path.realpath(p)) for p in hidden) if confined else ()
+        self._hidden = tuple(p for p in real if not self._root.is_relative_to(p))
 
     @property
     def root(self) -> Path:

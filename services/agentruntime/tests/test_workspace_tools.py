@@ -954,6 +954,9 @@ async def test_hidden_folders_inside_the_session_folder_are_out_of_reach(root: P
     globbed = await files.glob("**")
     assert "src/app.py" in globbed.output and "token" not in globbed.output
     assert "notes.txt" not in globbed.output
+    # A hidden folder holding the session folder (a data folder keeping
+    # workspaces) leaves the session folder itself alone.
+    assert (await WorkspaceFiles(root, hidden=(root.parent,)).read_file("src/app.py")).ok
     # The full sandbox hides nothing.
     assert (
         await WorkspaceFiles(root, confined=False, hidden=hidden).read_file(".agenthost/token")
