@@ -262,3 +262,14 @@ def test_with_the_containers_proc_a_non_dumpable_runtime_keeps_its_environment(
     finally:
         holder.kill()
         holder.wait()
+
+
+async def test_a_workspace_inside_the_hidden_data_folder_stays_usable(machine: Machine) -> None:
+    workspace = machine.data / "workspaces" / "project"
+    workspace.mkdir(parents=True)
+    jail = Jail(WORKSPACE_WRITE, workspace, hidden=(machine.data,))
+    command = f"echo made > made.txt && cat {machine.data}/token; touch {machine.data}/x; echo end"
+    result = await run_shell(command, workspace, timeout_s=10, jail=jail)
+    assert TOKEN not in result.output and "Read-only file system" in result.output
+    assert "end" in result.output and (workspace / "made.txt").read_text() == "made\n"
+    assert absent(machine.data / "x")
