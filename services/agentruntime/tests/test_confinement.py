@@ -162,12 +162,15 @@ async def test_the_network_is_off_unless_the_session_turned_it_on(
         await server.wait_closed()
 
 
-async def test_a_fork_bomb_meets_the_process_limit_and_the_call_ends(machine: Machine) -> None:
+@pytest.mark.parametrize("sandbox", CONFINED)
+async def test_a_fork_bomb_meets_the_process_limit_and_the_call_ends(
+    machine: Machine, sandbox: str
+) -> None:
     # Each level waits, so the bomb stays at the limit until the timeout.
     bomb = "bomb() { bomb & bomb & wait; }; bomb"
     root = confinement._pids_cgroup_root() if os.geteuid() == 0 else None
     groups_before = set(root.glob(f"{confinement.CGROUP_PREFIX}*")) if root else set()
-    result = await run(machine, bomb, machine.jail(WORKSPACE_WRITE, max_processes=32), 2)
+    result = await run(machine, bomb, machine.jail(sandbox, max_processes=32), 2)
     assert result.timed_out
     assert "Resource temporarily unavailable" in result.output or "retry" in result.output
     # Nothing of it is left: the limit's cgroup (root) was removed.
