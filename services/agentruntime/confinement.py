@@ -74,12 +74,6 @@ _log = logging.getLogger(__name__)
 _cleaning: set[asyncio.Task[None]] = set()
 
 
-async def settled() -> None:
-    """Wait until every command's cgroup removal has finished."""
-    while _cleaning:
-        await asyncio.gather(*_cleaning, return_exceptions=True)
-
-
 # Reasons a command could not be confined (stable: clients and docs name them).
 NO_BWRAP = "CONFINEMENT_NO_BWRAP"
 NO_USER_NAMESPACES = "CONFINEMENT_NO_USER_NAMESPACES"
@@ -149,6 +143,12 @@ class Prepared:
                     return
             await asyncio.sleep(pause)  # a bounded retry, not synchronisation
             pause = min(pause * 2, 0.2)
+
+
+async def settled() -> None:
+    """Wait until every command's cgroup removal has finished."""
+    while _cleaning:
+        await asyncio.gather(*_cleaning, return_exceptions=True)
 
 
 def hidden_from_env(env: Mapping[str, str], data_dir: Path | None) -> tuple[Path, ...]:
