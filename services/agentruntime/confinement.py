@@ -65,9 +65,12 @@ CGROUP_REMOVE_S = 5.0
 PROC_FRESH = ("--proc", "/proc")
 PROC_BOUND = ("--ro-bind", "/proc", "/proc")
 PR_SET_DUMPABLE = 4
-# Settings whose values name files or folders a command must not read.
-HIDDEN_ENV_SUFFIXES = ("_FILE", "_DIR")
+# Settings whose values name files a command must not read (tokens, keys),
+# and the stack's data folder. Not every *_DIR: the web client's files, say,
+# are no secret, and may be what a session works on.
+HIDDEN_ENV_SUFFIX = "_FILE"
 HIDDEN_ENV_PREFIX = "AGENTHOST_"
+DATA_DIR_ENV = "AGENTHOST_DATA_DIR"
 
 _log = logging.getLogger(__name__)
 # Cgroups being removed in the background (Prepared.cleanup_soon).
@@ -152,11 +155,15 @@ async def settled() -> None:
 
 
 def hidden_from_env(env: Mapping[str, str], data_dir: Path | None) -> tuple[Path, ...]:
-    """The data directory and every file or folder an AGENTHOST_*_FILE or
-    *_DIR setting names (the tokens file, TLS keys, the internal token)."""
+    """The data directory (`data_dir`, else AGENTHOST_DATA_DIR) and every file
+    an AGENTHOST_*_FILE setting names (the tokens file, TLS keys, the
+    internal token, the models file)."""
     paths = [data_dir] if data_dir is not None else []
     for name, value in env.items():
-        if name.startswith(HIDDEN_ENV_PREFIX) and name.endswith(HIDDEN_ENV_SUFFIXES) and value:
+        wanted = name == DATA_DIR_ENV or (
+            name.startswith(HIDDEN_ENV_PREFIX) and name.endswith(HIDDEN_ENV_SUFFIX)
+        )
+        if wanted and value:
             paths.append(Path(value))
     return tuple(dict.fromkeys(Path(os.path.abspath(p)) for p in paths))
 

@@ -30,7 +30,7 @@ def agent_runtime_service(
     """Running turns stop before shutdown without a record (their session
     leases are given up), and on start the turns a previous runtime left open
     are recovered from the log. Confined commands never see `data_dir` nor
-    the files the AGENTHOST_*_FILE / *_DIR settings name; `workspaces` says
+    the files the AGENTHOST_*_FILE settings name; `workspaces` says
     which sessions share workspace-scoped permission rules."""
     hidden = hidden_from_env(os.environ, data_dir)
     # Its commands must not read its environment (secrets) through /proc.
