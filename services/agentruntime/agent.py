@@ -613,7 +613,12 @@ class Agent:
         if self._neighbours is None:
             return False
         grant = call.tool.approval(call.args).grant
-        for session_id in await self._neighbours.sharing(self.session_id, self.cwd_text):
+        try:
+            members = await self._neighbours.sharing(self.session_id, self.cwd_text)
+        except Exception as error:  # the workspace service away: we ask
+            log.warning("cannot list the workspace's sessions: %s", error)
+            return False
+        for session_id in members:
             try:
                 state = await self._log.load_state(session_id)
             except Exception as error:  # a broken neighbour only means we ask
