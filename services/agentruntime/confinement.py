@@ -119,10 +119,17 @@ class Prepared:
     refused: Unconfinable | None = None
 
     def cleanup_soon(self) -> None:
-        """cleanup() in the background: the result need not wait for the
-        kernel to empty the cgroup (see settled())."""
+        """Remove the cgroup now if it is empty, else in the background: the
+        result need not wait for the kernel to empty it (see settled())."""
         if self.cgroup is None:
             return
+        try:
+            self.cgroup.rmdir()
+            return
+        except FileNotFoundError:
+            return
+        except OSError:
+            pass  # still busy
         task = asyncio.get_running_loop().create_task(self.cleanup())
         _cleaning.add(task)
         task.add_done_callback(_cleaning.discard)
@@ -247,7 +254,8 @@ def _own_v2_cgroup() -> Path | None:
 
 
 def _new_pids_cgroup(root: Path, max_processes: int) -> Path:
-    group = root / f"{CGROUP_PREFIX}{uuid.uuid4().hex[:12]}"
+    # The owner's pid in the name: a later runtime sweeps what a dead one left.
+    group = root / f"{CGROUP_PREFIX}{os.getpid()}-{uuid.uuid4().hex[:12]}"
     group.mkdir()
     try:
         (group / "pids.max").write_text(str(max_processes))
@@ -255,6 +263,26 @@ def _new_pids_cgroup(root: Path, max_processes: int) -> Path:
         group.rmdir()
         raise
     return group
+
+
+def sweep_cgroups(root: Path) -> None:
+    """Remove the empty command cgroups of runtimes no longer running (one
+    killed before it could remove them)."""
+    for group in root.glob(f"{CGROUP_PREFIX}*"):
+        owner = group.name.removeprefix(CGROUP_PREFIX).partition("-")[0]
+        if owner.isdigit() and not _alive(int(owner)):
+            with contextlib.suppress(OSError):
+                group.rmdir()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def in_cgroup(group: Path, program: list[str]) -> list[str]:
@@ -278,8 +306,11 @@ def _probe(bwrap: str = BWRAP) -> tuple[Unconfinable | None, tuple[str, ...]]:
     if not os.access(bwrap, os.X_OK):
         missing = f"{bwrap} is missing; install bubblewrap (Debian: apt-get install bubblewrap)"
         return Unconfinable(NO_BWRAP, missing), PROC_FRESH
-    if os.geteuid() == 0 and _pids_cgroup_root() is None:
-        return _no_cgroup(), PROC_FRESH
+    if os.geteuid() == 0:
+        root = _pids_cgroup_root()
+        if root is None:
+            return _no_cgroup(), PROC_FRESH
+        sweep_cgroups(root)
     said = _try(bwrap, PROC_FRESH)
     if said is None:
         return None, PROC_FRESH

@@ -18,6 +18,7 @@ from services.common.tasks import spawn
 from services.sessionlog.folds import PermissionRule, SettingsFold
 from services.sessionlog.port import SessionLogPort
 
+from . import confinement
 from .agent import Agent, AgentStatus, PromptMode
 from .leases import DEFAULT_LEASE_S, SessionLeases
 from .live import LiveDelta, LiveFeed
@@ -220,6 +221,7 @@ class AgentRuntime:
             task.cancel()
         await asyncio.gather(*stopping, return_exceptions=True)
         await asyncio.gather(*(agent.close() for agent in self._agents.values()))
+        await confinement.settled()  # the cgroups of the commands just stopped
         await self.leases.release_all()
         # Watches end now, so shutdown need not wait out its grace for them.
         for queue in self._status_watchers:

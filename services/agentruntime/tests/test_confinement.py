@@ -80,7 +80,9 @@ def absent(*paths: Path) -> bool:
 
 
 async def run(machine: Machine, command: str, jail: Jail, timeout_s: float = 10) -> ShellResult:
-    return await run_shell(command, machine.workspace, timeout_s=timeout_s, jail=jail)
+    result = await run_shell(command, machine.workspace, timeout_s=timeout_s, jail=jail)
+    await confinement.settled()  # no cgroup left behind by this test
+    return result
 
 
 # -- escapes ------------------------------------------------------------------------------
@@ -276,3 +278,25 @@ async def test_a_workspace_inside_the_hidden_data_folder_stays_usable(machine: M
     assert TOKEN not in result.output and "Read-only file system" in result.output
     assert "end" in result.output and (workspace / "made.txt").read_text() == "made\n"
     assert absent(machine.data / "x")
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0 or confinement._pids_cgroup_root() is None,
+    reason="the pids cgroups are a root runtime's process limit",
+)
+def test_a_runtime_sweeps_the_cgroups_a_dead_runtime_left() -> None:
+    root = confinement._pids_cgroup_root()
+    assert root is not None
+    dead_pid = subprocess.Popen(["/bin/true"])  # a pid that has ended
+    dead_pid.wait()
+    dead = root / f"{confinement.CGROUP_PREFIX}{dead_pid.pid}-test"
+    ours = root / f"{confinement.CGROUP_PREFIX}{os.getpid()}-test"
+    dead.mkdir()
+    ours.mkdir()
+    try:
+        confinement.sweep_cgroups(root)
+        assert not dead.exists() and ours.exists()
+    finally:
+        for group in (dead, ours):
+            if group.exists():
+                group.rmdir()
