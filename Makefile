@@ -88,6 +88,7 @@ run: gen web
 test: gen ts web acp-tests
 	@tools/need-postgres
 	@tools/need-docker
+	@tools/need-bubblewrap
 	$(BIN)/pytest
 
 lint: gen

@@ -23,6 +23,7 @@ from bench import (
     batched_appends,
     cold_open,
     concurrent_appends,
+    confined_command,
     memory,
     open_session,
     plan_mode_read,
@@ -45,6 +46,7 @@ FIGURES: list[ModuleType] = [
     stream_fanout,
     request_build,
     memory,
+    confined_command,
 ]
 REPO = Path(__file__).resolve().parents[1]
 Runner = Callable[[Sizes, Path], Awaitable[Figure]]

@@ -33,17 +33,22 @@ class Side:
 
 @dataclass(frozen=True)
 class Target:
-    """measured/baseline `op` ratio, and optionally measured `op` absolute."""
+    """measured/baseline `op` ratio, and optionally measured `op` absolute,
+    and measured - baseline `op` overhead (a cost added to the baseline's,
+    e.g. what a sandbox adds to a command; math.inf ratio: that one only)."""
 
     op: Op
     ratio: float
     absolute: float | None = None
+    overhead: float | None = None
 
     def describe(self, unit: str) -> str:
-        text = f"{self.op} {self.ratio:g}x"
+        parts = [] if math.isinf(self.ratio) else [f"{self.op} {self.ratio:g}x"]
         if self.absolute is not None:
-            text += f" and {self.op} {self.absolute:g} {unit}"
-        return text
+            parts.append(f"{self.op} {self.absolute:g} {unit}")
+        if self.overhead is not None:
+            parts.append(f"baseline + {self.op} {self.overhead:g} {unit}")
+        return " and ".join(parts)
 
 
 @dataclass(frozen=True)
@@ -69,6 +74,9 @@ class Figure:
             return None
         check = _OPS[self.target.op]
         if not check(self.ratio, self.target.ratio):
+            return False
+        overhead = self.target.overhead
+        if overhead is not None and not check(self.measured.value - self.baseline.value, overhead):
             return False
         return self.target.absolute is None or check(self.measured.value, self.target.absolute)
 

@@ -100,12 +100,12 @@ base-image:
 		$(MAKE) --no-print-directory local-base-image && echo "$(LOCAL_BASE_IMAGE)" > $(BASE_IMAGE_FILE); \
 	fi
 
-# A minimal Debian with Debian's python3 (3.11) and venv, imported as an image.
+# A minimal Debian with Debian's python3 (3.11), venv and bubblewrap, imported as an image.
 .PHONY: local-base-image
 local-base-image:
 	command -v debootstrap >/dev/null || { echo "debootstrap missing: run .ci/prepare-docker" >&2; exit 1; }
 	rm -rf $(BASE_ROOTFS)
-	debootstrap --variant=minbase --include=python3,python3-venv,ca-certificates \
+	debootstrap --variant=minbase --include=python3,python3-venv,ca-certificates,bubblewrap \
 		$(DEBIAN_SUITE) $(BASE_ROOTFS) $(DEBIAN_MIRROR) > build/debootstrap.log 2>&1 \
 		|| { tail -n 30 build/debootstrap.log >&2; exit 1; }
 	rm -rf $(BASE_ROOTFS)/var/cache/apt/archives/*.deb $(BASE_ROOTFS)/var/lib/apt/lists/*
@@ -113,7 +113,7 @@ local-base-image:
 		--change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
 		--change 'ENV LANG=C.UTF-8' \
 		--change 'CMD ["/bin/bash"]' \
-		--message "debootstrap --variant=minbase $(DEBIAN_SUITE) with python3, python3-venv" \
+		--message "debootstrap --variant=minbase $(DEBIAN_SUITE) with python3, python3-venv, bubblewrap" \
 		- $(LOCAL_BASE_IMAGE)
 	rm -rf $(BASE_ROOTFS)
 

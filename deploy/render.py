@@ -28,6 +28,9 @@ from services.common.topology import ADDRESS_ENV
 
 REPO = Path(__file__).resolve().parents[1]
 REGISTRY = REPO / "deploy" / "services.toml"
+SECCOMP_PROFILE = REPO / "deploy" / "seccomp" / "agentruntime.json"
+# Where a node keeps it (under /var/lib/kubelet/seccomp/).
+K8S_SECCOMP_PROFILE = "agenthost/agentruntime.json"
 COMPOSE_FILE = REPO / "docker-compose.yml"
 COMPOSE_POSTGRES_FILE = REPO / "deploy" / "compose.postgres.yml"
 COMPOSE_SCALE_FILE = REPO / "deploy" / "compose.scale.yml"
@@ -95,6 +98,9 @@ class Service:
     replicas: int = 1
     # Its replicas share its one volume rather than keeping nothing.
     shared_volume: bool = False
+    # It runs the agent's commands in bubblewrap: its container must allow
+    # user namespaces (deploy/seccomp/README.md).
+    confines_commands: bool = False
 
     @property
     def replicated(self) -> bool:
@@ -148,6 +154,7 @@ def load_registry(path: Path = REGISTRY) -> Registry:
             "postgres",
             "replicas",
             "shared_volume",
+            "confines_commands",
         }
         if extra:
             raise ValueError(f"{path}: {name}: unknown keys {sorted(extra)}")
@@ -161,6 +168,7 @@ def load_registry(path: Path = REGISTRY) -> Registry:
                 postgres=entry.get("postgres"),
                 replicas=int(entry.get("replicas", 1)),
                 shared_volume=bool(entry.get("shared_volume", False)),
+                confines_commands=bool(entry.get("confines_commands", False)),
             )
         )
     started: set[str] = set()
@@ -176,6 +184,18 @@ def load_registry(path: Path = REGISTRY) -> Registry:
 
 
 # -- docker compose -----------------------------------------------------------
+
+
+def compose_security(service: Service) -> list[str]:
+    """no-new-privileges for all; a service that confines commands with
+    bubblewrap also needs user namespaces (its seccomp profile: a path from
+    the checkout's root, where `make compose-up` runs compose) and mounts
+    inside them (no AppArmor profile). /proc stays masked: the sandbox then
+    gets the container's, read-only (services/agentruntime/confinement.py)."""
+    options = ["no-new-privileges:true"]
+    if service.confines_commands:
+        options += [f"seccomp={SECCOMP_PROFILE.relative_to(REPO)}", "apparmor=unconfined"]
+    return options
 
 
 def compose_service(service: Service, registry: Registry) -> dict[str, Any]:
@@ -198,7 +218,7 @@ def compose_service(service: Service, registry: Registry) -> dict[str, Any]:
             "read_only": True,
             "tmpfs": ["/tmp"],
             "cap_drop": ["ALL"],
-            "security_opt": ["no-new-privileges:true"],
+            "security_opt": compose_security(service),
             "healthcheck": {
                 "test": ["CMD", "grpc-health-probe"],
                 "interval": "5s",
@@ -374,6 +394,17 @@ def grpc_probe(**timing: int) -> dict[str, Any]:
     return {"grpc": {"port": PORT}, **timing}
 
 
+def k8s_confinement(service: Service) -> dict[str, Any]:
+    """The container's seccomp (and, for bubblewrap, AppArmor and /proc)
+    settings: see deploy/seccomp/README.md."""
+    if not service.confines_commands:
+        return {"seccompProfile": {"type": "RuntimeDefault"}}
+    return {
+        "seccompProfile": {"type": "Localhost", "localhostProfile": K8S_SECCOMP_PROFILE},
+        "appArmorProfile": {"type": "Unconfined"},
+    }
+
+
 def k8s_deployment(service: Service) -> dict[str, Any]:
     env: list[dict[str, Any]] = [
         {
@@ -432,7 +463,7 @@ def k8s_deployment(service: Service) -> dict[str, Any]:
                 "allowPrivilegeEscalation": False,
                 "privileged": False,
                 "capabilities": {"drop": ["ALL"]},
-                "seccompProfile": {"type": "RuntimeDefault"},
+                **k8s_confinement(service),
             },
             "volumeMounts": mounts,
         }

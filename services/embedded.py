@@ -16,6 +16,7 @@ from pathlib import Path
 import grpc
 from agenthost.projection.v1 import projection_pb2_grpc
 
+from services.agentruntime.confinement import describe as describe_confinement
 from services.agentruntime.leases import lease_s_from_env
 from services.agentruntime.models.base import ModelAdapter
 from services.agentruntime.models.catalog import ModelCatalog, catalog_from_env
@@ -85,6 +86,11 @@ class EmbeddedStack:
     def names(self) -> list[str]:
         # SERVICES is in start order: each service only needs those before it.
         return [n for n in SERVICES if self.with_plan_mode or n != "planmode"]
+
+    @property
+    def confinement(self) -> str:
+        """Whether the agent's commands can be confined here (probed once)."""
+        return describe_confinement()
 
     @property
     def web_url(self) -> str | None:
@@ -218,6 +224,8 @@ class EmbeddedStack:
                 model,
                 RemotePlanMode(plan, self._plan_config()) if plan else None,
                 lease_s_from_env(os.environ),
+                data,
+                WorkspaceClient(self._channel(name, "workspace")),
             )
         assert self.tokens is not None
         return gateway_service(

@@ -173,6 +173,14 @@ class Supervisor:
         return self.web_listen or f"{self.host}:{port}"
 
     @property
+    def confinement(self) -> str:
+        """Whether the agent's commands can be confined here (probed once:
+        the runtime child runs on this machine, as this user)."""
+        from services.agentruntime.confinement import describe
+
+        return describe()
+
+    @property
     def web_url(self) -> str | None:
         """Where browsers reach the gateway, once it serves."""
         gateway = self.children.get("gateway")

@@ -208,6 +208,7 @@ async def _run_stack(
             if name != "gateway":
                 console.print(f"  {name:<12} grpc://{address}   (internal)")
         console.print(f"Your bearer token is in {token_file}")
+        console.print(stack.confinement, markup=False, highlight=False, soft_wrap=True)
         console.print("Try, in the folder you want to work in: agenthost chat")
         console.print("Stop with Ctrl-C.")
         # A machine-readable line for scripts and tests.

@@ -52,6 +52,7 @@ from clients.sdk import (
     PromptMode,
     QuestionClosed,
     Session,
+    Settings,
     SettingsChanged,
     StatusChanged,
     TextStreamed,
@@ -68,10 +69,12 @@ from . import render
 HELP = (
     "Type a message to send it. /plan enters plan mode, /plan <message> enters it and "
     "sends the message, /plan off leaves it (Shift-Tab toggles it). /sandbox read-only|"
-    "workspace-write|full and /approvals ask|ask-for-commands|never change what the agent "
-    "may do. /model lists the models (yours marked *), /model NAME switches to one (from the "
-    "next model request). /compact [focus] summarises the conversation so far for the model. "
-    "/quit leaves. Ctrl-C cancels a running turn."
+    "workspace-write|full, /approvals ask|ask-for-commands|never and /network on|off "
+    "change what the agent may do; /permissions lists the rules that skip approval "
+    "questions, /permissions revoke RULE_ID revokes one. /model lists the models (yours "
+    "marked *), /model NAME switches to one (from the next model request). /compact [focus] "
+    "summarises the conversation so far for the model. /quit leaves. Ctrl-C cancels a "
+    "running turn."
 )
 HISTORY_SHOWN = 10
 PLAN_STYLE = "bold magenta"
@@ -81,6 +84,14 @@ APPROVAL_POLICIES = ("ask", "ask-for-commands", "never")
 
 def plan_line(view: PlanView) -> str:
     return f"plan: {view.describe()}"
+
+
+def settings_line(settings: Settings) -> str:
+    model = f", model: {settings.model}" if settings.model else ""
+    network = "on" if settings.network else "off"
+    return (
+        f"sandbox: {settings.sandbox}, approvals: {settings.approvals}{model}, network: {network}"
+    )
 
 
 class _Interrupted:
@@ -189,8 +200,7 @@ class Chat:
             self.show_event(event, history=True)
         self.say(plan_line(self.session.plan), PLAN_STYLE)
         if self.session.settings is not None:
-            settings = self.session.settings
-            self.say(f"sandbox: {settings.sandbox}, approvals: {settings.approvals}", "dim")
+            self.say(settings_line(self.session.settings), "dim")
 
     def show_event(self, event: ev.Event, history: bool = False) -> None:
         kind = event.WhichOneof("body")
@@ -255,9 +265,7 @@ class Chat:
         elif isinstance(update, PlanChanged):
             self.say(plan_line(update.plan), PLAN_STYLE)
         elif isinstance(update, SettingsChanged):
-            settings = update.settings
-            shown = f"sandbox: {settings.sandbox}, approvals: {settings.approvals}"
-            self.say(shown + (f", model: {settings.model}" if settings.model else ""), "dim")
+            self.say(settings_line(update.settings), "dim")
             self._redraw_toolbar()
         elif isinstance(update, UsageChanged):
             self._redraw_toolbar()
@@ -301,6 +309,8 @@ class Chat:
         if settings is not None:
             shown += f" · sandbox: {settings.sandbox} · approvals: {settings.approvals}"
             shown += f" · model: {settings.model}" if settings.model else ""
+            # Like the model, shown when not at its default (the toolbar is one line).
+            shown += " · network: on" if settings.network else ""
         if usage is not None:
             shown += f" · {render.usage_line(usage)}"
         return shown + " · shift-tab: plan mode"
@@ -496,17 +506,27 @@ class Chat:
             await self._settings(name, args, APPROVAL_POLICIES)
         elif name == "model":
             await self._model(args)
+        elif name == "network":
+            if args not in ("on", "off"):
+                self.say("usage: /network on|off", "red")
+            else:
+                await self.session.set_settings(network=args == "on")
         else:
             result = await self.session.execute_command(name, args or None)
             if not result.ok:
                 self.say(result.message, "red")
+            elif name == "permissions":
+                self.say(result.message, "dim")
 
     async def _settings(self, name: str, wanted: str, choices: tuple[str, ...]) -> None:
         """/sandbox MODE or /approvals POLICY: change that one setting."""
         if wanted not in choices:
             self.say(f"usage: /{name} {'|'.join(choices)}", "red")
             return
-        await self.session.set_settings(**{name: wanted})
+        if name == "sandbox":
+            await self.session.set_settings(sandbox=wanted)
+        else:
+            await self.session.set_settings(approvals=wanted)
 
     async def _model(self, name: str) -> None:
         """/model: the models, the session's marked; /model NAME: switch."""
@@ -583,9 +603,23 @@ class Chat:
         choice = line.strip().lower()
         if choice in ("y", "yes", "allow", "once"):
             await self._answer(question, "allowed once", "green", allow_once=True)
-        elif choice in ("a", "always", "session"):
+        elif choice in ("a", "session"):
             await self._answer(
                 question, "allowed for this session", "green", allow_for_session=True
+            )
+        elif choice in ("s", "always"):
+            await self._answer(
+                question,
+                "always allowed in this session (/permissions lists and revokes rules)",
+                "green",
+                always_allow_session=True,
+            )
+        elif choice in ("w", "workspace"):
+            await self._answer(
+                question,
+                "always allowed in this workspace (/permissions lists and revokes rules)",
+                "green",
+                always_allow_workspace=True,
             )
         elif choice in ("n", "no", "deny"):
             reason = await self._read(

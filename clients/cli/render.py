@@ -13,7 +13,10 @@ from rich.text import Text
 from clients.sdk import ModelInfo, Usage
 from services.sessionlog.folds import Question
 
-APPROVAL_CHOICES = "[y] allow once  [a] allow for this session  [n] deny"
+APPROVAL_CHOICES = (
+    "[y] allow once  [a] allow for this session  [s] always allow (session rule)  "
+    "[w] always allow (workspace rule)  [n] deny"
+)
 REVIEW_CHOICES = "Approve the plan? [a] approve  [k] keep planning  [d] dismiss"
 DIFF_LINES_SHOWN = 40
 

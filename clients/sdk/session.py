@@ -206,6 +206,8 @@ class Settings:
     sandbox: str
     approvals: str
     model: str = ""
+    # Whether confined commands may reach the network (/network on).
+    network: bool = False
 
 
 @dataclass(frozen=True)
@@ -352,6 +354,16 @@ class Session:
         self._changed = asyncio.Event()
 
     # -- what it shows ------------------------------------------------------------------
+
+    @property
+    def permissions(self) -> list[dict[str, str]]:
+        """The permission rules granted in this session's log and in force
+        (the `permissions` projection): rule_id, grant, scope, workspace_path.
+        `/permissions` (execute_command) lists the workspace's too."""
+        view = self.projections.get("permissions")
+        if not isinstance(view, list):
+            return []
+        return [{k: str(v) for k, v in rule.items()} for rule in view if isinstance(rule, dict)]
 
     @property
     def events(self) -> list[Event]:
@@ -610,8 +622,9 @@ class Session:
             elif key == "questions":
                 updates += self._questions_now(view)
             elif key == "settings":
+                network = bool(view.get("network", False)) if isinstance(view, dict) else False
                 self.settings = Settings(
-                    sandbox_value(view), approvals_value(view), model_value(view)
+                    sandbox_value(view), approvals_value(view), model_value(view), network
                 )
                 updates.append(SettingsChanged(self.settings))
             elif key == "usage":
@@ -862,11 +875,16 @@ class Session:
         dismiss: bool = False,
         allow_once: bool = False,
         allow_for_session: bool = False,
+        always_allow_session: bool = False,
+        always_allow_workspace: bool = False,
         deny: str | None = None,
     ) -> int:
         """Answer an open question with exactly one of: a plan review's
         approve, keep planning with `feedback`, or dismiss; a tool approval's
-        allow_once, allow_for_session, or `deny` (a reason, may be "").
+        allow_once, allow_for_session, always_allow_session /
+        always_allow_workspace (run it, and record a permission rule that
+        skips the question for calls like it in this session / every session
+        of this folder), or `deny` (a reason, may be "").
         The first answer wins (QUESTION_ANSWERED after). Returns its seq."""
         kinds = {
             "approve": approve,
@@ -874,6 +892,8 @@ class Session:
             "dismiss": dismiss,
             "allow_once": allow_once,
             "allow_for_session": allow_for_session,
+            "always_allow_session": always_allow_session,
+            "always_allow_workspace": always_allow_workspace,
             "deny": deny,
         }
         given = {kind: value for kind, value in kinds.items() if value not in (False, None)}
@@ -892,13 +912,19 @@ class Session:
         return reply.seq
 
     async def set_settings(
-        self, *, sandbox: str | None = None, approvals: str | None = None, model: str | None = None
+        self,
+        *,
+        sandbox: str | None = None,
+        approvals: str | None = None,
+        model: str | None = None,
+        network: bool | None = None,
     ) -> Settings:
         """Change the sandbox ("read-only", "workspace-write", "full"), the
-        approval policy ("ask", "ask-for-commands", "never") and/or the model
-        (a name of `list_models`, "" for the default; an unknown one is
-        InvalidArgumentError UNKNOWN_MODEL and changes nothing); recorded in
-        the session's log, effective for the next tool call or model request."""
+        approval policy ("ask", "ask-for-commands", "never"), the model (a
+        name of `list_models`, "" for the default; an unknown one is
+        InvalidArgumentError UNKNOWN_MODEL and changes nothing) and/or whether
+        confined commands reach the network; recorded in the session's log,
+        effective for the next tool call or model request."""
         client = self._client
         request = gw.UpdateSessionSettingsRequest(fence=client.fence(), session_id=self.id)
         if sandbox is not None:
@@ -907,6 +933,8 @@ class Session:
             request.approvals = wire_approvals(approvals)
         if model is not None:
             request.model = model
+        if network is not None:
+            request.network = network
         reply: gw.UpdateSessionSettingsResponse = await client.call(
             client.stub.UpdateSessionSettings, request
         )
@@ -914,6 +942,7 @@ class Session:
             SANDBOXES[reply.settings.sandbox],
             APPROVAL_POLICIES[reply.settings.approvals],
             reply.settings.model,
+            reply.settings.network,
         )
         return settings
 

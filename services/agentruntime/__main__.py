@@ -1,10 +1,11 @@
 """Run the agent runtime: `python -m services.agentruntime`.
 
-It needs the session log and, unless its address is "none", plan mode. The
-models come from the models file (models/catalog.py: AGENTHOST_MODELS_FILE,
-else models.toml in the data folder), else from the environment
-(models/factory.py): the built-in model unless AGENTHOST_MODEL_BASE_URL
-names an OpenAI-compatible API. Session leases
+It needs the session log and, unless their address is "none", plan mode
+and the workspace service (which sessions share workspace permission
+rules). The models come from the models file (models/catalog.py:
+AGENTHOST_MODELS_FILE, else models.toml in the data folder), else from the
+environment (models/factory.py): the built-in model unless
+AGENTHOST_MODEL_BASE_URL names an OpenAI-compatible API. Session leases
 last AGENTHOST_LEASE_S seconds (10) unless renewed (leases.py)."""
 
 import os
@@ -16,6 +17,7 @@ from services.common.topology import PEERS
 from services.planmode.client import PlanModeClient
 from services.planmode.config import config_from_env
 from services.sessionlog.client import SessionLogClient
+from services.workspace.client import WorkspaceClient
 
 from .leases import lease_s_from_env
 from .models.catalog import catalog_from_env
@@ -29,7 +31,10 @@ def build(config: ServiceConfig, peers: Peers) -> ServiceDefinition:
     plan = RemotePlanMode(PlanModeClient(plan_channel), plan_config) if plan_channel else None
     log = SessionLogClient(required(peers, "sessionlog"))
     models = catalog_from_env(os.environ, config.data_dir)
-    return agent_runtime_service(log, models, plan, lease_s_from_env(os.environ))
+    lease_s = lease_s_from_env(os.environ)
+    workspace_channel = peers["workspace"]
+    workspaces = WorkspaceClient(workspace_channel) if workspace_channel else None
+    return agent_runtime_service(log, models, plan, lease_s, config.data_dir, workspaces)
 
 
 run_service("agentruntime", build, peers=PEERS["agentruntime"])

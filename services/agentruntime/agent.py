@@ -42,11 +42,15 @@ from agenthost.sessionlog.v1 import events_pb2 as ev
 from services.common.errors import FailedPrecondition, LeaseLost, WrongExpectedSeq
 from services.common.tasks import spawn
 from services.sessionlog.folds import (
+    SESSION_SCOPE,
+    WORKSPACE_SCOPE,
     PendingCall,
+    PermissionRule,
     Question,
     SessionState,
     SettingsFold,
     fold,
+    permission_rule_event,
     settings_event,
     title_from_message,
 )
@@ -76,8 +80,10 @@ from .models.base import (
     Usage,
 )
 from .models.catalog import ModelCatalog
+from .neighbours import Neighbours
 from .ports import PlanModePort
 from .questions import (
+    ALLOWING,
     PLAN_REVIEW,
     TOOL_APPROVAL,
     AnswerWaits,
@@ -164,8 +170,11 @@ class Agent:
         lease_token: int | None = None,
         on_lease_lost: Callable[[str, int], None] | None = None,
         compaction: CompactionPolicy | None = None,
+        neighbours: Neighbours | None = None,
     ) -> None:
         self.session_id = session_id
+        # The folder as the log records it (workspace rules name it so).
+        self.cwd_text = cwd
         self.cwd = Path(cwd)
         self._log = log
         self._models = models
@@ -202,6 +211,7 @@ class Agent:
         # reported, and the estimate of the request sent last.
         self._tokens_per_estimate = 1.0
         self._sent_estimate = 0
+        self._neighbours = neighbours
 
     @property
     def state(self) -> SessionState:
@@ -235,6 +245,10 @@ class Agent:
         """The open question a pending call of the open step waits for."""
         pending = {call.call_id for call in self._state.turn.calls}
         return next((q for q in self._state.questions.open if q.call_id in pending), None)
+
+    async def catch_up(self) -> None:
+        """Fold what the log recorded since we last looked."""
+        await self._catch_up()
 
     async def _catch_up(self) -> None:
         """Fold everything recorded since we last looked (our own events and
@@ -402,16 +416,50 @@ class Agent:
                 id=new_id("answer"),
                 question_answered=ev.QuestionAnswered(question_id=question_id, answer=answer),
             )
+            # An "always allow" answer and its rule are one append: the log
+            # never shows one without the other.
+            events = [answered, *self._rule_from(question, answer)]
             try:
-                result = await self._write([answered], expected_last_seq=self._state.last_seq)
+                result = await self._write(events, expected_last_seq=self._state.last_seq)
             except WrongExpectedSeq:
                 continue
             self._answers.resolve(question_id, answer)
             return result.last_seq
         raise FailedPrecondition("BUSY_LOG", f"session {self.session_id!r} changed too often")
 
+    def _rule_from(self, question: Question, answer: ev.QuestionAnswer) -> list[ev.Event]:
+        """The permission/rule_added an "always allow" answer records."""
+        kind = answer.WhichOneof("kind")
+        grant = question.approval.grant if question.approval else ""
+        if kind not in ("always_allow_session", "always_allow_workspace") or not grant:
+            return []
+        workspace = kind == "always_allow_workspace"
+        rule = PermissionRule(
+            new_id("rule"),
+            grant,
+            WORKSPACE_SCOPE if workspace else SESSION_SCOPE,
+            self.cwd_text if workspace else "",
+        )
+        added = permission_rule_event(rule, question.question_id)
+        return [ev.Event(id=new_id("rule"), permission_rule_added=added)]
+
+    async def revoke_rule(self, rule_id: str) -> int | None:
+        """Record that a rule of this session's log no longer applies; the
+        seq it got (None: this log holds no such rule in force)."""
+        await self._catch_up()
+        if self._state.permissions.find(rule_id) is None:
+            return None
+        revoked = ev.PermissionRuleRevoked(rule_id=rule_id)
+        await self._append([ev.Event(id=new_id("revoke"), permission_rule_revoked=revoked)])
+        return self._state.last_seq
+
     async def update_settings(
-        self, sandbox: str | None, approvals: str | None, model: str | None = None
+        self,
+        sandbox: str | None,
+        approvals: str | None,
+        *,
+        model: str | None = None,
+        network: bool | None = None,
     ) -> tuple[SettingsFold, int]:
         """Record new settings: the sandbox and approvals are effective for
         the next tool call, the model for the next model request. A model
@@ -424,6 +472,7 @@ class Agent:
             sandbox or current.sandbox,
             approvals or current.approvals,
             current.model if model is None else model,
+            current.network if network is None else network,
         )
         if wanted != current:
             event = ev.Event(id=new_id("settings"), session_settings=settings_event(wanted))
@@ -777,7 +826,7 @@ class Agent:
         parsed = self._catalog.parse(call.name, call.args_json)
         if isinstance(parsed, ToolOutcome):
             return parsed
-        context = self._context(turn_id, call.call_id)
+        context = await self._context(turn_id, call.call_id)
         question = next((q for q in self._state.questions.open if q.call_id == call.call_id), None)
         if question is None:
             first = await self._before_running(parsed, context)
@@ -801,6 +850,8 @@ class Agent:
             )
             return await self._ask(context, asked)
         decision = self._gate(call)
+        if decision.gate is gates.Gate.ASK and await self._workspace_allows(call):
+            decision = gates.ALLOW
         if decision.gate is gates.Gate.REFUSE:
             return ToolOutcome(ok=False, error=f"Not run: {decision.reason}.")
         if decision.gate is gates.Gate.ALLOW:
@@ -808,9 +859,37 @@ class Agent:
         return await self._ask(context, _approval_question(call))
 
     def _gate(self, call: Call) -> gates.Decision:
+        """The decision by this session's own log: its settings, its "allow
+        for this session" grants and the rules it holds."""
         settings = self._state.settings
-        granted = call.tool.approval(call.args).grant in self._state.questions.grants
+        grant = call.tool.approval(call.args).grant
+        rules = (rule.grant for rule in self._state.permissions.rules)
+        granted = grant in self._state.questions.grants or any(
+            gates.rule_covers(rule, grant) for rule in rules
+        )
         return gates.decide(call.tool.effect, settings.sandbox, settings.approvals, granted=granted)
+
+    async def _workspace_allows(self, call: Call) -> bool:
+        """Whether a workspace rule another session of this folder holds
+        covers the call (read from their logs, asked only before a question)."""
+        if self._neighbours is None:
+            return False
+        grant = call.tool.approval(call.args).grant
+        try:
+            members = await self._neighbours.sharing(self.session_id, self.cwd_text)
+        except Exception as error:  # the workspace service away: we ask
+            log.warning("cannot list the workspace's sessions: %s", error)
+            return False
+        for session_id in members:
+            try:
+                state = await self._log.load_state(session_id)
+            except Exception as error:  # a broken neighbour only means we ask
+                log.warning("cannot read %s's rules: %s", session_id, error)
+                continue
+            rules = state.permissions.workspace_rules(self.cwd_text)
+            if any(gates.rule_covers(rule.grant, grant) for rule in rules):
+                return True
+        return False
 
     async def _ask(self, context: ToolContext, asked: ev.QuestionAsked) -> Question:
         asked.question_id = new_id("q")
@@ -825,26 +904,31 @@ class Agent:
         await self._catch_up()
         if question.presentation == PLAN_REVIEW and call.tool.reviewed is not None:
             return await call.tool.reviewed(context, call.args, answer)
-        if answer.WhichOneof("kind") in ("allow_once", "allow_for_session"):
+        if answer.WhichOneof("kind") in ALLOWING:
             # The sandbox may have changed while the user thought about it.
             if self._gate(call).gate is gates.Gate.REFUSE:
                 return ToolOutcome(ok=False, error=f"Not run: {self._gate(call).reason}.")
-            return await call.tool.run(self._context(context.turn_id, context.call_id), call.args)
+            context = await self._context(context.turn_id, context.call_id)
+            return await call.tool.run(context, call.args)
         reason = answer.deny.strip() if answer.WhichOneof("kind") == "deny" else ""
         return ToolOutcome(ok=False, error=f"{DENIED}: {reason}" if reason else f"{DENIED}.")
 
-    def _context(self, turn_id: str, call_id: str) -> ToolContext:
+    async def _context(self, turn_id: str, call_id: str) -> ToolContext:
         def on_output(piece: str) -> None:
             self._live.output(self.session_id, turn_id, call_id, piece)
 
+        settings = self._state.settings
+        hidden = await self._neighbours.hidden_from(self.cwd) if self._neighbours else ()
         return ToolContext(
             self.session_id,
             turn_id,
             call_id,
             self.cwd,
-            self._state.settings.sandbox,
+            settings.sandbox,
             on_output,
             self._lease_token,
+            network=settings.network,
+            hidden=hidden,
         )
 
     async def _record_result(self, turn_id: str, call: PendingCall, outcome: ToolOutcome) -> None:

@@ -8,6 +8,7 @@ mode passes None and the runtime runs without plan behaviour.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -40,3 +41,12 @@ class PlanModePort(Protocol):
         ...
 
     async def run_plan_command(self, session_id: str, args: str | None) -> PlanCommandOutcome: ...
+
+
+class WorkspaceMembersPort(Protocol):
+    """Which sessions share a session's workspace (the workspace service,
+    which knows memberships per account)."""
+
+    async def workspace_members(self, session_id: str) -> tuple[str, Sequence[str]]:
+        """The workspace's path and its other sessions; ("", []) when none."""
+        ...

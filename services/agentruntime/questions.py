@@ -19,11 +19,15 @@ from services.sessionlog.folds import Question
 PLAN_REVIEW = "plan-review"
 TOOL_APPROVAL = "tool-approval"
 GENERIC = "generic"
+# Tool-approval answers that run the call.
+ALLOWING = frozenset(
+    {"allow_once", "allow_for_session", "always_allow_session", "always_allow_workspace"}
+)
 
 # The answers each presentation understands.
 ANSWER_KINDS = {
     PLAN_REVIEW: frozenset({"approve", "feedback", "dismiss"}),
-    TOOL_APPROVAL: frozenset({"allow_once", "allow_for_session", "deny"}),
+    TOOL_APPROVAL: ALLOWING | {"deny"},
     GENERIC: frozenset({"approve", "feedback", "dismiss"}),
 }
 

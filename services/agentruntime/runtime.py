@@ -6,25 +6,28 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TypeVar
 
 from agenthost.sessionlog.v1 import events_pb2 as ev
 
 from services.common.errors import LeaseLost, NotFound, SessionOwnedElsewhere
 from services.common.tasks import spawn
-from services.sessionlog.folds import SettingsFold
+from services.sessionlog.folds import PermissionRule, SettingsFold
 from services.sessionlog.port import SessionLogPort
 
+from . import confinement
 from .agent import Agent, AgentStatus, PromptMode
 from .compaction import CompactionPolicy
 from .leases import DEFAULT_LEASE_S, SessionLeases
 from .live import LiveDelta, LiveFeed
 from .models.base import ModelAdapter
 from .models.catalog import ModelCatalog, ModelSpec
+from .neighbours import Neighbours
 from .plan_tools import exit_plan_mode_tool
-from .ports import PlanModePort
+from .ports import PlanModePort, WorkspaceMembersPort
 from .tools import Tool, ToolCatalog
 from .workspace_catalog import workspace_tools
 
@@ -74,6 +77,13 @@ PLAN_COMMAND = CommandInfo(
 )
 
 
+PERMISSIONS_COMMAND = CommandInfo(
+    "permissions",
+    "List the permission rules that apply here; `/permissions revoke RULE_ID` revokes one.",
+    "/permissions | /permissions revoke RULE_ID",
+)
+
+
 def base_section(cwd: str) -> ev.PromptSection:
     return ev.PromptSection(
         id=BASE_SECTION_ID,
@@ -94,11 +104,17 @@ class AgentRuntime:
         extra_tools: list[Tool] | None = None,
         lease_s: float = DEFAULT_LEASE_S,
         compaction: CompactionPolicy | None = None,
+        hidden: Sequence[Path] = (),
+        workspaces: WorkspaceMembersPort | None = None,
     ) -> None:
         self._log = log
         self._compaction = compaction or CompactionPolicy.from_env()
         # The configured models; one adapter stands for a catalog of one.
         self.models = model if isinstance(model, ModelCatalog) else ModelCatalog.of_adapter(model)
+        # What confined commands must not see: `hidden` (the stack's data and
+        # secrets) and the other sessions' folders; and which sessions'
+        # workspace rules apply (the workspace service's members).
+        self.neighbours = Neighbours(log, hidden, workspaces)
         self._plan = plan
         # The same catalog in every mode: plan mode steers, it never hides tools.
         plan_tools = [exit_plan_mode_tool(plan)] if plan is not None else []
@@ -152,6 +168,7 @@ class AgentRuntime:
             lease_token=token,
             on_lease_lost=self.leases.lost,
             compaction=self._compaction,
+            neighbours=self.neighbours,
         )
         try:
             await agent.load()
@@ -216,6 +233,7 @@ class AgentRuntime:
             task.cancel()
         await asyncio.gather(*stopping, return_exceptions=True)
         await asyncio.gather(*(agent.close() for agent in self._agents.values()))
+        await confinement.settled()  # the cgroups of the commands just stopped
         await self.leases.release_all()
         # Watches end now, so shutdown need not wait out its grace for them.
         for queue in self._status_watchers:
@@ -292,13 +310,19 @@ class AgentRuntime:
 
     async def commands(self, session_id: str) -> list[CommandInfo]:
         await self.resume(session_id)
-        return [*([PLAN_COMMAND] if self._plan is not None else []), COMPACT_COMMAND]
+        return [
+            *([PLAN_COMMAND] if self._plan is not None else []),
+            COMPACT_COMMAND,
+            PERMISSIONS_COMMAND,
+        ]
 
     async def execute_command(self, session_id: str, name: str, args: str | None) -> CommandResult:
         agent = await self.resume(session_id)
         if name == COMPACT_COMMAND.name:
             compacted = await agent.compact((args or "").strip())
             return CommandResult(compacted.ok, compacted.message, agent.status().last_seq)
+        if name == PERMISSIONS_COMMAND.name:
+            return await self._permissions_command(agent, (args or "").split())
         if name != PLAN_COMMAND.name or self._plan is None:
             raise CommandNotFound(name)
         outcome = await self._plan.run_plan_command(session_id, args)
@@ -320,15 +344,46 @@ class AgentRuntime:
         sandbox: str | None,
         approvals: str | None,
         model: str | None = None,
+        *,
+        network: bool | None = None,
     ) -> tuple[SettingsFold, int]:
         return await self._on_agent(
-            session_id, lambda agent: agent.update_settings(sandbox, approvals, model)
+            session_id,
+            lambda agent: agent.update_settings(sandbox, approvals, model=model, network=network),
         )
 
     async def list_models(self, session_id: str) -> list[ModelSpec]:
         """The configured models (the session is loaded: it runs here)."""
         await self.resume(session_id)
         return self.models.specs()
+
+    # -- permission rules ----------------------------------------------------------------
+
+    async def rules(self, agent: Agent) -> list[tuple[str, PermissionRule]]:
+        """(holding session, rule) of every rule in force for the agent's
+        session: its own, and the workspace rules of its folder's sessions."""
+        found = [(agent.session_id, rule) for rule in agent.state.permissions.rules]
+        for other in await self.neighbours.sharing(agent.session_id, agent.cwd_text):
+            state = await self._log.load_state(other)
+            found += [(other, rule) for rule in state.permissions.workspace_rules(agent.cwd_text)]
+        return found
+
+    async def _permissions_command(self, agent: Agent, words: list[str]) -> CommandResult:
+        await agent.catch_up()
+        rules = await self.rules(agent)
+        if not words:
+            lines = [f"{r.rule_id}  {r.scope:<9}  {_shown(r.grant)}" for _, r in rules]
+            message = "\n".join(lines) if lines else "no permission rules"
+            return CommandResult(True, message, agent.state.last_seq)
+        if len(words) != 2 or words[0] != "revoke":
+            return CommandResult(False, f"usage: {PERMISSIONS_COMMAND.usage}", -1)
+        holder = next((sid for sid, rule in rules if rule.rule_id == words[1]), None)
+        if holder is None:
+            return CommandResult(False, f"no permission rule {words[1]!r} applies here", -1)
+        owner = agent if holder == agent.session_id else await self.resume(holder)
+        seq = await owner.revoke_rule(words[1])
+        last_seq = seq if owner is agent and seq is not None else agent.state.last_seq
+        return CommandResult(True, f"revoked {words[1]}", last_seq)
 
     async def _on_agent(self, session_id: str, work: Callable[[Agent], Awaitable[T]]) -> T:
         """`work` on the session's live agent. Deposed meanwhile (LEASE_LOST:
@@ -363,3 +418,10 @@ class AgentRuntime:
                     yield status
         finally:
             self._status_watchers.discard(queue)
+
+
+def _shown(grant: str) -> str:
+    """A rule's grant as a user reads it."""
+    if grant.startswith("shell:"):
+        return f"$ {grant.removeprefix('shell:')} …"
+    return "every file change" if grant == "edit" else grant

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import grpc
 from agenthost.runtime.v1 import runtime_pb2_grpc as pb_grpc
 
 from services.common.server import ServiceDefinition
 from services.sessionlog.port import SessionLogPort
 
+from .confinement import hidden_from_env, make_non_dumpable
 from .leases import DEFAULT_LEASE_S
 from .models.base import ModelAdapter
 from .models.catalog import ModelCatalog
-from .ports import PlanModePort
+from .ports import PlanModePort, WorkspaceMembersPort
 from .runtime import AgentRuntime
 from .servicer import SERVICE_NAME, AgentRuntimeServicer
 
@@ -21,11 +25,18 @@ def agent_runtime_service(
     model: ModelAdapter | ModelCatalog,
     plan: PlanModePort | None,
     lease_s: float = DEFAULT_LEASE_S,
+    data_dir: Path | None = None,
+    workspaces: WorkspaceMembersPort | None = None,
 ) -> ServiceDefinition:
     """Running turns stop before shutdown without a record (their session
     leases are given up), and on start the turns a previous runtime left open
-    are recovered from the log."""
-    runtime = AgentRuntime(log, model, plan, lease_s=lease_s)
+    are recovered from the log. Confined commands never see `data_dir` nor
+    the files the AGENTHOST_*_FILE settings name; `workspaces` says
+    which sessions share workspace-scoped permission rules."""
+    hidden = hidden_from_env(os.environ, data_dir)
+    # Its commands must not read its environment (secrets) through /proc.
+    make_non_dumpable()
+    runtime = AgentRuntime(log, model, plan, lease_s=lease_s, hidden=hidden, workspaces=workspaces)
     servicer = AgentRuntimeServicer(runtime)
 
     def register(server: grpc.aio.Server) -> None:

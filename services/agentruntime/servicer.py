@@ -143,8 +143,9 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServiceServicer):
         sandbox = SANDBOXES[request.sandbox] if request.HasField("sandbox") else None
         approvals = APPROVAL_POLICIES[request.approvals] if request.HasField("approvals") else None
         model = request.model if request.HasField("model") else None
+        network = request.network if request.HasField("network") else None
         settings, seq = await self.runtime.update_settings(
-            request.session_id, sandbox, approvals, model
+            request.session_id, sandbox, approvals, model, network=network
         )
         return pb.UpdateSettingsResponse(settings=settings_event(settings), seq=seq)
 

@@ -15,6 +15,9 @@ what happened.
   (decoded incrementally) and is then no longer called.
 * The command's environment is the runtime's minus its secrets, since whatever a
   command can read, the model (and anything it prints to) can read too.
+* Given a ``Jail`` (confinement.py), the command runs inside bubblewrap: the
+  sandbox's file system view, no network unless allowed, a bounded number of
+  processes. Where that is impossible it does not run at all (``refused``).
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .confinement import Jail, prepare
 from .tools import ToolOutcome
 
 DEFAULT_TIMEOUT_S = 120.0
@@ -74,6 +78,8 @@ class ShellResult:
     timed_out: bool
     truncated: bool  # output was capped
     duration_s: float
+    # Why the command was not run at all (it could not be confined).
+    refused: str = ""
 
 
 def shell_environment(base: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -243,15 +249,11 @@ def _exit_code(returncode: int | None) -> int | None:
 
 
 async def _spawn(
-    command: str, cwd: Path, env: Mapping[str, str] | None, protocol: _ShellProtocol
+    argv: list[str], cwd: Path, env: Mapping[str, str] | None, protocol: _ShellProtocol
 ) -> asyncio.SubprocessTransport:
-    if "\0" in command:
-        raise ValueError("the command contains a NUL byte")
     transport, _ = await asyncio.get_running_loop().subprocess_exec(
         lambda: protocol,
-        _shell_program(),
-        "-c",
-        command,
+        *argv,
         cwd=cwd,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
@@ -270,28 +272,50 @@ async def run_shell(
     output_cap: int = DEFAULT_OUTPUT_CAP,
     on_output: Callable[[str], None] | None = None,
     env: Mapping[str, str] | None = None,
+    jail: Jail | None = None,
 ) -> ShellResult:
-    """Run command in cwd; see the module docstring. A command that cannot start
-    (missing cwd, NUL byte) answers exit code 126 with the reason as output."""
+    """Run command in cwd (confined by `jail` when given); see the module
+    docstring. A command that cannot start (missing cwd, NUL byte) answers
+    exit code 126 with the reason as output."""
     started = time.monotonic()
+    if "\0" in command:
+        why = _cannot_start("the command contains a NUL byte")
+        return ShellResult(CANNOT_START, why, False, False, 0.0)
+    program = [_shell_program(), "-c", command]
+    prepared = prepare(jail, program) if jail is not None else None
+    if prepared is not None and prepared.refused is not None:
+        return ShellResult(None, "", False, False, 0.0, prepared.refused.refusal())
     protocol = _ShellProtocol(_Capture(max(output_cap, 2), on_output))
     try:
-        transport = await _spawn(command, cwd, env, protocol)
-    except (OSError, ValueError) as error:
-        return ShellResult(CANNOT_START, f"cannot start the command: {error}", False, False, 0.0)
+        argv = prepared.argv if prepared is not None else program
+        transport = await _spawn(argv, cwd, env, protocol)
+    except OSError as error:
+        if prepared is not None:
+            await prepared.cleanup()
+        return ShellResult(CANNOT_START, _cannot_start(str(error)), False, False, 0.0)
     try:
-        finished = await _within(timeout_s, protocol.exited)
-    except asyncio.CancelledError:
+        try:
+            finished = await _within(timeout_s, protocol.exited)
+        except asyncio.CancelledError:
+            await _stop_shielded(transport, protocol)
+            raise
         await _stop_shielded(transport, protocol)
-        raise
-    await _stop_shielded(transport, protocol)
+    finally:
+        if prepared is not None:
+            prepared.cleanup_soon()
     code = _exit_code(transport.get_returncode()) if finished else None
     capture, duration = protocol.capture, time.monotonic() - started
     return ShellResult(code, capture.text(), not finished, capture.truncated, duration)
 
 
+def _cannot_start(why: str) -> str:
+    return f"cannot start the command: {why}"
+
+
 def format_shell_result(command: str, result: ShellResult) -> ToolOutcome:
     """The text the model reads: a status line, then the output; ok only on exit 0."""
+    if result.refused:
+        return ToolOutcome(ok=False, error=result.refused)
     if result.timed_out:
         status = (
             f"timed out after {result.duration_s:.1f} s; the command and everything it "

@@ -70,6 +70,11 @@ class ToolContext:
     # The runtime's session lease token, for a tool that has another
     # service write to the log on the session's behalf (exit_plan_mode).
     lease_token: int | None = None
+    # Whether the session lets commands reach the network (/network on).
+    network: bool = False
+    # What commands must not see (confinement.Jail.hidden): the stack's
+    # data, its secrets' files, the other sessions' folders.
+    hidden: tuple[Path, ...] = ()
 
 
 @dataclass(frozen=True)

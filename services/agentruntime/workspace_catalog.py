@@ -17,6 +17,7 @@ from services.sessionlog.folds import Approval
 
 from . import gates
 from . import workspace_tools as wt
+from .confinement import Jail, confined
 from .gates import Effect
 from .shell import (
     DEFAULT_TIMEOUT_S,
@@ -33,7 +34,10 @@ EDIT_GRANT = "edit"
 
 
 def _files(context: ToolContext) -> wt.WorkspaceFiles:
-    return wt.WorkspaceFiles(context.cwd, confined=gates.confines_paths(context.sandbox))
+    """The file tools see what confined commands see: the folder minus what
+    is hidden from them (confinement.Jail.hidden)."""
+    confined = gates.confines_paths(context.sandbox)
+    return wt.WorkspaceFiles(context.cwd, confined=confined, hidden=context.hidden)
 
 
 def _text(args: Args, name: str, default: str = "") -> Any:
@@ -143,11 +147,22 @@ async def _shell(context: ToolContext, args: Args) -> ToolOutcome:
     timeout = args.get("timeout_s", DEFAULT_TIMEOUT_S)
     if not isinstance(timeout, int | float) or not 0 < timeout <= MAX_TIMEOUT_S:
         return ToolOutcome(ok=False, error=f"timeout_s must be a number in (0, {MAX_TIMEOUT_S:g}]")
+    jail = (
+        Jail(context.sandbox, context.cwd, context.network, context.hidden)
+        if confined(context.sandbox)
+        else None
+    )
     result = await run_shell(
-        command, context.cwd, timeout_s=float(timeout), on_output=context.on_output
+        command, context.cwd, timeout_s=float(timeout), on_output=context.on_output, jail=jail
     )
     outcome = format_shell_result(command, result)
-    ending = "timed out" if result.timed_out else f"exit {result.exit_code}"
+    ending = (
+        "not run: cannot be confined"
+        if result.refused
+        else "timed out"
+        if result.timed_out
+        else f"exit {result.exit_code}"
+    )
     display = ToolDisplay(summary=f"$ {command} ({ending})", exit_code=result.exit_code)
     return ToolOutcome(outcome.ok, outcome.output, outcome.error, display)
 

@@ -36,7 +36,7 @@ import functools
 import os
 import re
 import stat
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from pathlib import Path
@@ -387,9 +387,16 @@ def _render_page(shown: str, first: int, page: _Page) -> str:
 class WorkspaceFiles:
     """File tools over one session folder; see the module docstring for the rules."""
 
-    def __init__(self, root: Path, *, confined: bool = True) -> None:
+    def __init__(self, root: Path, *, confined: bool = True, hidden: Sequence[Path] = ()) -> None:
         self._root = Path(os.path.realpath(root))
         self._confined = confined
+        # What the tools may not touch even inside the folder (as confined
+        # commands may not: the stack's data, its secrets, other sessions'
+        # folders nested in this one).
+        # A hidden folder holding the session folder hides only what lies
+        # outside it, which confinement already keeps out of reach.
+        real = (Path(os.path.realpath(p)) for p in hidden) if confined else ()
+        self._hidden = tuple(p for p in real if not self._root.is_relative_to(p))
 
     @property
     def root(self) -> Path:
@@ -406,6 +413,11 @@ class WorkspaceFiles:
         resolved = Path(_physical(str(self._root), path))
         if self._confined and not resolved.is_relative_to(self._root):
             raise PathRefused(self._outside(path))
+        if self._is_hidden(resolved):
+            raise PathRefused(
+                f"path {path!r} is hidden from the agent (the stack's data, a secret or "
+                "another session's folder)"
+            )
         if for_write and resolved == self._root:
             raise PathRefused(f"path {path!r} is the session folder itself, not a file")
         return resolved
@@ -426,8 +438,14 @@ class WorkspaceFiles:
             return full.relative_to(self._root).as_posix() or "."
         return str(full)
 
+    def _is_hidden(self, resolved: Path) -> bool:
+        return any(resolved.is_relative_to(hidden) for hidden in self._hidden)
+
     def _inside(self, full: str) -> bool:
-        return not self._confined or Path(os.path.realpath(full)).is_relative_to(self._root)
+        if not self._confined:
+            return True
+        real = Path(os.path.realpath(full))
+        return real.is_relative_to(self._root) and not self._is_hidden(real)
 
     # public tools (each runs off the event loop and never raises for bad input)
 
@@ -524,7 +542,8 @@ class WorkspaceFiles:
             for entry in _sorted_entries(folder):
                 child = f"{relative}/{entry.name}" if relative else entry.name
                 if _is_real_dir(entry):
-                    if entry.name not in VCS_FOLDERS and entry.name != AGENTHOST_FOLDER:
+                    walked = entry.name not in VCS_FOLDERS and entry.name != AGENTHOST_FOLDER
+                    if walked and not self._is_hidden(Path(entry.path)):
                         subfolders.append((entry.path, child))
                 elif self._is_visible_file(entry):
                     yield child, Path(entry.path)

@@ -38,7 +38,7 @@ PEERS: dict[str, tuple[str, ...]] = {
     "planmode": ("sessionlog",),
     "projection": ("sessionlog",),
     "workspace": ("sessionlog",),
-    "agentruntime": ("sessionlog", "planmode"),
+    "agentruntime": ("sessionlog", "planmode", "workspace"),
     "gateway": ("sessionlog", "planmode", "projection", "workspace", "agentruntime"),
 }
 

@@ -614,6 +614,8 @@ class GatewayServicer(gw_grpc.GatewayServiceServicer):
                 update.approvals = request.approvals
             if request.HasField("model"):
                 update.model = request.model
+            if request.HasField("network"):
+                update.network = request.network
             reply: rt.UpdateSettingsResponse = await self.runtime.call("UpdateSettings", update)
             self.plans.acknowledged(request.session_id, reply.seq)
             return gw.UpdateSessionSettingsResponse(settings=reply.settings, seq=reply.seq)

@@ -1,5 +1,6 @@
 """The projection units every deployment folds: open questions, the
-sandbox, approval and model settings, the turn status and the model usage. Each is a fold of
+sandbox, approval, model and network settings, the turn status, the model
+usage and the permission rules. Each is a fold of
 services/sessionlog/folds.py wrapped as a unit, so the views clients see are
 computed by the same code the runtime acts on."""
 
@@ -56,7 +57,7 @@ QUESTIONS_UNIT = FoldUnit(
 )
 SETTINGS_UNIT = FoldUnit(
     "settings",
-    1,
+    3,
     folds.SettingsFold,
     folds.fold_settings,
     folds.settings_view,
@@ -68,4 +69,14 @@ STATUS_UNIT = FoldUnit(
 USAGE_UNIT = FoldUnit(
     "usage", 1, usage.UsageFold, usage.fold_usage, usage.usage_view, usage.load_usage
 )
-SESSION_UNITS = (QUESTIONS_UNIT, SETTINGS_UNIT, STATUS_UNIT, USAGE_UNIT)
+# The rules granted in the session's log and in force (its workspace-scoped
+# ones apply to the workspace's other sessions too, see the runtime).
+PERMISSIONS_UNIT = FoldUnit(
+    "permissions",
+    1,
+    folds.PermissionsFold,
+    folds.fold_permissions,
+    folds.permissions_view,
+    folds.load_permissions,
+)
+SESSION_UNITS = (QUESTIONS_UNIT, SETTINGS_UNIT, STATUS_UNIT, USAGE_UNIT, PERMISSIONS_UNIT)

@@ -4,7 +4,8 @@ about a session is a pure function of its events.
 Plan mode (committed mode, a selection waiting for a boundary, what the last
 model request showed), the turn (open or not, its step, tool calls waiting
 for results, inputs waiting to run), open questions and the grants their
-answers gave, the sandbox and approval settings, the title and whether the
+answers gave, the permission rules in force, the sandbox, approval and
+network settings, the title and whether the
 session is still blank: each is folded here, once, and imported by plan mode,
 the projection units, the runtime, the session stores and the SDK. Nothing
 else derives them, so no two views of a session can disagree about the same
@@ -405,6 +406,8 @@ class SettingsFold:
     approvals: str = DEFAULT_APPROVALS
     # The configured model's name; "" is the deployment's default model.
     model: str = ""
+    # Whether confined commands may reach the network (/network on).
+    network: bool = False
 
 
 def fold_settings(state: SettingsFold, event: Event) -> SettingsFold:
@@ -415,13 +418,19 @@ def fold_settings(state: SettingsFold, event: Event) -> SettingsFold:
         SANDBOXES.get(settings.sandbox, DEFAULT_SANDBOX),
         APPROVAL_POLICIES.get(settings.approvals, DEFAULT_APPROVALS),
         settings.model,
+        settings.network,
     )
     return state if new == state else new
 
 
-def settings_view(state: SettingsFold) -> dict[str, str]:
+def settings_view(state: SettingsFold) -> dict[str, Any]:
     """The `settings` projection value."""
-    return {"sandbox": state.sandbox, "approvals": state.approvals, "model": state.model}
+    return {
+        "sandbox": state.sandbox,
+        "approvals": state.approvals,
+        "model": state.model,
+        "network": state.network,
+    }
 
 
 def settings_event(state: SettingsFold) -> ev.SessionSettings:
@@ -430,11 +439,86 @@ def settings_event(state: SettingsFold) -> ev.SessionSettings:
         sandbox=_wire(SANDBOXES, state.sandbox),
         approvals=_wire(APPROVAL_POLICIES, state.approvals),
         model=state.model,
+        network=state.network,
     )
 
 
 def _wire(names: Mapping[Any, str], name: str) -> Any:
     return next(value for value, known in names.items() if known == name)
+
+
+# -- permission rules -------------------------------------------------------------------
+
+SESSION_SCOPE = "session"
+WORKSPACE_SCOPE = "workspace"
+PERMISSION_SCOPES = {
+    ev.PERMISSION_SCOPE_SESSION: SESSION_SCOPE,
+    ev.PERMISSION_SCOPE_WORKSPACE: WORKSPACE_SCOPE,
+}
+
+
+@dataclass(frozen=True)
+class PermissionRule:
+    rule_id: str
+    # What it covers (see gates.rule_covers): "edit", a tool, "shell:<prefix>".
+    grant: str
+    scope: str
+    # Workspace scope: the folder whose sessions it applies to.
+    workspace_path: str = ""
+
+
+@dataclass(frozen=True)
+class PermissionsFold:
+    """The rules granted in this session's log and not revoked, oldest first."""
+
+    rules: tuple[PermissionRule, ...] = ()
+
+    def find(self, rule_id: str) -> PermissionRule | None:
+        return next((rule for rule in self.rules if rule.rule_id == rule_id), None)
+
+    def workspace_rules(self, path: str) -> tuple[PermissionRule, ...]:
+        return tuple(
+            r for r in self.rules if r.scope == WORKSPACE_SCOPE and r.workspace_path == path
+        )
+
+
+def fold_permissions(state: PermissionsFold, event: Event) -> PermissionsFold:
+    kind = _kind(event)
+    if kind == "permission_rule_added":
+        added = event.permission_rule_added
+        if state.find(added.rule_id) is not None:
+            return state
+        scope = PERMISSION_SCOPES.get(added.scope, SESSION_SCOPE)
+        rule = PermissionRule(added.rule_id, added.grant, scope, added.workspace_path)
+        return PermissionsFold((*state.rules, rule))
+    if kind == "permission_rule_revoked" and state.find(event.permission_rule_revoked.rule_id):
+        gone = event.permission_rule_revoked.rule_id
+        return PermissionsFold(tuple(r for r in state.rules if r.rule_id != gone))
+    return state
+
+
+def permissions_view(state: PermissionsFold) -> list[dict[str, str]]:
+    """The `permissions` projection value: the rules in force, oldest first."""
+    return [
+        {
+            "rule_id": rule.rule_id,
+            "grant": rule.grant,
+            "scope": rule.scope,
+            "workspace_path": rule.workspace_path,
+        }
+        for rule in state.rules
+    ]
+
+
+def permission_rule_event(rule: PermissionRule, question_id: str = "") -> ev.PermissionRuleAdded:
+    """The permission/rule_added value recording `rule`."""
+    return ev.PermissionRuleAdded(
+        rule_id=rule.rule_id,
+        grant=rule.grant,
+        scope=_wire(PERMISSION_SCOPES, rule.scope),
+        workspace_path=rule.workspace_path,
+        question_id=question_id,
+    )
 
 
 # -- the whole session ------------------------------------------------------------------
@@ -454,6 +538,7 @@ class SessionState:
     # view of the conversation starts. Only the runtime's transcript reads it;
     # every other fold reads the whole log, compacted or not.
     last_compaction_seq: int = -1
+    permissions: PermissionsFold = field(default_factory=PermissionsFold)
 
 
 def fold(state: SessionState, event: Event) -> SessionState:
@@ -468,6 +553,7 @@ def fold_events(state: SessionState, events: Iterable[Event]) -> SessionState:
     plan, turn, questions, settings = state.plan, state.turn, state.questions, state.settings
     title, blank, last_seq = state.title, state.blank, state.last_seq
     compaction = state.last_compaction_seq
+    permissions = state.permissions
     folded = False
     for event in events:
         folded = True
@@ -476,20 +562,23 @@ def fold_events(state: SessionState, events: Iterable[Event]) -> SessionState:
         turn = fold_turn(turn, event)
         questions = fold_questions(questions, event)
         settings = fold_settings(settings, event)
+        permissions = fold_permissions(permissions, event)
         title = event.session_title.title if kind == "session_title" else title
         blank = blank and kind not in BLANK_ENDING_KINDS
         last_seq = max(last_seq, event.seq)
         compaction = event.seq if kind == "compaction" else compaction
     if not folded:
         return state
-    return SessionState(plan, turn, questions, settings, title, blank, last_seq, compaction)
+    return SessionState(
+        plan, turn, questions, settings, title, blank, last_seq, compaction, permissions
+    )
 
 
 # -- checkpoints --------------------------------------------------------------------------
 
 # The format of a dumped SessionState: bump it when a fold changes what it
 # keeps, and checkpoints of the older format are refolded from the log.
-STATE_VERSION = 2
+STATE_VERSION = 3
 
 
 def dump_state(state: object) -> bytes:
@@ -540,12 +629,17 @@ def _load_question(data: dict[str, Any]) -> Question:
 
 
 def load_settings(data: dict[str, Any]) -> SettingsFold:
-    # Checkpoints from before the model setting have none: the default.
+    # Checkpoints from before the model or network setting have none: the defaults.
     return SettingsFold(
         sandbox=str(data["sandbox"]),
         approvals=str(data["approvals"]),
         model=str(data.get("model", "")),
+        network=bool(data.get("network", False)),
     )
+
+
+def load_permissions(data: dict[str, Any]) -> PermissionsFold:
+    return PermissionsFold(rules=tuple(PermissionRule(**rule) for rule in data["rules"]))
 
 
 def load_state(raw: bytes) -> SessionState:
@@ -559,6 +653,7 @@ def load_state(raw: bytes) -> SessionState:
         blank=bool(data["blank"]),
         last_seq=int(data["last_seq"]),
         last_compaction_seq=int(data["last_compaction_seq"]),
+        permissions=load_permissions(data["permissions"]),
     )
 
 

@@ -8,6 +8,8 @@ SessionConflict, InvalidWorkspacePath by reason).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import grpc
 from agenthost.workspace.v1 import workspace_pb2 as pb
 from agenthost.workspace.v1 import workspace_pb2_grpc as pb_grpc
@@ -158,3 +160,12 @@ class WorkspaceClient:
             wait_for_ready=True,
         )
         return reply.workspace if reply.HasField("workspace") else None
+
+    async def workspace_members(self, session_id: str) -> tuple[str, Sequence[str]]:
+        """The path of the workspace holding the session and its other sessions."""
+        reply: pb.ListWorkspaceMembersResponse = await self._stub.ListWorkspaceMembers(
+            pb.ListWorkspaceMembersRequest(session_id=session_id),
+            timeout=call_timeout(),
+            wait_for_ready=True,
+        )
+        return reply.path, tuple(reply.session_ids)

@@ -272,6 +272,21 @@ class Workspaces:
         if await self.find_session_workspace(account_id, session_id) is not None:
             await self._store.remove_membership(session_id)
 
+    async def workspace_members(self, session_id: str) -> tuple[str, list[str]]:
+        """The path of the workspace holding the session and its other
+        sessions (one account's, by construction); ("", []) when none."""
+        membership = await self._store.get_membership(session_id)
+        if membership is None:
+            return "", []
+        record = await self._store.get_workspace(membership.workspace_id)
+        if record is None:
+            return "", []
+        workspace = (await self._load([record]))[0].workspace
+        members = [*workspace.session_ids, *workspace.archived_session_ids]
+        if session_id not in members:
+            return "", []
+        return workspace.path, [member for member in members if member != session_id]
+
     # -- internals -----------------------------------------------------------------
 
     async def _owned(self, account_id: str, workspace_id: str) -> WorkspaceRecord:

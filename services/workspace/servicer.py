@@ -102,3 +102,9 @@ class WorkspaceServicer(pb_grpc.WorkspaceServiceServicer):
     ) -> pb.FindSessionWorkspaceResponse:
         found = await self.workspaces.find_session_workspace(request.account_id, request.session_id)
         return pb.FindSessionWorkspaceResponse(workspace=_optional(found))
+
+    async def ListWorkspaceMembers(
+        self, request: pb.ListWorkspaceMembersRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListWorkspaceMembersResponse:
+        path, members = await self.workspaces.workspace_members(request.session_id)
+        return pb.ListWorkspaceMembersResponse(path=path, session_ids=members)

@@ -44,6 +44,26 @@ except grpc.RpcError as error:
 """
 
 
+# Inside the agent runtime's container: whether commands can be confined
+# there, and what a confined command trying to escape gets.
+CONFINED_ESCAPE = """
+import asyncio, pathlib
+from services.agentruntime.confinement import Jail, describe
+from services.agentruntime.shell import run_shell
+print(describe())
+workspace = pathlib.Path("/tmp/escape-test")
+workspace.mkdir(exist_ok=True)
+jail = Jail("workspace-write", workspace, hidden=(pathlib.Path("/data"),))
+command = "touch made /data/planted /etc/planted; ls /data; cat /proc/1/environ; echo end"
+print(asyncio.run(run_shell(command, workspace, timeout_s=30, jail=jail)).output)
+# A fork bomb (a non-root runtime: RLIMIT_NPROC in the sandbox's user namespace).
+bomb = "bomb() { bomb & bomb & wait; }; bomb"
+limited = Jail("workspace-write", workspace, max_processes=32)
+ended = asyncio.run(run_shell(bomb, workspace, timeout_s=3, jail=limited))
+print("bomb timed out:", ended.timed_out, "limited:", "Resource temporarily" in ended.output)
+"""
+
+
 class Compose:
     def __init__(self, project: str, image: str) -> None:
         self.project = project
@@ -159,6 +179,23 @@ async def test_compose_stack_comes_up_healthy_and_answers(compose: Compose) -> N
         compose.run, "exec", "-T", "gateway", "python", "-c", UNTOKENED_READ
     )
     assert outsider.stdout.strip() == "UNAUTHENTICATED", outsider.stdout + outsider.stderr
+
+    # The agent runtime's container confines commands (its seccomp profile
+    # allows bubblewrap's user namespaces): the data folder is hidden and
+    # read-only, /etc read-only, the runtime's environment (its token) closed.
+    escape = await asyncio.to_thread(
+        compose.run, "exec", "-T", "agentruntime", "python", "-c", CONFINED_ESCAPE
+    )
+    shown = escape.stdout + escape.stderr
+    assert "commands: confined by bubblewrap" in shown, shown
+    assert "/data/planted': Read-only file system" in shown, shown
+    assert "/etc/planted': Read-only file system" in shown, shown
+    assert "AGENTHOST_INTERNAL_TOKEN" not in shown and "end" in shown, shown
+    assert "bomb timed out: True limited: True" in shown, shown
+    planted = await asyncio.to_thread(
+        compose.run, "exec", "-T", "agentruntime", "ls", "/data", "/tmp/escape-test"
+    )
+    assert "planted" not in planted.stdout and "made" in planted.stdout, planted.stdout
 
     # `make compose-down` deletes the data too, as the README warns.
     assert compose.volumes(), "the stack keeps its data in named volumes"

@@ -114,7 +114,14 @@ def test_deployments_probe_grpc_health_with_limits_and_no_privileges(
             assert security["readOnlyRootFilesystem"] is True, name
             assert security["allowPrivilegeEscalation"] is False, name
             assert security["capabilities"] == {"drop": ["ALL"]}, name
-            assert security["seccompProfile"] == {"type": "RuntimeDefault"}, name
+            if name == "agentruntime":  # bubblewrap's user namespaces: its own profile
+                assert security["seccompProfile"] == {
+                    "type": "Localhost",
+                    "localhostProfile": "agenthost/agentruntime.json",
+                }
+                assert security["appArmorProfile"] == {"type": "Unconfined"}
+            else:
+                assert security["seccompProfile"] == {"type": "RuntimeDefault"}, name
             mounts = {m["mountPath"] for m in container["volumeMounts"]}
             assert {"/data", "/tmp"} <= mounts, name
 

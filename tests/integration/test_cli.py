@@ -602,6 +602,13 @@ def test_chat_keeps_a_status_line_and_reports_a_failed_turn_in_one_line(
         expect("usage: /approvals ask|ask-for-commands|never")
         child.sendline("/sandbox nope")
         expect("usage: /sandbox read-only|workspace-write|full")
+        # The network for confined commands: a logged setting, shown with the others.
+        child.sendline("/network on")
+        expect("sandbox: read-only, approvals: ask, network: on")
+        child.sendline("/network")
+        expect("usage: /network on|off")
+        child.sendline("/permissions")
+        expect("no permission rules")
         # Shift-Tab toggles plan mode (idle: committed at once), and back.
         child.send("\x1b[Z")
         expect("plan: on · sandbox: read-only")

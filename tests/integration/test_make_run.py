@@ -20,10 +20,17 @@ TIMEOUT_S = 30
 
 
 def _read_up_line(process: subprocess.Popen[str]) -> dict[str, Any]:
+    return _read_up(process)[0]
+
+
+def _read_up(process: subprocess.Popen[str]) -> tuple[dict[str, Any], list[str]]:
+    """The up line, and the lines printed before it."""
     assert process.stdout is not None
+    printed: list[str] = []
     for line in process.stdout:
         if line.startswith('{"agenthost": "up"'):
-            return dict(json.loads(line))
+            return dict(json.loads(line)), printed
+        printed.append(line.rstrip("\n"))
     raise RuntimeError(f"agenthost up exited with {process.wait()}")
 
 
@@ -44,7 +51,9 @@ async def test_make_run_serves_the_first_call(tmp_path: Path) -> None:
         start_new_session=True,
     )
     try:
-        up_line = await asyncio.wait_for(asyncio.to_thread(_read_up_line, up), TIMEOUT_S)
+        up_line, before = await asyncio.wait_for(asyncio.to_thread(_read_up, up), TIMEOUT_S)
+        # Whether the agent's commands are confined here, probed once at start.
+        assert "commands: confined by bubblewrap (/usr/bin/bwrap)" in before, before
         addresses = up_line["addresses"]
         # make run built the web client; the printed page is it, with the token.
         token = (tmp_path / "data" / "token").read_text().strip()

@@ -206,9 +206,15 @@ async def test_every_session_view_is_folded_and_changes_of_all_sessions_are_watc
             {
                 "plan": IDLE,
                 "questions": [],
-                "settings": {"sandbox": "workspace-write", "approvals": "ask", "model": ""},
+                "settings": {
+                    "sandbox": "workspace-write",
+                    "approvals": "ask",
+                    "model": "",
+                    "network": False,
+                },
                 "status": {"running": True, "queued": 0},
                 "usage": None,
+                "permissions": [],
             },
         )
         # The model's usage: the last request's context and the session's sums.

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
+import sys
 import urllib.request
 from pathlib import Path
 
@@ -39,11 +41,18 @@ BROWSER_TESTS = (
     "the plan review card: approving in one tab leaves plan mode in both",
     "a plan choice made in one tab shows in the other",
     "after a reconnect a tab reads the state it missed",
+    "always allow in the workspace: a permission rule both tabs list",
     "cancel stops a running turn",
     "/compact shows a compaction marker in both tabs",
     "the pages raised no errors",
 )
-SCREENSHOT_NAMES = ("03-streaming", "04-plan-pending", "05-after-reload", "07-plan-review")
+SCREENSHOT_NAMES = (
+    "03-streaming",
+    "04-plan-pending",
+    "05-after-reload",
+    "07-plan-review",
+    "10-permission-rule",
+)
 TIMEOUT_S = 60
 BROWSER_TIMEOUT_S = 240
 
@@ -87,3 +96,52 @@ async def test_web_client_in_chromium(tmp_path: Path) -> None:
         for name in SCREENSHOT_NAMES:
             assert (SCREENSHOTS / f"{name}.png").stat().st_size > 0
         assert (workspace / "notes.txt").read_text() == "notes\n"
+        await _cli_turn_runs_under_the_web_rule(up, workspace, data_dir)
+
+
+async def _cli_turn_runs_under_the_web_rule(
+    up: dict[str, object], workspace: Path, data_dir: Path
+) -> None:
+    """The workspace rule granted in the browser is honoured by a turn the
+    CLI starts in a new session of that workspace: no question is asked
+    (piped, the chat would meet an `allow>` prompt, read EOF and leave), the
+    command runs (confined), and the chat leaves once the turn ended. Then
+    the CLI's /permissions lists the rule and revokes it."""
+    assert (workspace / "checks.txt").read_text() == "ok\n"
+    addresses = up["addresses"]
+    assert isinstance(addresses, dict)
+    gateway = str(addresses["gateway"])
+    output = await _chat(workspace, data_dir, gateway, "run the checks again")
+    assert "The checks ran again." in output and "allow>" not in output, output
+    assert (workspace / "checks.txt").read_text() == "ok\nok --again\n"
+
+    listed = await _chat(workspace, data_dir, gateway, "/permissions")
+    rule = re.search(r"(rule-[0-9a-f]+)\s+workspace\s+\$ echo ok >> checks.txt", listed)
+    assert rule is not None, listed
+    revoked = await _chat(workspace, data_dir, gateway, f"/permissions revoke {rule[1]}")
+    assert f"revoked {rule[1]}" in revoked, revoked
+    assert "no permission rules" in await _chat(workspace, data_dir, gateway, "/permissions")
+
+
+async def _chat(workspace: Path, data_dir: Path, gateway: str, line: str) -> str:
+    """`agenthost chat --workspace` with one line piped in; what it printed."""
+    chat = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "clients.cli",
+        "chat",
+        "--workspace",
+        str(workspace),
+        "--data-dir",
+        str(data_dir),
+        "--gateway",
+        gateway,
+        cwd=REPO,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    said, _ = await asyncio.wait_for(chat.communicate(f"{line}\n".encode()), TIMEOUT_S)
+    output = said.decode(errors="replace")
+    assert chat.returncode == 0, output
+    return output

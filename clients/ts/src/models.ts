@@ -1,5 +1,5 @@
 // The session's settings (the `settings` projection: sandbox, approval
-// policy, model), what its model requests used (the `usage` projection) and
+// policy, model, network), what its model requests used (the `usage` projection) and
 // the models it can switch to (ListModels), as plain values.
 
 import type { ModelInfo as ModelInfoMessage } from "../gen/agenthost/runtime/v1/runtime_pb.js";
@@ -12,6 +12,8 @@ export interface Settings {
   readonly approvals: string;
   /** A name of `listModels`; "" is the deployment's default model. */
   readonly model: string;
+  /** Whether confined commands may reach the network (`/network on`). */
+  readonly network: boolean;
 }
 
 /**
@@ -56,7 +58,9 @@ export interface ModelInfo {
 export function settingsOf(view: JsonValue | undefined): Settings | undefined {
   if (!isRecord(view) || typeof view["sandbox"] !== "string" || typeof view["approvals"] !== "string") return undefined;
   const model = view["model"] ?? "";
-  return typeof model === "string" ? { sandbox: view["sandbox"], approvals: view["approvals"], model } : undefined;
+  const network = view["network"] ?? false;
+  if (typeof model !== "string" || typeof network !== "boolean") return undefined;
+  return { sandbox: view["sandbox"], approvals: view["approvals"], model, network };
 }
 
 const COUNTS = ["context_tokens", "context_window", "prompt_tokens", "completion_tokens", "cached_prompt_tokens", "requests"] as const;

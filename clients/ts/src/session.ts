@@ -114,7 +114,7 @@ export class Session {
     return this.planTracker.view;
   }
 
-  /** The sandbox, approval policy and model (the `settings` projection); undefined until the gateway said. */
+  /** The sandbox, approval policy, model and network (the `settings` projection); undefined until the gateway said. */
   get settings(): Settings | undefined {
     return settingsOf(this.projections.get("settings"));
   }
@@ -524,9 +524,24 @@ export class Session {
    * configure is refused (reason UNKNOWN_MODEL) and changes nothing.
    */
   async setModel(name: string): Promise<Settings> {
+    return this.setSettings({ model: name });
+  }
+
+  /**
+   * Changes the sandbox, the approval policy, the model (see `setModel`)
+   * and/or whether confined commands reach the network; recorded in the log,
+   * effective for the next tool call or model request.
+   */
+  async setSettings(settings: { sandbox?: Sandbox; approvals?: ApprovalPolicy; model?: string; network?: boolean }): Promise<Settings> {
     const client = this.#client;
-    const reply = await client.gateway.updateSessionSettings({ fence: client.fence(), sessionId: this.id, model: name }, client.callOptions());
-    return { sandbox: SANDBOXES[reply.settings?.sandbox ?? 0] ?? "", approvals: APPROVALS[reply.settings?.approvals ?? 0] ?? "", model: reply.settings?.model ?? name };
+    const reply = await client.gateway.updateSessionSettings({ fence: client.fence(), sessionId: this.id, ...settings }, client.callOptions());
+    const set = reply.settings;
+    return {
+      sandbox: SANDBOXES[set?.sandbox ?? 0] ?? "",
+      approvals: APPROVALS[set?.approvals ?? 0] ?? "",
+      model: set?.model ?? settings.model ?? "",
+      network: set?.network ?? false,
+    };
   }
 
   /** Answers an open question (the first answer wins); returns its seq. */

@@ -3,7 +3,7 @@ import { Composer } from "./Composer.js";
 import { showSessionInUrl } from "./location.js";
 import type { AppModel } from "./model.js";
 import { SessionHeader } from "./SessionHeader.js";
-import { QuestionCards } from "./Questions.js";
+import { PermissionRules, QuestionCards } from "./Questions.js";
 import { Sidebar } from "./Sidebar.js";
 import { Transcript } from "./Transcript.js";
 
@@ -61,6 +61,11 @@ function StatusBar({ model }: { model: AppModel }) {
           {model.error}
         </span>
       )}
+      {model.notice !== undefined && (
+        <pre className="notice" data-testid="notice">
+          {model.notice}
+        </pre>
+      )}
     </div>
   );
 }
@@ -80,6 +85,7 @@ function OpenSession({ model }: { model: AppModel }) {
       <SessionHeader model={model} session={session} />
       <Transcript session={session} />
       <QuestionCards model={model} session={session} />
+      <PermissionRules model={model} session={session} />
     </section>
   );
 }

@@ -1,6 +1,6 @@
 import type { Session } from "@agenthost/sdk/web";
 import { useState } from "react";
-import { openQuestions, type AppModel, type QuestionView } from "./model.js";
+import { openQuestions, permissionRules, type AppModel, type QuestionView } from "./model.js";
 
 /** The open questions of the `questions` projection: plan reviews and tool approvals. */
 export function QuestionCards({ model, session }: { model: AppModel; session: Session }) {
@@ -59,10 +59,37 @@ function ToolApproval({ model, question }: { model: AppModel; question: Question
         <button data-testid="approval-allow-session" onClick={() => answer({ case: "allowForSession", value: true })} title={approval?.grant}>
           Allow for this session
         </button>
+        <button data-testid="approval-always-session" onClick={() => answer({ case: "alwaysAllowSession", value: true })} title="A permission rule of this session (/permissions revokes it)">
+          Always allow here
+        </button>
+        <button data-testid="approval-always-workspace" onClick={() => answer({ case: "alwaysAllowWorkspace", value: true })} title="A permission rule of every session of this workspace (/permissions revokes it)">
+          Always allow in this workspace
+        </button>
         <button data-testid="approval-deny" onClick={() => answer({ case: "deny", value: "" })}>
           Deny
         </button>
       </div>
+    </section>
+  );
+}
+
+/** The permission rules this session's log holds (the `permissions` projection), each revocable. */
+export function PermissionRules({ model, session }: { model: AppModel; session: Session }) {
+  const rules = permissionRules(session.projections.get("permissions"));
+  if (rules.length === 0) return null;
+  return (
+    <section className="card permissions" data-testid="permissions">
+      <h3>Always allowed</h3>
+      <ul>
+        {rules.map((rule) => (
+          <li key={rule.rule_id} data-testid="permission-rule" data-rule-id={rule.rule_id} data-scope={rule.scope}>
+            <code>{rule.grant === "edit" ? "every file change" : rule.grant.replace(/^shell:/, "$ ")}</code> ({rule.scope})
+            <button data-testid="permission-revoke" onClick={() => void model.revokeRule(rule.rule_id)}>
+              Revoke
+            </button>
+          </li>
+        ))}
+      </ul>
     </section>
   );
 }

@@ -35,6 +35,8 @@ export class AppModel {
   /** A session being opened (shown as loading until it is). */
   opening: string | undefined = undefined;
   error: string | undefined = undefined;
+  /** What the last command answered (e.g. the `/permissions` list). */
+  notice: string | undefined = undefined;
   /** Bumped on every change; React reads it through useSyncExternalStore. */
   version = 0;
   #listeners = new Set<() => void>();
@@ -157,16 +159,22 @@ export class AppModel {
     if (session !== undefined) await session.close();
   }
 
-  /** A message, or a `/plan` or `/compact` command; while a turn runs a message is queued. */
+  /** A message, or a `/plan`, `/compact`, `/permissions` or `/network on|off` command; while a turn runs a message is queued. */
   async submit(text: string): Promise<boolean> {
     const session = this.session;
     if (session === undefined) return false;
     return this.#attempt(async () => {
-      const command = /^\/(plan|compact)(?:\s+([\s\S]*))?$/.exec(text.trim());
+      const command = /^\/(plan|compact|permissions)(?:\s+([\s\S]*))?$/.exec(text.trim());
       if (command !== null) {
         const name = command[1] ?? "plan";
         const reply = await session.executeCommand(name, command[2]?.trim() || undefined);
         if (!reply.ok) throw new Error(reply.message || `/${name} failed`);
+        this.notice = name === "permissions" ? reply.message : undefined;
+        return;
+      }
+      const network = /^\/network\s+(on|off)$/.exec(text.trim());
+      if (network !== null) {
+        await session.setSettings({ network: network[1] === "on" });
         return;
       }
       await session.prompt(text, session.running ? PromptMode.QUEUE : PromptMode.SEND);
@@ -188,6 +196,16 @@ export class AppModel {
   async cancel(): Promise<void> {
     const session = this.session;
     if (session !== undefined) await this.#attempt(() => session.cancel());
+  }
+
+  /** Revokes a permission rule (`/permissions revoke RULE_ID`). */
+  async revokeRule(ruleId: string): Promise<void> {
+    const session = this.session;
+    if (session === undefined) return;
+    await this.#attempt(async () => {
+      const reply = await session.executeCommand("permissions", `revoke ${ruleId}`);
+      if (!reply.ok) throw new Error(reply.message || "revoke failed");
+    });
   }
 
   async answer(questionId: string, answer: Parameters<Session["answerQuestion"]>[1]): Promise<void> {
@@ -256,6 +274,18 @@ export interface QuestionView {
   body: string;
   approve_label: string;
   approval?: { tool: string; summary: string; detail: string; grant: string };
+}
+
+export interface PermissionRuleView {
+  rule_id: string;
+  grant: string;
+  scope: string;
+  workspace_path: string;
+}
+
+export function permissionRules(value: JsonValue | undefined): PermissionRuleView[] {
+  if (!Array.isArray(value)) return [];
+  return value.filter((r): r is JsonValue & PermissionRuleView => isRecord(r) && typeof r["rule_id"] === "string" && typeof r["grant"] === "string");
 }
 
 export function openQuestions(value: JsonValue | undefined): QuestionView[] {

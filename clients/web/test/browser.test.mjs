@@ -238,6 +238,20 @@ test("after a reconnect a tab reads the state it missed", async () => {
   await planChipIs(tabB, "tab A's /plan off after its reconnect", false, "none");
 });
 
+test("always allow in the workspace: a permission rule both tabs list", async () => {
+  await send(tabA, "Run the checks");
+  await tabA.waitForSelector(byTestId("tool-approval"), { timeout: WAIT_MS });
+  await tabA.click(byTestId("approval-always-workspace"));
+  const rule = `${byTestId("permission-rule")}[data-scope="workspace"]`;
+  await tabA.waitForSelector(rule, { timeout: WAIT_MS });
+  await tabB.waitForSelector(rule, { timeout: WAIT_MS });
+  await hasText(tabA, "assistant-message", "The checks ran.");
+  await idle(tabA);
+  await send(tabA, "/permissions");
+  await hasText(tabA, "notice", "echo ok >> checks.txt");
+  await shot(tabA, "10-permission-rule");
+});
+
 test("cancel stops a running turn", async () => {
   await send(tabA, "Think it over");
   await hasText(tabA, "live-text", "Thinking about it");

