@@ -356,7 +356,7 @@ def permission_options(question: Question) -> list[acp.PermissionOption]:
         acp.PermissionOption(option_id=ALLOW_ONCE, name="Allow once", kind="allow_once"),
         acp.PermissionOption(
             option_id=ALLOW_ALWAYS,
-            name=f"Allow {grant} for this session" if grant else "Allow for this session",
+            name=f"Always allow {grant} in this folder" if grant else "Always allow in this folder",
             kind="allow_always",
         ),
         acp.PermissionOption(option_id=REJECT_ONCE, name="Reject", kind="reject_once"),
@@ -366,11 +366,14 @@ def permission_options(question: Question) -> list[acp.PermissionOption]:
 
 def answer_for_option(option_id: str, feedback: str | None = None) -> dict[str, Any] | None:
     """The question answer (SDK `answer_question` keywords) an editor's choice
-    means; None for an option never offered. "Always" is "for this session"
-    today; lasting permission rules would change only this mapping."""
+    means; None for an option never offered. "Allow always" records a
+    workspace permission rule: the editor's folder is the workspace, and an
+    editor's "always" outlives the thread, so the project's other sessions
+    (new threads, the CLI in that folder) skip the question too; /permissions
+    lists and revokes it. Rules only allow, so "reject always" denies once."""
     answers: dict[str, dict[str, Any]] = {
         ALLOW_ONCE: {"allow_once": True},
-        ALLOW_ALWAYS: {"allow_for_session": True},
+        ALLOW_ALWAYS: {"always_allow_workspace": True},
         REJECT_ONCE: {"deny": ""},
         REJECT_ALWAYS: {"deny": ""},
         APPROVE: {"approve": True},

@@ -1,7 +1,8 @@
 """`agenthost acp` beside the Python SDK on one session, and its answers to bad
 input: a plan mode set through the SDK reaches the editor as
 current_mode_update, the prompt the editor sent is in the SDK's history, a
-plan review's "keep planning" carries the editor's feedback;
+plan review's "keep planning" carries the editor's feedback, "allow always"
+is a rule for the editor's folder;
 malformed JSON, an unknown method and wrong params get their JSON-RPC error
 codes while the process keeps serving; a gateway gone away is a clear error,
 not a hang. The editor here writes protocol lines itself (tests/acp drives
@@ -201,3 +202,63 @@ async def test_keep_planning_carries_the_editors_feedback(tmp_path: Path) -> Non
             assert session.plan.state is not None and session.plan.state.active  # still planning
             fresh = await editor.call("session/new", {"cwd": str(project), "mcpServers": []})
             assert fresh["result"]["sessionId"] != session_id  # this one is no blank any more
+
+
+ALWAYS_SCRIPT = {
+    "replies": [
+        {"text": "A check.", "tool_calls": [{"name": "shell", "args": {"command": "echo one"}}]},
+        {"text": "Checked."},
+        {"text": "Again.", "tool_calls": [{"name": "shell", "args": {"command": "echo one more"}}]},
+        {"text": "Checked again."},
+    ]
+}
+
+
+@pytest.mark.timeout(4 * WITHIN_S)
+async def test_allow_always_is_a_rule_for_the_editors_folder(tmp_path: Path) -> None:
+    """ "Allow always" in the editor records a workspace rule: the folder's next
+    session runs that command (with more arguments) without asking."""
+    data_dir = tmp_path / "data"
+    project = tmp_path / "project"
+    project.mkdir()
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps(ALWAYS_SCRIPT))
+    async with agenthost_up(data_dir, {"AGENTHOST_BUILTIN_SCRIPT": str(script)}) as up:
+        gateway = cast(dict[str, str], up["addresses"])["gateway"]
+        env = {**os.environ, "AGENTHOST_GATEWAY": gateway, "AGENTHOST_DATA_DIR": str(data_dir)}
+        token = (data_dir / "token").read_text().strip()
+        async with raw_editor(env) as editor, AgentHostClient(gateway, token) as sdk:
+            await editor.call("initialize", {"protocolVersion": 1})
+            created = await editor.call("session/new", {"cwd": str(project), "mcpServers": []})
+            first = created["result"]["sessionId"]
+            prompt = await editor.send(
+                "session/prompt",
+                {"sessionId": first, "prompt": [{"type": "text", "text": "check"}]},
+            )
+            asked = await editor.wait_for(lambda m: m.get("method") == "session/request_permission")
+            await editor.respond(
+                asked, {"outcome": {"outcome": "selected", "optionId": "allow-always"}}
+            )
+            assert (await editor.response(prompt))["result"]["stopReason"] == "end_turn"
+            session = await sdk.open_session(first)
+            await session.wait_until(lambda s: len(s.permissions) == 1, within=WITHIN_S)
+            [rule] = session.permissions
+            assert (rule["grant"], rule["scope"]) == ("shell:echo one", "workspace")
+            await session.close()
+
+            # A new thread in the same folder: the rule covers the command with
+            # more arguments, nobody is asked.
+            again = await editor.call("session/new", {"cwd": str(project), "mcpServers": []})
+            second = again["result"]["sessionId"]
+            assert second != first
+            reply = await editor.call(
+                "session/prompt",
+                {"sessionId": second, "prompt": [{"type": "text", "text": "check again"}]},
+            )
+            assert reply["result"]["stopReason"] == "end_turn"
+            requests = [
+                m for m in editor.messages if m.get("method") == "session/request_permission"
+            ]
+            assert requests == [asked]
+            ran = [u.get("rawOutput", {}).get("output") for u in editor.updates("tool_call_update")]
+            assert "exit code 0\none more\n" in ran

@@ -64,10 +64,12 @@ def test_a_tool_approval_offers_the_four_choices_and_each_maps_to_an_answer() ->
         "reject_once",
         "reject_always",
     ]
+    # "Always" is a workspace rule: the editor's folder, its other threads too.
+    assert options[1].name == "Always allow shell:pytest -q in this folder"
     answers = [translate.answer_for_option(o.option_id) for o in options]
     assert answers == [
         {"allow_once": True},
-        {"allow_for_session": True},
+        {"always_allow_workspace": True},
         {"deny": ""},
         {"deny": ""},
     ]
