@@ -54,6 +54,7 @@ class Usage:
 
 
 def model_info(info: rt.ModelInfo) -> ModelInfo:
+    """A ListModels entry as the SDK's plain value."""
     prices = None
     if info.HasField("prices"):
         cached = info.prices.cached_input if info.prices.HasField("cached_input") else None
