@@ -268,7 +268,7 @@ test("/compact shows a compaction marker in both tabs", async () => {
     await until(tab, "the compaction marker", () => document.querySelector('[data-testid="compaction"]')?.getAttribute("data-trigger") === "manual");
   }
   await hasText(tabA, "compaction", "conversation compacted");
-  await shot(tabA, "10-compacted");
+  await shot(tabA, "11-compacted");
 });
 
 test("the pages raised no errors", () => {
