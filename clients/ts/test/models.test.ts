@@ -45,9 +45,11 @@ describe("models and usage", () => {
     assert.equal(usageOf({ ...USAGE, cost: null })?.cost, undefined);
   });
 
-  test("the settings value carries the model, empty for the default", () => {
-    assert.deepEqual(settingsOf({ sandbox: "read-only", approvals: "ask", model: "alt" }), { sandbox: "read-only", approvals: "ask", model: "alt" });
+  test("the settings value carries the model, empty for the default, and the network, off by default", () => {
+    assert.deepEqual(settingsOf({ sandbox: "read-only", approvals: "ask", model: "alt", network: true }), { sandbox: "read-only", approvals: "ask", model: "alt", network: true });
     assert.equal(settingsOf({ sandbox: "read-only", approvals: "ask" })?.model, "");
+    assert.equal(settingsOf({ sandbox: "read-only", approvals: "ask" })?.network, false);
+    assert.equal(settingsOf({ sandbox: "read-only", approvals: "ask", network: "yes" }), undefined);
     assert.equal(settingsOf({ sandbox: 1 }), undefined);
   });
 });
