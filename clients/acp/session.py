@@ -29,6 +29,7 @@ from clients.sdk import (
     Session,
     TextStreamed,
     Update,
+    last_title,
 )
 
 from . import translate
@@ -203,14 +204,9 @@ class AcpSession:
             await self._send(translate.tool_call(event.tool_call, self.cwd))
         elif kind == "tool_result":
             await self._send(translate.tool_result(event.tool_result, self.cwd))
-        elif kind == "plan_mode" and not replay:
-            await self._send_mode()
-        elif kind == "session_title":
-            await self._send(
-                acp.SessionInfoUpdate(
-                    session_update="session_info_update", title=event.session_title.title
-                )
-            )
+        elif (title := last_title((event,))) is not None:
+            info = acp.SessionInfoUpdate(session_update="session_info_update", title=title)
+            await self._send(info)
         elif kind == "turn_end" and not replay:
             self._turn_ended(TurnEnded(event.seq, event.turn_end))
 

@@ -69,6 +69,7 @@ from .session import (
     Updates,
     UsageChanged,
     assistant_texts,
+    last_title,
     user_texts,
 )
 from .sessions import SessionList
@@ -133,5 +134,6 @@ __all__ = [
     "Verdict",
     "WorkspaceSession",
     "assistant_texts",
+    "last_title",
     "user_texts",
 ]

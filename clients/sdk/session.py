@@ -39,6 +39,9 @@ from services.sessionlog.folds import (
 from services.sessionlog.folds import (
     Question as Question,  # re-exported: what QuestionAsked carries
 )
+from services.sessionlog.folds import (
+    last_title as last_title,  # re-exported: the title events set, read by the one fold
+)
 
 from .errors import (
     HISTORY_GAP,
