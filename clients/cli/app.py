@@ -80,6 +80,13 @@ def up(
             "The gateway's own loopback origins always may.",
         ),
     ] = None,
+    mcp_config: Annotated[
+        Path | None,
+        typer.Option(
+            help='The deployment\'s MCP servers file ({"mcpServers": ...}; default '
+            "DATA_DIR/mcp.json); each workspace adds its .agenthost/mcp.json.",
+        ),
+    ] = None,
 ) -> None:
     """Start every service on loopback: all in this process (the embedded
     default), or each in its own with --processes."""
@@ -95,6 +102,9 @@ def up(
     from services.supervisor import StackFailed
 
     configure_logging("agenthost", "WARNING")
+    if mcp_config is not None:
+        # Read by the agent runtime (services/agentruntime/mcp/config.py).
+        os.environ["AGENTHOST_MCP_CONFIG"] = str(mcp_config.resolve())
     origins = (
         LOOPBACK,
         *split_origins(os.environ.get(WEB_ORIGINS_ENV, "")),

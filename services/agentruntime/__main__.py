@@ -1,6 +1,8 @@
 """Run the agent runtime: `python -m services.agentruntime`.
 
-It needs the session log and, unless its address is "none", plan mode. The
+It needs the session log and, unless its address is "none", plan mode. MCP servers come from
+AGENTHOST_MCP_CONFIG or <data dir>/mcp.json and each workspace's
+.agenthost/mcp.json (mcp/config.py). The
 model comes from the environment (models/factory.py): the built-in model
 unless AGENTHOST_MODEL_BASE_URL names an OpenAI-compatible API. Session leases
 last AGENTHOST_LEASE_S seconds (10) unless renewed (leases.py)."""
@@ -16,6 +18,8 @@ from services.planmode.config import config_from_env
 from services.sessionlog.client import SessionLogClient
 
 from .leases import lease_s_from_env
+from .mcp import McpServers
+from .mcp.config import deployment_path
 from .models.factory import adapter_from_env
 from .plan_port import RemotePlanMode
 from .service import agent_runtime_service
@@ -26,7 +30,10 @@ def build(config: ServiceConfig, peers: Peers) -> ServiceDefinition:
     plan_config = config_from_env(os.environ)
     plan = RemotePlanMode(PlanModeClient(plan_channel), plan_config) if plan_channel else None
     log = SessionLogClient(required(peers, "sessionlog"))
-    return agent_runtime_service(log, adapter_from_env(), plan, lease_s_from_env(os.environ))
+    mcp = McpServers(deployment_path(os.environ, config.data_dir))
+    return agent_runtime_service(
+        log, adapter_from_env(), plan, lease_s_from_env(os.environ), mcp=mcp
+    )
 
 
 run_service("agentruntime", build, peers=PEERS["agentruntime"])

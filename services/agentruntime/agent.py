@@ -35,11 +35,14 @@ from agenthost.sessionlog.v1 import events_pb2 as ev
 from services.common.errors import FailedPrecondition, LeaseLost, WrongExpectedSeq
 from services.common.tasks import spawn
 from services.sessionlog.folds import (
+    McpFold,
     PendingCall,
     Question,
     SessionState,
     SettingsFold,
     fold,
+    fold_mcp,
+    mcp_status_event,
     settings_event,
     title_from_message,
 )
@@ -47,6 +50,7 @@ from services.sessionlog.port import AppendResult, Direction, SessionLogPort
 
 from . import gates
 from .live import ANSWER, REASONING, LiveFeed
+from .mcp import McpServers
 from .models.base import (
     ChatMessage,
     ModelAdapter,
@@ -124,6 +128,7 @@ class Agent:
         on_status: Callable[[AgentStatus], None],
         lease_token: int | None = None,
         on_lease_lost: Callable[[str, int], None] | None = None,
+        mcp: McpServers | None = None,
     ) -> None:
         self.session_id = session_id
         self.cwd = Path(cwd)
@@ -131,6 +136,13 @@ class Agent:
         self._model = model
         self._plan = plan
         self._catalog = catalog
+        # The tools of the running step: the catalog and the MCP tools as
+        # snapshotted at its boundary (servers changing meanwhile wait for
+        # the next boundary).
+        self._step_catalog = catalog
+        self._mcp = mcp
+        # The MCP servers' states as last recorded (mcp/status) in the log.
+        self._mcp_seen = McpFold()
         self._live = live
         self._base_sections = list(base_sections)
         self._on_status = on_status
@@ -184,6 +196,7 @@ class Agent:
         async with self._reading:
             async for event in self._events_after(self._state.last_seq):
                 self._state = fold(self._state, event)
+                self._mcp_seen = fold_mcp(self._mcp_seen, event)
                 if self._transcript is not None:
                     self._transcript.add(event)
 
@@ -389,6 +402,8 @@ class Agent:
     async def _turn(self, turn_id: str, resuming: bool) -> None:
         try:
             step = self._state.turn.step if resuming else 0
+            if resuming:
+                self._step_catalog, _ = await self._boundary_catalog()
             owes = await self._run_calls(turn_id, step) if resuming else True
             if resuming:
                 step += 1
@@ -432,15 +447,16 @@ class Agent:
             if self._plan
             else []
         )
+        self._step_catalog, mcp_status = await self._boundary_catalog()
         await self._catch_up()
         steered = [_user_message(i.input_id, i.text) for i in self._state.turn.steered]
         start = ev.Event(id=new_id("step"), step_start=ev.StepStart(turn_id=turn_id, step=step))
-        await self._append([start, *steered])
+        await self._append([*mcp_status, start, *steered])
         sections = sorted([*self._base_sections, *plan_sections], key=lambda s: s.order)
         request = ModelRequest(
             messages=await self._messages(),
             sections=sections,
-            tools=self._catalog.schemas(),
+            tools=self._step_catalog.schemas(),
             model=self._model.model,
         )
         header = ev.RequestHeader(
@@ -455,6 +471,18 @@ class Agent:
         await self._record_answer(answer)
         self._live.end_step(self.session_id, turn_id, step)
         return await self._run_calls(turn_id, step)
+
+    async def _boundary_catalog(self) -> tuple[ToolCatalog, list[ev.Event]]:
+        """The step's tools with the MCP servers' as they are now, and the
+        mcp/status event to record when their states changed."""
+        if self._mcp is None:
+            return self._catalog, []
+        snapshot = await self._mcp.snapshot(self.cwd)
+        events = []
+        if snapshot.servers != self._mcp_seen.servers:
+            status = mcp_status_event(snapshot.servers)
+            events.append(ev.Event(id=new_id("mcp"), mcp_status=status))
+        return self._catalog.extended(snapshot.tools), events
 
     async def _ask_model(self, request: ModelRequest, turn_id: str, step: int) -> StreamedAnswer:
         for attempt in range(1, STEP_ATTEMPTS + 1):
@@ -514,7 +542,7 @@ class Agent:
         return bool(calls)
 
     async def _run_call(self, turn_id: str, call: PendingCall) -> ToolOutcome:
-        parsed = self._catalog.parse(call.name, call.args_json)
+        parsed = self._step_catalog.parse(call.name, call.args_json)
         if isinstance(parsed, ToolOutcome):
             return parsed
         context = self._context(turn_id, call.call_id)

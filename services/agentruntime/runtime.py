@@ -20,6 +20,7 @@ from services.sessionlog.port import SessionLogPort
 from .agent import Agent, AgentStatus, PromptMode
 from .leases import DEFAULT_LEASE_S, SessionLeases
 from .live import LiveDelta, LiveFeed
+from .mcp import McpServers
 from .models.base import ModelAdapter
 from .plan_tools import exit_plan_mode_tool
 from .ports import PlanModePort
@@ -85,8 +86,11 @@ class AgentRuntime:
         plan: PlanModePort | None = None,
         extra_tools: list[Tool] | None = None,
         lease_s: float = DEFAULT_LEASE_S,
+        mcp: McpServers | None = None,
     ) -> None:
         self._log = log
+        # The MCP servers of the sessions' folders (None: none configured anywhere).
+        self._mcp = mcp
         self._model = model
         self._plan = plan
         # The same catalog in every mode: plan mode steers, it never hides tools.
@@ -140,6 +144,7 @@ class AgentRuntime:
             on_status=self._publish,
             lease_token=token,
             on_lease_lost=self.leases.lost,
+            mcp=self._mcp,
         )
         try:
             await agent.load()
@@ -205,6 +210,8 @@ class AgentRuntime:
         await asyncio.gather(*stopping, return_exceptions=True)
         await asyncio.gather(*(agent.close() for agent in self._agents.values()))
         await self.leases.release_all()
+        if self._mcp is not None:
+            await self._mcp.close()
         # Watches end now, so shutdown need not wait out its grace for them.
         for queue in self._status_watchers:
             queue.put_nowait(None)

@@ -127,6 +127,10 @@ class ToolCatalog:
         self._tools = {tool.name: tool for tool in tools}
         self._schemas = [tool.schema() for tool in tools]
 
+    def extended(self, tools: Sequence[Tool]) -> ToolCatalog:
+        """This catalog and `tools` (e.g. an MCP snapshot's), for one step."""
+        return ToolCatalog([*self._tools.values(), *tools]) if tools else self
+
     def schemas(self) -> list[events_pb2.ToolSchema]:
         return list(self._schemas)
 

@@ -1,5 +1,5 @@
 """The projection units every deployment folds: open questions, the
-sandbox and approval settings, and the turn status. Each is a fold of
+sandbox and approval settings, the turn status and the MCP servers. Each is a fold of
 services/sessionlog/folds.py wrapped as a unit, so the views clients see are
 computed by the same code the runtime acts on."""
 
@@ -65,4 +65,5 @@ SETTINGS_UNIT = FoldUnit(
 STATUS_UNIT = FoldUnit(
     "status", 1, folds.TurnFold, folds.fold_turn, folds.status_view, folds.load_turn
 )
-SESSION_UNITS = (QUESTIONS_UNIT, SETTINGS_UNIT, STATUS_UNIT)
+MCP_UNIT = FoldUnit("mcp", 1, folds.McpFold, folds.fold_mcp, folds.mcp_view, folds.load_mcp)
+SESSION_UNITS = (QUESTIONS_UNIT, SETTINGS_UNIT, STATUS_UNIT, MCP_UNIT)
