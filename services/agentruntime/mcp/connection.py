@@ -71,7 +71,7 @@ class McpConnection:
     def __init__(self, config: ServerConfig, cwd: Path) -> None:
         self.config = config
         self.cwd = cwd
-        self.state = ServerState(State.CONNECTING)
+        self._state = ServerState(State.CONNECTING)
         self._session: ClientSession | None = None
         # Set once the first attempt has ended (ready or failed).
         self._settled = asyncio.Event()
@@ -81,10 +81,37 @@ class McpConnection:
         self._garbled: set[asyncio.Task[Any]] = set()
         self._task: asyncio.Task[None] | None = None
         self._stderr: IO[str] | None = None
+        # Clear while an announced tool list is being fetched.
+        self._listed = asyncio.Event()
+        self._listed.set()
+        self._changes = asyncio.Condition()
 
     @property
     def name(self) -> str:
         return self.config.name
+
+    @property
+    def state(self) -> ServerState:
+        return self._state
+
+    @state.setter
+    def state(self, state: ServerState) -> None:
+        self._state = state
+        spawn(self._announce(), name=f"mcp-state-{self.name}")
+
+    async def _announce(self) -> None:
+        async with self._changes:
+            self._changes.notify_all()
+
+    async def wait_for(self, wanted: State) -> ServerState:
+        """The state once it is `wanted` (callers bound the wait)."""
+        async with self._changes:
+            await self._changes.wait_for(lambda: self._state.state is wanted)
+            return self._state
+
+    async def tools_listed(self) -> None:
+        """Wait for a tool list the server announced as changed."""
+        await self._listed.wait()
 
     def start(self) -> None:
         if self._task is None:
@@ -122,6 +149,7 @@ class McpConnection:
     async def _connect_and_serve(self) -> None:
         self._lost.clear()
         self._relist.clear()
+        self._listed.set()
         async with self._transport() as (read, write), anyio.create_task_group() as relays:
             relayed, relay_read = anyio.create_memory_object_stream[SessionMessage | Exception](0)
             relays.start_soon(self._relay, read, relayed)
@@ -152,9 +180,12 @@ class McpConnection:
             if self._lost.is_set():
                 raise _ConnectionLost("the server closed the connection")
             self._relist.clear()
-            async with asyncio.timeout(self.config.startup_timeout_s):
-                tools = await _list_tools(session)
-            self.state = ServerState(State.READY, tools)
+            try:
+                async with asyncio.timeout(self.config.startup_timeout_s):
+                    tools = await _list_tools(session)
+                self.state = ServerState(State.READY, tools)
+            finally:
+                self._listed.set()
 
     @contextlib.asynccontextmanager
     async def _transport(self) -> AsyncIterator[TransportStreams]:
@@ -190,6 +221,7 @@ class McpConnection:
                 self._garbled.add(call)
                 call.cancel()
         elif isinstance(message, types.ToolListChangedNotification):
+            self._listed.clear()
             self._relist.set()
 
     def _with_stderr(self, reason: str) -> str:

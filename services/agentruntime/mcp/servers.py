@@ -83,14 +83,26 @@ class McpServers:
         return connections
 
     async def _first_attempts(self, connections: list[McpConnection]) -> None:
+        """Wait (bounded) for first connections and for tool lists a server
+        announced as changed, so a change made by the last step's calls
+        shows at this boundary."""
+
         async def settled(connection: McpConnection) -> None:
             try:
                 async with asyncio.timeout(connection.config.startup_timeout_s):
                     await connection.first_settled()
+                    await connection.tools_listed()
             except TimeoutError:
-                pass  # shown as connecting; its tools come at a later boundary
+                pass  # shown as it is; its tools come at a later boundary
 
         await asyncio.gather(*(settled(c) for c in connections))
+
+    async def wait_for(self, cwd: Path, name: str, state: State) -> None:
+        """Wait until the folder's server `name` is in `state` (callers bound it)."""
+        connection = next(
+            c for (f, s), c in self._connections.items() if f == cwd and s.name == name
+        )
+        await connection.wait_for(state)
 
     async def close(self) -> None:
         connections = list(self._connections.values())
