@@ -24,7 +24,6 @@ import anyio
 import mcp_types as types
 from mcp.client._transport import TransportStreams
 from mcp.client.session import ClientSession, IncomingMessage
-from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
@@ -33,8 +32,9 @@ from services.common.tasks import spawn
 
 from ..tools import ToolOutcome
 from .config import HTTP, ServerConfig
-from .launch import stdio_parameters
+from .launch import stdio_command, stdio_environment
 from .results import outcome_of
+from .stdio import MessageTooLarge, stdio_transport
 
 log = logging.getLogger("agenthost.runtime.mcp")
 
@@ -78,7 +78,8 @@ class McpConnection:
         self._lost = asyncio.Event()
         self._relist = asyncio.Event()
         self._calls: set[asyncio.Task[Any]] = set()
-        self._garbled: set[asyncio.Task[Any]] = set()
+        # Calls failed by a message that answers no request we can name.
+        self._garbled: dict[asyncio.Task[Any], str] = {}
         self._task: asyncio.Task[None] | None = None
         self._stderr: IO[str] | None = None
         # Clear while an announced tool list is being fetched.
@@ -193,9 +194,11 @@ class McpConnection:
             async with streamable_http_client(self.config.url) as streams:
                 yield streams
             return
+        argv = stdio_command(self.config, self.cwd)
+        env = stdio_environment(self.config)
         with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as stderr:
             self._stderr = stderr
-            async with stdio_client(stdio_parameters(self.config, self.cwd), stderr) as streams:
+            async with stdio_transport(argv, self.cwd, env, stderr) as streams:
                 yield streams
 
     async def _relay(
@@ -214,11 +217,17 @@ class McpConnection:
 
     async def _on_message(self, message: IncomingMessage) -> None:
         if isinstance(message, Exception):
-            # A line that is not JSON-RPC answers no request we can name:
-            # every call under way on this server fails now, not at its timeout.
+            # A line that is not JSON-RPC, or too large to read, answers no
+            # request we can name: every call under way on this server fails
+            # now, not at its timeout.
             log.warning("MCP server %s sent an unreadable message: %s", self.name, message)
+            reason = (
+                f"sent {message}"
+                if isinstance(message, MessageTooLarge)
+                else "sent a message that is not valid JSON-RPC"
+            )
             for call in list(self._calls):
-                self._garbled.add(call)
+                self._garbled[call] = reason
                 call.cancel()
         elif isinstance(message, types.ToolListChangedNotification):
             self._listed.clear()
@@ -251,7 +260,7 @@ class McpConnection:
             if not task.done() or asyncio.current_task().cancelling():  # type: ignore[union-attr]
                 raise
             if task in self._garbled:
-                return self._failed("sent a message that is not valid JSON-RPC")
+                return self._failed(self._garbled[task])
             return self._failed("closed the connection during the call (it exited or crashed)")
         except MCPError as error:
             return self._failed(_mcp_error(error, timeout))
@@ -259,7 +268,7 @@ class McpConnection:
             return self._failed(_describe(error))
         finally:
             self._calls.discard(task)
-            self._garbled.discard(task)
+            self._garbled.pop(task, None)
             if not task.done():
                 task.cancel()
 

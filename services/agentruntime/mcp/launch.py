@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mcp.client.stdio import StdioServerParameters, get_default_environment
+from mcp.client.stdio import get_default_environment
 
 from .config import ServerConfig
 
@@ -21,8 +21,7 @@ def stdio_command(server: ServerConfig, cwd: Path) -> list[str]:
     return [server.command, *server.args]
 
 
-def stdio_parameters(server: ServerConfig, cwd: Path) -> StdioServerParameters:
-    command, *args = stdio_command(server, cwd)
-    # The SDK's safe inherited environment (PATH, HOME, ...) and the entry's own.
-    env = get_default_environment() | dict(server.env)
-    return StdioServerParameters(command=command, args=args, env=env, cwd=cwd)
+def stdio_environment(server: ServerConfig) -> dict[str, str]:
+    """The SDK's safe inherited variables (PATH, HOME, ...; no secrets of the
+    runtime's) and the entry's own."""
+    return get_default_environment() | dict(server.env)

@@ -224,7 +224,7 @@ async def test_bad_servers_cost_only_their_call_and_a_crashed_server_comes_back(
     assert "no answer within 2 s" in found["hang"].error
     assert "not valid JSON-RPC" in found["invalid"].error
     assert "no answer within 2 s" in found["never"].error
-    assert found["huge"].error.startswith("MCP server 'faults' ")
+    assert "sent a message larger than 16 MB" in found["huge"].error
     assert "closed the connection during the call" in found["crash"].error
     # ... and the turn went on to the model's next answer.
     end = logged[-1].turn_end
@@ -291,4 +291,29 @@ async def test_a_broken_config_file_fails_alone_and_no_server_no_event(
     (server,) = mcp_projection(await events(session_log, session))["servers"]
     assert server["name"] == "workspace-config" and server["state"] == "failed"
     assert "give either a command (stdio) or a url (http)" in server["error"]
+    await runtime.close()
+
+
+async def test_a_server_that_cannot_start_fails_alone_and_the_turn_goes_on(
+    session_log: SessionLog, session: str, tmp_path: Path, servers: McpServers
+) -> None:
+    missing = {"command": str(tmp_path / "no-such-server")}
+    write_config(tmp_path, {"missing": missing, "faults": fault_server()})
+    model = BuiltinAdapter(
+        [
+            ScriptedReply(tool_calls=[call("mcp__faults__ok", "fine", text="still here")]),
+            ScriptedReply(text="done"),
+        ]
+    )
+    runtime = AgentRuntime(session_log, model, mcp=servers)
+    await runtime.update_settings(session, None, "never")
+    await runtime.prompt(session, "use what works")
+    await idle(runtime, session)
+    logged = await events(session_log, session)
+    assert results(logged)["fine"].output == "ok: still here"
+    assert logged[-1].turn_end.reason == ev.TURN_END_REASON_COMPLETED
+    shown = {s["name"]: s for s in mcp_projection(logged)["servers"]}
+    assert shown["missing"]["state"] == "failed" and "no-such-server" in shown["missing"]["error"]
+    assert shown["faults"]["state"] == "ready"
+    assert not any(t.name.startswith("mcp__missing__") for t in headers(logged)[0].tools)
     await runtime.close()
