@@ -65,7 +65,7 @@ HELP = (
     "Type a message to send it. /plan enters plan mode, /plan <message> enters it and "
     "sends the message, /plan off leaves it (Shift-Tab toggles it). /sandbox read-only|"
     "workspace-write|full and /approvals ask|ask-for-commands|never change what the agent "
-    "may do. /quit leaves. Ctrl-C cancels a running turn."
+    "may do. /mcp shows the MCP servers. /quit leaves. Ctrl-C cancels a running turn."
 )
 HISTORY_SHOWN = 10
 PLAN_STYLE = "bold magenta"
@@ -467,7 +467,10 @@ class Chat:
     async def _command(self, text: str) -> None:
         name, _, args = text[1:].partition(" ")
         args = args.strip()
-        if name == "sandbox":
+        if name == "mcp":
+            for line in render.mcp_lines(self.session.projections.get("mcp")):
+                self.say(line)
+        elif name == "sandbox":
             await self._settings(name, args, SANDBOXES)
         elif name == "approvals":
             await self._settings(name, args, APPROVAL_POLICIES)

@@ -253,7 +253,7 @@ class McpConnection:
         self._calls.add(task)
         try:
             async with asyncio.timeout(timeout + CALL_GRACE_S):
-                return outcome_of(await asyncio.shield(task))
+                return outcome_of(await asyncio.shield(task), f"{self.name}/{tool}")
         except TimeoutError:
             return self._failed(f"gave no answer within {timeout:g} s")
         except asyncio.CancelledError:

@@ -14,14 +14,15 @@ from ..tools import ToolDisplay, ToolOutcome
 MAX_OUTPUT_CHARS = 262144
 
 
-def outcome_of(result: types.CallToolResult) -> ToolOutcome:
+def outcome_of(result: types.CallToolResult, label: str) -> ToolOutcome:
+    """`label` names the call in the line clients show (e.g. "everything/echo")."""
     parts = [_text_of(block) for block in result.content]
     if not parts and result.structured_content is not None:
         parts.append(json.dumps(result.structured_content, ensure_ascii=False))
     text = _bounded("\n".join(parts))
     if result.is_error:
         return ToolOutcome(ok=False, error=text[:65536] or "the tool reported an error")
-    summary = f"{len(result.content)} content block(s), {len(text)} characters"
+    summary = f"{label}: {len(text)} characters"
     return ToolOutcome(ok=True, output=text, display=ToolDisplay(summary=summary))
 
 
