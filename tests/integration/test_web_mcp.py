@@ -38,12 +38,6 @@ async def test_the_mcp_panel_in_chromium(tmp_path: Path) -> None:
         [tool("make"), "web", "mcp-test-servers"], REPO, None, INSTALL_TIMEOUT_S
     )
     assert code == 0, output
-    workspace = tmp_path / "project"
-    (workspace / ".agenthost").mkdir(parents=True)
-    server = {"command": shutil.which("node"), "args": [str(EVERYTHING)]}
-    (workspace / ".agenthost/mcp.json").write_text(
-        json.dumps({"mcpServers": {"everything": server}})
-    )
     async with agenthost_up(tmp_path / "data", {"AGENTHOST_BUILTIN_SCRIPT": str(SCRIPT)}) as up:
         env = {
             **os.environ,
