@@ -624,7 +624,16 @@ class Agent:
         )
         if outcome.display is not None:
             result.display.CopyFrom(outcome.display.to_pb())
-        await self._append([ev.Event(id=new_id("result"), tool_result=result)])
+        attachments = [
+            ev.Event(
+                id=new_id("attachment"),
+                tool_attachment=ev.ToolAttachment(
+                    call_id=call.call_id, mime_type=a.mime_type, data=a.data
+                ),
+            )
+            for a in outcome.attachments
+        ]
+        await self._append([ev.Event(id=new_id("result"), tool_result=result), *attachments])
         self._live.end_output(self.session_id, turn_id, call.call_id)
 
     async def _append(self, events: list[ev.Event]) -> None:

@@ -50,11 +50,20 @@ class ToolDisplay:
 
 
 @dataclass(frozen=True)
+class Attachment:
+    """An image a tool returned (recorded as tool/attachment)."""
+
+    mime_type: str
+    data: bytes
+
+
+@dataclass(frozen=True)
 class ToolOutcome:
     ok: bool
     output: str = ""
     error: str = ""
     display: ToolDisplay | None = None
+    attachments: tuple[Attachment, ...] = ()
 
 
 @dataclass(frozen=True)

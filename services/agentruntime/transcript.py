@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import replace
 
 from agenthost.sessionlog.v1 import events_pb2
 
 from .models.base import (
     AssistantMessage,
     ChatMessage,
+    Image,
     ToolCallRequest,
     ToolResultMessage,
     UserMessage,
@@ -40,6 +42,17 @@ class Transcript:
                     result.call_id, result.output if result.ok else result.error, result.ok
                 )
             )
+        elif kind == "tool_attachment":
+            self._attach_image(event.tool_attachment)
+
+    def _attach_image(self, attachment: events_pb2.ToolAttachment) -> None:
+        """Onto its call's result (recorded just before it)."""
+        for index in range(len(self._messages) - 1, -1, -1):
+            message = self._messages[index]
+            if isinstance(message, ToolResultMessage) and message.call_id == attachment.call_id:
+                image = Image(attachment.mime_type, attachment.data)
+                self._messages[index] = replace(message, images=(*message.images, image))
+                return
 
     def add_all(self, events: Iterable[events_pb2.Event]) -> None:
         for event in events:

@@ -34,11 +34,12 @@ it could not retry.
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import logging
 import math
 import os
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Mapping, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, TypeVar
@@ -52,6 +53,7 @@ from services.agentruntime.models.base import (
     AssistantMessage,
     ChatMessage,
     Finish,
+    Image,
     ModelChunk,
     ModelError,
     ModelRequest,
@@ -73,6 +75,8 @@ ENV_FIRST_BYTE_TIMEOUT = "AGENTHOST_MODEL_FIRST_BYTE_TIMEOUT_S"
 ENV_IDLE_TIMEOUT = "AGENTHOST_MODEL_IDLE_TIMEOUT_S"
 ENV_TOTAL_TIMEOUT = "AGENTHOST_MODEL_TOTAL_TIMEOUT_S"
 ENV_MAX_ATTEMPTS = "AGENTHOST_MODEL_MAX_ATTEMPTS"
+# "1": the model takes images (tools' images are sent as image_url parts).
+ENV_IMAGES = "AGENTHOST_MODEL_IMAGES"
 # Config field set by each timeout variable.
 TIMEOUT_VARIABLES = {
     ENV_CONNECT_TIMEOUT: "connect_timeout_s",
@@ -101,6 +105,8 @@ class OpenAICompatConfig:
     first_byte_timeout_s: float = 120.0
     idle_timeout_s: float = 60.0
     total_timeout_s: float = 900.0
+    # Whether the model takes images (tool results' images are then sent).
+    images: bool = False
 
     def __post_init__(self) -> None:
         if self.max_attempts < 1:
@@ -123,6 +129,7 @@ class OpenAICompatConfig:
             base_url=base_url,
             model=model,
             api_key=env.get(ENV_API_KEY) or None,
+            images=env.get(ENV_IMAGES, "").strip().lower() in ("1", "true", "yes"),
             **limits_from_env(env),
         )
 
@@ -294,7 +301,7 @@ class OpenAICompatAdapter:
             await self._client.aclose()
 
     async def stream(self, request: ModelRequest) -> AsyncGenerator[ModelChunk, None]:
-        body = request_body(request, request.model or self.model)
+        body = request_body(request, request.model or self.model, images=self.config.images)
         clock = _Clock(self.limits.total)
         for attempt in range(1, self.config.max_attempts + 1):
             yielded = False
@@ -394,12 +401,14 @@ async def _next_data(events: AsyncIterator[ServerSentEvent]) -> str | None:
 # --- request mapping -------------------------------------------------------
 
 
-def request_body(request: ModelRequest, model: str) -> dict[str, Any]:
+def request_body(request: ModelRequest, model: str, *, images: bool = False) -> dict[str, Any]:
     messages: list[dict[str, Any]] = []
     system = request.system_prompt()
     if system:
         messages.append({"role": "system", "content": system})
     messages.extend(chat_message(message) for message in request.messages)
+    if images:
+        messages = _with_tool_images(request.messages, messages)
     body: dict[str, Any] = {"model": model, "messages": messages, "stream": True}
     if request.tools:
         # Some providers reject an empty tools array, so it is only sent when needed.
@@ -431,6 +440,30 @@ def chat_message(message: ChatMessage) -> dict[str, Any]:
                     for call in calls
                 ],
             }
+
+
+def _with_tool_images(
+    conversation: Sequence[ChatMessage], mapped: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """Tool messages carry text only: the images of a step's tool results
+    follow them as one user message of image_url parts."""
+    out = mapped[: len(mapped) - len(conversation)]
+    waiting: list[dict[str, Any]] = []
+    for index, (message, entry) in enumerate(zip(conversation, mapped[len(out) :], strict=True)):
+        out.append(entry)
+        if isinstance(message, ToolResultMessage):
+            waiting += [_image_part(image) for image in message.images]
+        following = conversation[index + 1] if index + 1 < len(conversation) else None
+        if waiting and not isinstance(following, ToolResultMessage):
+            text = {"type": "text", "text": "Images the tool calls above returned:"}
+            out.append({"role": "user", "content": [text, *waiting]})
+            waiting = []
+    return out
+
+
+def _image_part(image: Image) -> dict[str, Any]:
+    data = base64.b64encode(image.data).decode("ascii")
+    return {"type": "image_url", "image_url": {"url": f"data:{image.mime_type};base64,{data}"}}
 
 
 def function_tool(name: str, description: str, parameters_json: str) -> dict[str, Any]:

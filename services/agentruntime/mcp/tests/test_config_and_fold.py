@@ -12,6 +12,15 @@ from agenthost.sessionlog.v1 import events_pb2 as ev
 from services.agentruntime.mcp import config
 from services.agentruntime.mcp.config import McpConfigError, ServerConfig
 from services.agentruntime.mcp.servers import tool_name
+from services.agentruntime.models.base import (
+    AssistantMessage,
+    Image,
+    ModelRequest,
+    ToolCallRequest,
+    ToolResultMessage,
+    UserMessage,
+)
+from services.agentruntime.models.openai_compat import request_body
 from services.projection.session_units import MCP_UNIT
 from services.sessionlog.folds import McpFold, McpServerView, fold_mcp, mcp_status_event
 
@@ -127,3 +136,27 @@ def test_a_server_config_is_a_value() -> None:
     assert ServerConfig("a", "workspace", command="x") != ServerConfig(
         "a", "workspace", command="y"
     )
+
+
+def test_tool_images_go_to_the_model_only_when_it_takes_images() -> None:
+    png = Image("image/png", b"\x89PNG")
+    request = ModelRequest(
+        messages=[
+            UserMessage("draw"),
+            AssistantMessage(
+                "", (ToolCallRequest("a", "t", "{}"), ToolCallRequest("b", "t", "{}"))
+            ),
+            ToolResultMessage("a", "[image image/png, 4 bytes]", images=(png,)),
+            ToolResultMessage("b", "no image"),
+            AssistantMessage("done"),
+        ]
+    )
+    plain = request_body(request, "m")["messages"]
+    assert [m["role"] for m in plain] == ["user", "assistant", "tool", "tool", "assistant"]
+    sent = request_body(request, "m", images=True)["messages"]
+    # After the step's tool messages (never between them), one user message of images.
+    assert [m["role"] for m in sent] == ["user", "assistant", "tool", "tool", "user", "assistant"]
+    assert sent[4]["content"][1] == {
+        "type": "image_url",
+        "image_url": {"url": "data:image/png;base64,iVBORw=="},
+    }

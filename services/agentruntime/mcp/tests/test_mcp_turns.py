@@ -21,6 +21,15 @@ from agenthost.sessionlog.v1 import events_pb2 as ev
 from services.agentruntime.mcp import McpServers
 from services.agentruntime.mcp.connection import State
 from services.agentruntime.models.builtin import BuiltinAdapter, ScriptedReply, ScriptedToolCall
+from services.agentruntime.models.openai_compat import OpenAICompatAdapter, OpenAICompatConfig
+from services.agentruntime.models.tests.fake_provider import (
+    DONE,
+    FakeProvider,
+    ProviderReply,
+    finish_chunk,
+    text_chunk,
+    tool_fragment,
+)
 from services.agentruntime.runtime import AgentRuntime
 from services.projection.session_units import MCP_UNIT
 from services.sessionlog.domain import SessionLog
@@ -317,3 +326,46 @@ async def test_a_server_that_cannot_start_fails_alone_and_the_turn_goes_on(
     assert shown["faults"]["state"] == "ready"
     assert not any(t.name.startswith("mcp__missing__") for t in headers(logged)[0].tools)
     await runtime.close()
+
+
+async def test_an_image_result_is_logged_and_sent_to_a_model_that_takes_images(
+    session_log: SessionLog, session: str, tmp_path: Path, servers: McpServers
+) -> None:
+    """The reference server's tiny image, through the log, to the provider's
+    next request as an image_url part (the OpenAI-compatible adapter against
+    a local server that speaks the protocol)."""
+    write_config(tmp_path, {"everything": {"command": node(), "args": [str(EVERYTHING)]}})
+    provider = FakeProvider()
+    await provider.start()
+    config = OpenAICompatConfig(base_url=provider.url, model="m", images=True)
+    model = OpenAICompatAdapter(config)
+    provider.enqueue(
+        ProviderReply(
+            stream=[
+                tool_fragment(0, call_id="img", name="mcp__everything__get-tiny-image"),
+                tool_fragment(0, arguments="{}"),
+                finish_chunk("tool_calls"),
+                DONE,
+            ]
+        ),
+        ProviderReply(stream=[text_chunk("A logo."), finish_chunk("stop"), DONE]),
+    )
+    runtime = AgentRuntime(session_log, model, mcp=servers)
+    await runtime.update_settings(session, None, "never")
+    try:
+        await runtime.prompt(session, "show me the image")
+        await idle(runtime, session)
+        logged = await events(session_log, session)
+        kinds = [e.WhichOneof("body") for e in logged]
+        assert kinds[kinds.index("tool_result") + 1] == "tool_attachment"
+        attachment = next(e.tool_attachment for e in logged if e.HasField("tool_attachment"))
+        assert attachment.call_id == "img" and attachment.mime_type == "image/png"
+        assert attachment.data.startswith(b"\x89PNG")
+        second = provider.requests[1].body["messages"]
+        assert second[-2]["role"] == "tool" and "[image image/png" in second[-2]["content"]
+        image = second[-1]["content"][1]["image_url"]["url"]
+        assert second[-1]["role"] == "user" and image.startswith("data:image/png;base64,")
+    finally:
+        await runtime.close()
+        await model.aclose()
+        await provider.stop()
