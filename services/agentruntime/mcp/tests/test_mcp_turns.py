@@ -146,11 +146,14 @@ async def test_a_turn_calls_the_reference_server_over_stdio_through_an_approval(
     await runtime.close()
 
 
-@pytest.fixture
-async def everything_over_http() -> AsyncIterator[str]:
+def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+        return int(probe.getsockname()[1])
+
+
+async def start_everything_over_http(port: int) -> asyncio.subprocess.Process:
+    """The reference server's streamable HTTP mode on `port`, once it listens."""
     process = await asyncio.create_subprocess_exec(
         node(),
         str(EVERYTHING),
@@ -164,10 +167,27 @@ async def everything_over_http() -> AsyncIterator[str]:
         async with asyncio.timeout(WAIT_S):
             while b"listening" not in (await process.stderr.readline()):
                 pass
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
+    except BaseException:
         process.kill()
         await process.wait()
+        raise
+    return process
+
+
+async def stop(process: asyncio.subprocess.Process) -> None:
+    if process.returncode is None:
+        process.kill()
+    await process.wait()
+
+
+@pytest.fixture
+async def everything_over_http() -> AsyncIterator[str]:
+    port = free_port()
+    process = await start_everything_over_http(port)
+    try:
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        await stop(process)
 
 
 async def test_the_reference_server_over_streamable_http_from_the_deployment_config(
@@ -369,3 +389,48 @@ async def test_an_image_result_is_logged_and_sent_to_a_model_that_takes_images(
         await runtime.close()
         await model.aclose()
         await provider.stop()
+
+
+async def test_an_http_server_killed_mid_session_comes_back_for_the_next_turn(
+    session_log: SessionLog, session: str, tmp_path: Path, servers: McpServers
+) -> None:
+    port = free_port()
+    write_config(tmp_path, {"web": {"url": f"http://127.0.0.1:{port}/mcp", "timeout": 5}})
+    model = BuiltinAdapter(
+        [
+            ScriptedReply(tool_calls=[call("mcp__web__echo", "first", message="one")]),
+            ScriptedReply(text="ok"),
+            ScriptedReply(tool_calls=[call("mcp__web__echo", "while-down", message="two")]),
+            ScriptedReply(text="it failed, going on"),
+            ScriptedReply(tool_calls=[call("mcp__web__echo", "back", message="three")]),
+            ScriptedReply(text="done"),
+        ]
+    )
+    runtime = AgentRuntime(session_log, model, mcp=servers)
+    await runtime.update_settings(session, None, "never")
+    process = await start_everything_over_http(port)
+    try:
+        await runtime.prompt(session, "one")
+        await idle(runtime, session)
+        await stop(process)
+        await runtime.prompt(session, "two")
+        await idle(runtime, session)
+        async with asyncio.timeout(WAIT_S):
+            await servers.wait_for(tmp_path, "web", State.FAILED)
+        process = await start_everything_over_http(port)
+        async with asyncio.timeout(WAIT_S):
+            await servers.wait_for(tmp_path, "web", State.READY)
+        await runtime.prompt(session, "three")
+        await idle(runtime, session)
+    finally:
+        await stop(process)
+        await runtime.close()
+    logged = await events(session_log, session)
+    found = results(logged)
+    assert found["first"].output == "Echo: one"
+    assert not found["while-down"].ok  # refused as unreachable, or unknown once seen down
+    assert found["back"].output == "Echo: three"
+    ends = [e.turn_end.reason for e in logged if e.HasField("turn_end")]
+    assert ends == [ev.TURN_END_REASON_COMPLETED] * 3
+    states = [e.mcp_status.servers[0].state for e in logged if e.HasField("mcp_status")]
+    assert states[0] == ev.MCP_SERVER_STATE_READY and states[-1] == ev.MCP_SERVER_STATE_READY
