@@ -14,11 +14,12 @@ import asyncio
 import contextlib
 import enum
 import logging
+import os
 import tempfile
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import anyio
 import mcp_types as types
@@ -81,7 +82,8 @@ class McpConnection:
         # Calls failed by a message that answers no request we can name.
         self._garbled: dict[asyncio.Task[Any], str] = {}
         self._task: asyncio.Task[None] | None = None
-        self._stderr: IO[str] | None = None
+        # The end of a stdio server's stderr once its process has stopped.
+        self._stderr_tail = ""
         # Clear while an announced tool list is being fetched.
         self._listed = asyncio.Event()
         self._listed.set()
@@ -196,10 +198,15 @@ class McpConnection:
             return
         argv = stdio_command(self.config, self.cwd)
         env = stdio_environment(self.config)
+        self._stderr_tail = ""
         with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as stderr:
-            self._stderr = stderr
-            async with stdio_transport(argv, self.cwd, env, stderr) as streams:
-                yield streams
+            try:
+                async with stdio_transport(argv, self.cwd, env, stderr) as streams:
+                    yield streams
+            finally:
+                # What the server said last is often why it failed.
+                stderr.seek(max(0, stderr.seek(0, os.SEEK_END) - STDERR_TAIL * 4))
+                self._stderr_tail = stderr.read()[-STDERR_TAIL:].strip()
 
     async def _relay(
         self,
@@ -234,10 +241,7 @@ class McpConnection:
             self._relist.set()
 
     def _with_stderr(self, reason: str) -> str:
-        if self._stderr is None or self._stderr.closed:
-            return reason
-        self._stderr.seek(0)
-        tail = self._stderr.read()[-STDERR_TAIL:].strip()
+        tail = self._stderr_tail
         return f"{reason}; its stderr ends: {tail}" if tail else reason
 
     # -- tool calls -----------------------------------------------------------------

@@ -327,7 +327,11 @@ async def test_a_server_that_cannot_start_fails_alone_and_the_turn_goes_on(
     session_log: SessionLog, session: str, tmp_path: Path, servers: McpServers
 ) -> None:
     missing = {"command": str(tmp_path / "no-such-server")}
-    write_config(tmp_path, {"missing": missing, "faults": fault_server()})
+    complains = {
+        "command": sys.executable,
+        "args": ["-c", "import sys; sys.stderr.write('bad token: set API_TOKEN'); sys.exit(2)"],
+    }
+    write_config(tmp_path, {"missing": missing, "complains": complains, "faults": fault_server()})
     model = BuiltinAdapter(
         [
             ScriptedReply(tool_calls=[call("mcp__faults__ok", "fine", text="still here")]),
@@ -343,6 +347,9 @@ async def test_a_server_that_cannot_start_fails_alone_and_the_turn_goes_on(
     assert logged[-1].turn_end.reason == ev.TURN_END_REASON_COMPLETED
     shown = {s["name"]: s for s in mcp_projection(logged)["servers"]}
     assert shown["missing"]["state"] == "failed" and "no-such-server" in shown["missing"]["error"]
+    # A server that exits says why in its stderr, and the reason quotes it.
+    assert shown["complains"]["state"] == "failed"
+    assert "bad token: set API_TOKEN" in shown["complains"]["error"]
     assert shown["faults"]["state"] == "ready"
     assert not any(t.name.startswith("mcp__missing__") for t in headers(logged)[0].tools)
     await runtime.close()
