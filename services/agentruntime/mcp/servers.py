@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +36,11 @@ UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 # A request lists at most 256 tools (RequestHeader); MCP tools get what is left.
 MAX_MCP_TOOLS = 200
 MAX_NAME = 128
+# What a request header keeps of one tool's schema (events.proto ToolSchema).
+MAX_SCHEMA_BYTES = 262144
+MAX_DESCRIPTION_BYTES = 65536
+
+log = logging.getLogger("agenthost.runtime.mcp")
 
 
 def tool_name(server: str, tool: str) -> str:
@@ -59,10 +65,8 @@ class McpServers:
         tools: list[Tool] = []
         views = [_broken_view(b) for b in configured.broken]
         for connection in connections:
-            state = connection.state
-            offered = [mcp_tool(connection, t) for t in state.tools][: MAX_MCP_TOOLS - len(tools)]
-            if state.state is State.READY:
-                tools += offered
+            offered = _offered(connection, MAX_MCP_TOOLS - len(tools), {t.name for t in tools})
+            tools += offered
             views.append(_view(connection, len(offered)))
         return McpSnapshot(tuple(tools), tuple(views))
 
@@ -110,9 +114,29 @@ class McpServers:
         await asyncio.gather(*(c.close() for c in connections))
 
 
-def mcp_tool(connection: McpConnection, tool: types.Tool) -> Tool:
+def _offered(connection: McpConnection, room: int, taken: set[str]) -> list[Tool]:
+    """A ready server's tools the request has room for: a name already
+    taken (names are made safe, so two can meet) or a schema larger than
+    the log keeps is left out, with a warning."""
+    if connection.state.state is not State.READY:
+        return []
+    offered: list[Tool] = []
+    for listed in connection.state.tools:
+        tool = mcp_tool(connection, listed)
+        if tool is None or tool.name in taken or len(offered) >= room:
+            log.warning("MCP server %s: tool %r not offered", connection.name, listed.name)
+            continue
+        taken.add(tool.name)
+        offered.append(tool)
+    return offered
+
+
+def mcp_tool(connection: McpConnection, tool: types.Tool) -> Tool | None:
+    """The tool as the model is offered it; None when its schema is too large."""
     server = connection.name
     name = tool_name(server, tool.name)
+    if len(json.dumps(tool.input_schema, sort_keys=True).encode()) > MAX_SCHEMA_BYTES:
+        return None
 
     async def run(context: ToolContext, args: Args) -> ToolOutcome:
         return await connection.call(tool.name, args)
@@ -126,7 +150,7 @@ def mcp_tool(connection: McpConnection, tool: types.Tool) -> Tool:
 
     return Tool(
         name=name,
-        description=(tool.description or tool.title or tool.name)[:65536],
+        description=_bounded(tool.description or tool.title or tool.name, MAX_DESCRIPTION_BYTES),
         parameters=tool.input_schema,
         run=run,
         # A server runs code of its own: asked for like a command, refused
@@ -134,6 +158,10 @@ def mcp_tool(connection: McpConnection, tool: types.Tool) -> Tool:
         effect=Effect.COMMAND,
         describe=describe,
     )
+
+
+def _bounded(text: str, limit: int) -> str:
+    return text.encode()[:limit].decode(errors="ignore")
 
 
 def _view(connection: McpConnection, tools: int) -> McpServerView:
