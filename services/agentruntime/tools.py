@@ -1,7 +1,8 @@
 """Tools the model can call. The catalog is fixed when the runtime starts, so
 the tool schemas a model sees never change with modes (stable KV cache): plan
 mode steers the model, the sandbox and the approval policy (gates.py) decide
-whether a call runs.
+whether a call runs. MCP servers' tools (mcp/) join it per step, as
+snapshotted at the step's boundary (`extended`).
 
 A tool declares its effect (read, write, command), how an approval question
 describes a call and what "allow for this session" grants, and how it runs.
