@@ -103,10 +103,11 @@ class McpServers:
 
     async def wait_for(self, cwd: Path, name: str, state: State) -> None:
         """Wait until the folder's server `name` is in `state` (callers bound it)."""
-        connection = next(
-            c for (f, s), c in self._connections.items() if f == cwd and s.name == name
-        )
-        await connection.wait_for(state)
+        for (folder, server), connection in self._connections.items():
+            if folder == cwd and server.name == name:
+                await connection.wait_for(state)
+                return
+        raise KeyError(f"no MCP server {name!r} is connected for {cwd}")
 
     async def close(self) -> None:
         connections = list(self._connections.values())
