@@ -47,6 +47,7 @@ from clients.sdk import (
     HistoryLoaded,
     OutputStreamed,
     PlanChanged,
+    ProjectionChanged,
     PromptMode,
     QuestionClosed,
     Session,
@@ -247,6 +248,10 @@ class Chat:
         elif isinstance(update, SettingsChanged):
             settings = update.settings
             self.say(f"sandbox: {settings.sandbox}, approvals: {settings.approvals}", "dim")
+        elif isinstance(update, ProjectionChanged) and update.key == "mcp":
+            # A server that failed is worth a line; /mcp shows them all.
+            for line in render.mcp_failures(update.value):
+                self.say(line)
         elif isinstance(update, QuestionClosed):
             self._answered.discard(update.question_id)
         elif isinstance(update, ConnectionChanged):

@@ -101,6 +101,13 @@ def mcp_lines(view: Any) -> list[Text]:
     return [_mcp_line(server) for server in servers if isinstance(server, dict)]
 
 
+def mcp_failures(view: Any) -> list[Text]:
+    """The lines of the `mcp` projection's failed servers."""
+    servers = view.get("servers") if isinstance(view, dict) else None
+    failed = [s for s in servers or [] if isinstance(s, dict) and s.get("state") == "failed"]
+    return [Text("mcp: ", "dim") + _mcp_line(server) for server in failed]
+
+
 def _mcp_line(server: dict[str, Any]) -> Text:
     name, state = str(server.get("name", "")), str(server.get("state", ""))
     where = " ".join(str(server.get(k)) for k in ("transport", "scope") if server.get(k))

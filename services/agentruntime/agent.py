@@ -15,9 +15,10 @@ deadline or account of the call that started it). Each step runs the
 boundary hooks (plan mode) first, records the step's steered messages,
 assembles the request from ordered prompt sections and the stable tool
 catalog (with the MCP servers' tools as snapshotted at this boundary, and an
-mcp/status event when their states changed: mcp/), records the request header ("model-visible means logged"), streams
-the answer to clients as ephemeral deltas, records it whole, and runs the
-tools it asked for under the sandbox and approval policy.
+mcp/status event when their states changed: mcp/), records the request
+header ("model-visible means logged"), streams the answer to clients as
+ephemeral deltas, records it whole, and runs the tools it asked for under
+the sandbox and approval policy.
 """
 
 from __future__ import annotations

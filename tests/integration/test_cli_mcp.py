@@ -1,6 +1,7 @@
 """An MCP server's tool in `agenthost chat`: the workspace configures the
-reference test server, the scripted model calls its echo tool, the user
-approves it, and /mcp shows the server from the `mcp` projection."""
+reference test server (and one that cannot start), the scripted model calls
+its echo tool, the user approves it, the failed server gets a line, and /mcp
+shows both from the `mcp` projection."""
 
 from __future__ import annotations
 
@@ -27,13 +28,19 @@ def test_chat_approves_an_mcp_tool_and_shows_the_servers(tmp_path: Path) -> None
     assert node and EVERYTHING.is_file(), "needs node and `make mcp-test-servers`"
     project = tmp_path / "project"
     (project / ".agenthost").mkdir(parents=True)
-    config = {"mcpServers": {"everything": {"command": node, "args": [str(EVERYTHING)]}}}
+    missing = {"command": str(tmp_path / "no-such-server")}
+    everything = {"command": node, "args": [str(EVERYTHING)]}
+    config = {"mcpServers": {"everything": everything, "missing": missing}}
     (project / ".agenthost/mcp.json").write_text(json.dumps(config))
     with running_up(tmp_path, SCRIPT) as up:
         child = chat(up, "--workspace", str(project))
         try:
             child.expect_exact(">")
             child.sendline("echo via the server")
+            # A server that failed says so once the model request saw it.
+            child.expect_exact("mcp: ")
+            child.expect_exact("missing: ")
+            child.expect_exact("no-such-server")
             child.expect_exact("Allow echo on MCP server everything")
             child.expect_exact("allow>")
             child.sendline("y")
@@ -47,6 +54,8 @@ def test_chat_approves_an_mcp_tool_and_shows_the_servers(tmp_path: Path) -> None
             child.expect_exact("everything: ")
             child.expect(r"ready, 1\d tools")
             child.expect_exact("(stdio workspace)")
+            child.expect_exact("missing: ")
+            child.expect_exact("failed: ")
         finally:
             child.sendline("/quit")
             child.close()
