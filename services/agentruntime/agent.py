@@ -145,6 +145,8 @@ class Agent:
         self._mcp = mcp
         # The MCP servers' states as last recorded (mcp/status) in the log.
         self._mcp_seen = McpFold()
+        # The question a resumed step's call waited for when it was loaded.
+        self._resumed: Question | None = None
         self._live = live
         self._base_sections = list(base_sections)
         self._on_status = on_status
@@ -405,7 +407,7 @@ class Agent:
         try:
             step = self._state.turn.step if resuming else 0
             if resuming:
-                self._step_catalog, _ = await self._boundary_catalog()
+                await self._resume_step()
             owes = await self._run_calls(turn_id, step) if resuming else True
             if resuming:
                 step += 1
@@ -433,6 +435,15 @@ class Agent:
             await self._end_turn(turn_id, ev.TURN_END_REASON_ERROR, f"internal error: {error}")
         finally:
             self._live.end_turn(self.session_id, turn_id)
+
+    async def _resume_step(self) -> None:
+        """Before the resumed step's calls run: its tools (MCP servers' as
+        they are now). The answer its question waits for is expected first,
+        since it may come while the servers are looked at."""
+        self._resumed = self._waiting_question()
+        if self._resumed is not None:
+            self._answers.expect(self._resumed.question_id)
+        self._step_catalog, _ = await self._boundary_catalog()
 
     async def _end_turn(
         self, turn_id: str, reason: ev.TurnEndReason.ValueType, error: str = ""
@@ -549,6 +560,9 @@ class Agent:
             return parsed
         context = self._context(turn_id, call.call_id)
         question = next((q for q in self._state.questions.open if q.call_id == call.call_id), None)
+        resumed = self._resumed
+        if question is None and resumed is not None and resumed.call_id == call.call_id:
+            question = resumed  # answered while the resumed step looked at its tools
         if question is None:
             first = await self._before_running(parsed, context)
             if isinstance(first, ToolOutcome):

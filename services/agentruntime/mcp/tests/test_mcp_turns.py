@@ -441,3 +441,28 @@ async def test_an_http_server_killed_mid_session_comes_back_for_the_next_turn(
     assert ends == [ev.TURN_END_REASON_COMPLETED] * 3
     states = [e.mcp_status.servers[0].state for e in logged if e.HasField("mcp_status")]
     assert states[0] == ev.MCP_SERVER_STATE_READY and states[-1] == ev.MCP_SERVER_STATE_READY
+
+
+async def test_an_mcp_call_waiting_for_approval_runs_after_a_runtime_restart(
+    session_log: SessionLog, session: str, tmp_path: Path
+) -> None:
+    write_config(tmp_path, {"everything": {"command": node(), "args": [str(EVERYTHING)]}})
+    echo = call("mcp__everything__echo", "c1", message="after the restart")
+    first_servers = McpServers(None)
+    first = AgentRuntime(
+        session_log, BuiltinAdapter([ScriptedReply(tool_calls=[echo])]), mcp=first_servers
+    )
+    await first.prompt(session, "echo later")
+    question = await next_question(session_log, session)
+    await first.close()
+
+    servers = McpServers(None)
+    second = AgentRuntime(session_log, BuiltinAdapter([ScriptedReply(text="done")]), mcp=servers)
+    try:
+        await second.answer(session, question.question_id, ev.QuestionAnswer(allow_once=True))
+        await idle(second, session)
+        logged = await events(session_log, session)
+        assert results(logged)["c1"].output == "Echo: after the restart"
+        assert logged[-1].turn_end.reason == ev.TURN_END_REASON_COMPLETED
+    finally:
+        await second.close()
