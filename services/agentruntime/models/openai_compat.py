@@ -446,15 +446,20 @@ def _with_tool_images(
     conversation: Sequence[ChatMessage], mapped: list[dict[str, Any]]
 ) -> list[dict[str, Any]]:
     """Tool messages carry text only: the images of a step's tool results
-    follow them as one user message of image_url parts."""
-    out = mapped[: len(mapped) - len(conversation)]
+    follow its run of tool messages as one user message of image_url parts."""
+    images = {
+        m.call_id: m.images for m in conversation if isinstance(m, ToolResultMessage) and m.images
+    }
+    if not images:
+        return mapped
+    out: list[dict[str, Any]] = []
     waiting: list[dict[str, Any]] = []
-    for index, (message, entry) in enumerate(zip(conversation, mapped[len(out) :], strict=True)):
+    for index, entry in enumerate(mapped):
         out.append(entry)
-        if isinstance(message, ToolResultMessage):
-            waiting += [_image_part(image) for image in message.images]
-        following = conversation[index + 1] if index + 1 < len(conversation) else None
-        if waiting and not isinstance(following, ToolResultMessage):
+        if entry.get("role") == "tool":
+            waiting += [_image_part(i) for i in images.get(entry.get("tool_call_id", ""), ())]
+        following = mapped[index + 1] if index + 1 < len(mapped) else None
+        if waiting and (following is None or following.get("role") != "tool"):
             text = {"type": "text", "text": "Images the tool calls above returned:"}
             out.append({"role": "user", "content": [text, *waiting]})
             waiting = []
