@@ -17,6 +17,8 @@ import grpc
 from agenthost.projection.v1 import projection_pb2_grpc
 
 from services.agentruntime.leases import lease_s_from_env
+from services.agentruntime.mcp import McpServers
+from services.agentruntime.mcp.config import deployment_path
 from services.agentruntime.models.base import ModelAdapter
 from services.agentruntime.models.catalog import ModelCatalog, catalog_from_env
 from services.agentruntime.plan_port import RemotePlanMode
@@ -218,6 +220,7 @@ class EmbeddedStack:
                 model,
                 RemotePlanMode(plan, self._plan_config()) if plan else None,
                 lease_s_from_env(os.environ),
+                mcp=McpServers(deployment_path(os.environ, data)),
             )
         assert self.tokens is not None
         return gateway_service(

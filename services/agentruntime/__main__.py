@@ -1,10 +1,11 @@
 """Run the agent runtime: `python -m services.agentruntime`.
 
-It needs the session log and, unless its address is "none", plan mode. The
-models come from the models file (models/catalog.py: AGENTHOST_MODELS_FILE,
-else models.toml in the data folder), else from the environment
-(models/factory.py): the built-in model unless AGENTHOST_MODEL_BASE_URL
-names an OpenAI-compatible API. Session leases
+It needs the session log and, unless its address is "none", plan mode. MCP
+servers come from AGENTHOST_MCP_CONFIG or <data dir>/mcp.json and each
+workspace's .agenthost/mcp.json (mcp/config.py). The models come from the
+models file (models/catalog.py: AGENTHOST_MODELS_FILE, else models.toml in the
+data folder), else from the environment (models/factory.py): the built-in model
+unless AGENTHOST_MODEL_BASE_URL names an OpenAI-compatible API. Session leases
 last AGENTHOST_LEASE_S seconds (10) unless renewed (leases.py)."""
 
 import os
@@ -18,6 +19,8 @@ from services.planmode.config import config_from_env
 from services.sessionlog.client import SessionLogClient
 
 from .leases import lease_s_from_env
+from .mcp import McpServers
+from .mcp.config import deployment_path
 from .models.catalog import catalog_from_env
 from .plan_port import RemotePlanMode
 from .service import agent_runtime_service
@@ -29,7 +32,8 @@ def build(config: ServiceConfig, peers: Peers) -> ServiceDefinition:
     plan = RemotePlanMode(PlanModeClient(plan_channel), plan_config) if plan_channel else None
     log = SessionLogClient(required(peers, "sessionlog"))
     models = catalog_from_env(os.environ, config.data_dir)
-    return agent_runtime_service(log, models, plan, lease_s_from_env(os.environ))
+    mcp = McpServers(deployment_path(os.environ, config.data_dir))
+    return agent_runtime_service(log, models, plan, lease_s_from_env(os.environ), mcp=mcp)
 
 
 run_service("agentruntime", build, peers=PEERS["agentruntime"])

@@ -21,6 +21,7 @@ from .agent import Agent, AgentStatus, PromptMode
 from .compaction import CompactionPolicy
 from .leases import DEFAULT_LEASE_S, SessionLeases
 from .live import LiveDelta, LiveFeed
+from .mcp import McpServers
 from .models.base import ModelAdapter
 from .models.catalog import ModelCatalog, ModelSpec
 from .plan_tools import exit_plan_mode_tool
@@ -94,9 +95,12 @@ class AgentRuntime:
         extra_tools: list[Tool] | None = None,
         lease_s: float = DEFAULT_LEASE_S,
         compaction: CompactionPolicy | None = None,
+        mcp: McpServers | None = None,
     ) -> None:
         self._log = log
         self._compaction = compaction or CompactionPolicy.from_env()
+        # The MCP servers of the sessions' folders (None: none configured anywhere).
+        self._mcp = mcp
         # The configured models; one adapter stands for a catalog of one.
         self.models = model if isinstance(model, ModelCatalog) else ModelCatalog.of_adapter(model)
         self._plan = plan
@@ -152,6 +156,7 @@ class AgentRuntime:
             lease_token=token,
             on_lease_lost=self.leases.lost,
             compaction=self._compaction,
+            mcp=self._mcp,
         )
         try:
             await agent.load()
@@ -217,6 +222,8 @@ class AgentRuntime:
         await asyncio.gather(*stopping, return_exceptions=True)
         await asyncio.gather(*(agent.close() for agent in self._agents.values()))
         await self.leases.release_all()
+        if self._mcp is not None:
+            await self._mcp.close()
         # Watches end now, so shutdown need not wait out its grace for them.
         for queue in self._status_watchers:
             queue.put_nowait(None)

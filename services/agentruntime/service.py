@@ -9,6 +9,7 @@ from services.common.server import ServiceDefinition
 from services.sessionlog.port import SessionLogPort
 
 from .leases import DEFAULT_LEASE_S
+from .mcp import McpServers
 from .models.base import ModelAdapter
 from .models.catalog import ModelCatalog
 from .ports import PlanModePort
@@ -21,11 +22,12 @@ def agent_runtime_service(
     model: ModelAdapter | ModelCatalog,
     plan: PlanModePort | None,
     lease_s: float = DEFAULT_LEASE_S,
+    mcp: McpServers | None = None,
 ) -> ServiceDefinition:
     """Running turns stop before shutdown without a record (their session
     leases are given up), and on start the turns a previous runtime left open
     are recovered from the log."""
-    runtime = AgentRuntime(log, model, plan, lease_s=lease_s)
+    runtime = AgentRuntime(log, model, plan, lease_s=lease_s, mcp=mcp)
     servicer = AgentRuntimeServicer(runtime)
 
     def register(server: grpc.aio.Server) -> None:

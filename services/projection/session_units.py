@@ -1,5 +1,6 @@
 """The projection units every deployment folds: open questions, the
-sandbox, approval and model settings, the turn status and the model usage. Each is a fold of
+sandbox, approval and model settings, the turn status, the model usage and the
+MCP servers. Each is a fold of
 services/sessionlog/folds.py wrapped as a unit, so the views clients see are
 computed by the same code the runtime acts on."""
 
@@ -68,4 +69,5 @@ STATUS_UNIT = FoldUnit(
 USAGE_UNIT = FoldUnit(
     "usage", 1, usage.UsageFold, usage.fold_usage, usage.usage_view, usage.load_usage
 )
-SESSION_UNITS = (QUESTIONS_UNIT, SETTINGS_UNIT, STATUS_UNIT, USAGE_UNIT)
+MCP_UNIT = FoldUnit("mcp", 1, folds.McpFold, folds.fold_mcp, folds.mcp_view, folds.load_mcp)
+SESSION_UNITS = (QUESTIONS_UNIT, SETTINGS_UNIT, STATUS_UNIT, USAGE_UNIT, MCP_UNIT)

@@ -4,6 +4,7 @@ import { showSessionInUrl } from "./location.js";
 import type { AppModel } from "./model.js";
 import { SessionHeader } from "./SessionHeader.js";
 import { QuestionCards } from "./Questions.js";
+import { McpPanel } from "./McpPanel.js";
 import { Sidebar } from "./Sidebar.js";
 import { Transcript } from "./Transcript.js";
 
@@ -78,6 +79,7 @@ function OpenSession({ model }: { model: AppModel }) {
   return (
     <section className="session" data-testid="session" data-session-id={session.id}>
       <SessionHeader model={model} session={session} />
+      <McpPanel session={session} />
       <Transcript session={session} />
       <QuestionCards model={model} session={session} />
     </section>
