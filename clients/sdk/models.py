@@ -54,6 +54,7 @@ class Usage:
 
 
 def model_info(info: rt.ModelInfo) -> ModelInfo:
+    """The SDK's ModelInfo of the wire message (prices absent when it has none)."""
     prices = None
     if info.HasField("prices"):
         cached = info.prices.cached_input if info.prices.HasField("cached_input") else None

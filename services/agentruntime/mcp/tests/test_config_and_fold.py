@@ -160,3 +160,22 @@ def test_tool_images_go_to_the_model_only_when_it_takes_images() -> None:
         "type": "image_url",
         "image_url": {"url": "data:image/png;base64,iVBORw=="},
     }
+
+
+def test_tool_images_join_a_prompt_that_follows_them_as_one_user_turn() -> None:
+    """Providers that refuse two user turns in a row get the images and the
+    steered prompt after them as one user message of parts."""
+    png = Image("image/png", b"\x89PNG")
+    request = ModelRequest(
+        messages=[
+            UserMessage("draw"),
+            AssistantMessage("", (ToolCallRequest("a", "t", "{}"),)),
+            ToolResultMessage("a", "[image image/png, 4 bytes]", images=(png,)),
+            UserMessage("now make it blue"),
+        ]
+    )
+    sent = request_body(request, "m", images=True)["messages"]
+    assert [m["role"] for m in sent] == ["user", "assistant", "tool", "user"]
+    parts = sent[3]["content"]
+    assert [p["type"] for p in parts] == ["text", "image_url", "text"]
+    assert parts[2] == {"type": "text", "text": "now make it blue"}
