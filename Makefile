@@ -20,8 +20,11 @@ WEB := clients/web
 WEB_SOURCES := $(shell find $(WEB)/src -type f 2>/dev/null) $(WEB)/index.html $(WEB)/vite.config.ts $(WEB)/tsconfig.json
 WEB_STAMP_DEPS := $(WEB)/node_modules/.package-lock.json
 WEB_BUILT := $(WEB)/dist/index.html
+# MCP servers the tests run (the reference test server), pinned in its lockfile.
+MCP_TEST := tests/mcp
+MCP_TEST_STAMP := $(MCP_TEST)/node_modules/.package-lock.json
 
-.PHONY: all venv gen ts-gen ts web acp-tests run test lint fmt bench bench-smoke clean install
+.PHONY: all venv gen ts-gen ts web acp-tests mcp-test-servers run test lint fmt bench bench-smoke clean install
 
 all: gen
 
@@ -80,12 +83,18 @@ $(ACP_STAMP_DEPS): $(ACP_TESTS)/package.json $(ACP_TESTS)/package-lock.json
 
 acp-tests: $(ACP_STAMP_DEPS)
 
+$(MCP_TEST_STAMP): $(MCP_TEST)/package.json $(MCP_TEST)/package-lock.json
+	cd $(MCP_TEST) && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+mcp-test-servers: $(MCP_TEST_STAMP)
+
 # UP_FLAGS: e.g. --free-ports, --base-port N, --data-dir DIR, --processes (see `agenthost up --help`).
 # The page is at the web address it prints (its token in the fragment).
 run: gen web
 	$(PY) -m clients.cli up $(UP_FLAGS)
 
-test: gen ts web acp-tests
+test: gen ts web acp-tests mcp-test-servers
 	@tools/need-postgres
 	@tools/need-docker
 	@tools/need-bubblewrap
@@ -125,3 +134,4 @@ clean:
 	rm -rf $(TS)/node_modules $(TS)/gen $(TS)/build
 	rm -rf $(WEB)/node_modules $(WEB)/dist
 	rm -rf $(ACP_TESTS)/node_modules
+	rm -rf $(MCP_TEST)/node_modules

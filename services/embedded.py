@@ -18,6 +18,8 @@ from agenthost.projection.v1 import projection_pb2_grpc
 
 from services.agentruntime.confinement import describe as describe_confinement
 from services.agentruntime.leases import lease_s_from_env
+from services.agentruntime.mcp import McpServers
+from services.agentruntime.mcp.config import deployment_path
 from services.agentruntime.models.base import ModelAdapter
 from services.agentruntime.models.catalog import ModelCatalog, catalog_from_env
 from services.agentruntime.plan_port import RemotePlanMode
@@ -226,6 +228,7 @@ class EmbeddedStack:
                 lease_s_from_env(os.environ),
                 data,
                 WorkspaceClient(self._channel(name, "workspace")),
+                mcp=McpServers(deployment_path(os.environ, data)),
             )
         assert self.tokens is not None
         return gateway_service(

@@ -76,6 +76,7 @@ PASSED_PREFIXES = (
     "AGENTHOST_BUILTIN_SCRIPT",
     "AGENTHOST_LEASE_S",
     "AGENTHOST_DATABASE_",
+    "AGENTHOST_MCP_CONFIG",
 )
 # StreamReader's line limit: a log line carrying a traceback can be long.
 LINE_LIMIT = 1 << 20

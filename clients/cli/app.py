@@ -89,6 +89,13 @@ def up(
             "AGENTHOST_MODEL_* name (or the built-in one).",
         ),
     ] = None,
+    mcp_config: Annotated[
+        Path | None,
+        typer.Option(
+            help='The deployment\'s MCP servers file ({"mcpServers": ...}; default '
+            "DATA_DIR/mcp.json); each workspace adds its .agenthost/mcp.json.",
+        ),
+    ] = None,
 ) -> None:
     """Start every service on loopback: all in this process (the embedded
     default), or each in its own with --processes."""
@@ -105,6 +112,9 @@ def up(
 
     configure_logging("agenthost", "WARNING")
     _use_models_file(models_file, data_dir.resolve())
+    if mcp_config is not None:
+        # Read by the agent runtime (services/agentruntime/mcp/config.py).
+        os.environ["AGENTHOST_MCP_CONFIG"] = str(mcp_config.resolve())
     origins = (
         LOOPBACK,
         *split_origins(os.environ.get(WEB_ORIGINS_ENV, "")),

@@ -49,6 +49,7 @@ from clients.sdk import (
     HistoryLoaded,
     OutputStreamed,
     PlanChanged,
+    ProjectionChanged,
     PromptMode,
     QuestionClosed,
     Session,
@@ -73,8 +74,8 @@ HELP = (
     "change what the agent may do; /permissions lists the rules that skip approval "
     "questions, /permissions revoke RULE_ID revokes one. /model lists the models (yours "
     "marked *), /model NAME switches to one (from the next model request). /compact [focus] "
-    "summarises the conversation so far for the model. /quit leaves. Ctrl-C cancels a "
-    "running turn."
+    "summarises the conversation so far for the model. /mcp shows the MCP servers. /quit "
+    "leaves. Ctrl-C cancels a running turn."
 )
 HISTORY_SHOWN = 10
 PLAN_STYLE = "bold magenta"
@@ -269,6 +270,10 @@ class Chat:
             self._redraw_toolbar()
         elif isinstance(update, UsageChanged):
             self._redraw_toolbar()
+        elif isinstance(update, ProjectionChanged) and update.key == "mcp":
+            # A server that failed is worth a line; /mcp shows them all.
+            for line in render.mcp_failures(update.value):
+                self.say(line)
         elif isinstance(update, QuestionClosed):
             self._answered.discard(update.question_id)
         elif isinstance(update, ConnectionChanged):
@@ -500,7 +505,10 @@ class Chat:
     async def _command(self, text: str) -> None:
         name, _, args = text[1:].partition(" ")
         args = args.strip()
-        if name == "sandbox":
+        if name == "mcp":
+            for line in render.mcp_lines(self.session.projections.get("mcp")):
+                self.say(line)
+        elif name == "sandbox":
             await self._settings(name, args, SANDBOXES)
         elif name == "approvals":
             await self._settings(name, args, APPROVAL_POLICIES)

@@ -149,3 +149,34 @@ def models_table(models: list[ModelInfo], current: str) -> Text:
         text.append(line + "\n", style="bold" if mine else "")
     text.rstrip()
     return text
+
+
+def mcp_lines(view: Any) -> list[Text]:
+    """The `mcp` projection: one line per configured MCP server, as the
+    session's last model request saw it."""
+    servers = view.get("servers") if isinstance(view, dict) else None
+    if not isinstance(servers, list) or not servers:
+        return [Text("no MCP servers seen yet (they show from the next model request)", "dim")]
+    return [_mcp_line(server) for server in servers if isinstance(server, dict)]
+
+
+def mcp_failures(view: Any) -> list[Text]:
+    """The lines of the `mcp` projection's failed servers."""
+    servers = view.get("servers") if isinstance(view, dict) else None
+    failed = [s for s in servers or [] if isinstance(s, dict) and s.get("state") == "failed"]
+    return [Text("mcp: ", "dim") + _mcp_line(server) for server in failed]
+
+
+def _mcp_line(server: dict[str, Any]) -> Text:
+    name, state = str(server.get("name", "")), str(server.get("state", ""))
+    where = " ".join(str(server.get(k)) for k in ("transport", "scope") if server.get(k))
+    line = Text(f"{name}: ", "bold")
+    if state == "ready":
+        line.append(f"ready, {int(server.get('tools', 0))} tools", "green")
+    elif state == "failed":
+        line.append(f"failed: {server.get('error', '')} (retrying)", "red")
+    else:
+        line.append(state, "yellow")
+    if where:
+        line.append(f"  ({where})", "dim")
+    return line

@@ -2,10 +2,11 @@
 
 It needs the session log and, unless their address is "none", plan mode
 and the workspace service (which sessions share workspace permission
-rules). The models come from the models file (models/catalog.py:
-AGENTHOST_MODELS_FILE, else models.toml in the data folder), else from the
-environment (models/factory.py): the built-in model unless
-AGENTHOST_MODEL_BASE_URL names an OpenAI-compatible API. Session leases
+rules). MCP servers come from AGENTHOST_MCP_CONFIG or <data dir>/mcp.json and each
+workspace's .agenthost/mcp.json (mcp/config.py). The models come from the
+models file (models/catalog.py: AGENTHOST_MODELS_FILE, else models.toml in the
+data folder), else from the environment (models/factory.py): the built-in model
+unless AGENTHOST_MODEL_BASE_URL names an OpenAI-compatible API. Session leases
 last AGENTHOST_LEASE_S seconds (10) unless renewed (leases.py)."""
 
 import os
@@ -20,6 +21,8 @@ from services.sessionlog.client import SessionLogClient
 from services.workspace.client import WorkspaceClient
 
 from .leases import lease_s_from_env
+from .mcp import McpServers
+from .mcp.config import deployment_path
 from .models.catalog import catalog_from_env
 from .plan_port import RemotePlanMode
 from .service import agent_runtime_service
@@ -34,7 +37,8 @@ def build(config: ServiceConfig, peers: Peers) -> ServiceDefinition:
     lease_s = lease_s_from_env(os.environ)
     workspace_channel = peers["workspace"]
     workspaces = WorkspaceClient(workspace_channel) if workspace_channel else None
-    return agent_runtime_service(log, models, plan, lease_s, config.data_dir, workspaces)
+    mcp = McpServers(deployment_path(os.environ, config.data_dir))
+    return agent_runtime_service(log, models, plan, lease_s, config.data_dir, workspaces, mcp=mcp)
 
 
 run_service("agentruntime", build, peers=PEERS["agentruntime"])

@@ -14,9 +14,11 @@ as) is in the log; the turn then runs in the runtime's own task (spawn: no
 deadline or account of the call that started it). Each step runs the
 boundary hooks (plan mode) first, records the step's steered messages,
 assembles the request from ordered prompt sections and the stable tool
-catalog, records the request header ("model-visible means logged"), streams
-the answer to clients as ephemeral deltas, records it whole, and runs the
-tools it asked for under the sandbox and approval policy.
+catalog (with the MCP servers' tools as snapshotted at this boundary, and an
+mcp/status event when their states changed: mcp/), records the request
+header ("model-visible means logged"), streams the answer to clients as
+ephemeral deltas, records it whole, and runs the tools it asked for under
+the sandbox and approval policy.
 
 Context: each model request's usage is recorded (model/usage). A request
 estimated past the compaction threshold of the model's window is preceded
@@ -44,12 +46,15 @@ from services.common.tasks import spawn
 from services.sessionlog.folds import (
     SESSION_SCOPE,
     WORKSPACE_SCOPE,
+    McpFold,
     PendingCall,
     PermissionRule,
     Question,
     SessionState,
     SettingsFold,
     fold,
+    fold_mcp,
+    mcp_status_event,
     permission_rule_event,
     settings_event,
     title_from_message,
@@ -69,6 +74,7 @@ from .compaction import (
     view_tokens,
 )
 from .live import ANSWER, REASONING, LiveFeed
+from .mcp import McpServers
 from .models.base import (
     ChatMessage,
     ModelAdapter,
@@ -171,6 +177,7 @@ class Agent:
         on_lease_lost: Callable[[str, int], None] | None = None,
         compaction: CompactionPolicy | None = None,
         neighbours: Neighbours | None = None,
+        mcp: McpServers | None = None,
     ) -> None:
         self.session_id = session_id
         # The folder as the log records it (workspace rules name it so).
@@ -184,6 +191,15 @@ class Agent:
         self._model: ModelAdapter = models.adapter(self._spec)
         self._plan = plan
         self._catalog = catalog
+        # The tools of the running step: the catalog and the MCP tools as
+        # snapshotted at its boundary (servers changing meanwhile wait for
+        # the next boundary).
+        self._step_catalog = catalog
+        self._mcp = mcp
+        # The MCP servers' states as last recorded (mcp/status) in the log.
+        self._mcp_seen = McpFold()
+        # The question a resumed step's call waited for when it was loaded.
+        self._resumed: Question | None = None
         self._live = live
         self._base_sections = list(base_sections)
         self._on_status = on_status
@@ -256,6 +272,7 @@ class Agent:
         async with self._reading:
             async for event in self._events_after(self._state.last_seq):
                 self._state = fold(self._state, event)
+                self._mcp_seen = fold_mcp(self._mcp_seen, event)
                 if self._transcript is not None:
                     self._transcript.add(event)
 
@@ -532,6 +549,8 @@ class Agent:
     async def _turn(self, turn_id: str, resuming: bool) -> None:
         try:
             step = self._state.turn.step if resuming else 0
+            if resuming:
+                await self._resume_step()
             owes = await self._run_calls(turn_id, step) if resuming else True
             if resuming:
                 step += 1
@@ -560,6 +579,15 @@ class Agent:
         finally:
             self._live.end_turn(self.session_id, turn_id)
 
+    async def _resume_step(self) -> None:
+        """Before the resumed step's calls run: its tools (MCP servers' as
+        they are now). The answer its question waits for is expected first,
+        since it may come while the servers are looked at."""
+        self._resumed = self._waiting_question()
+        if self._resumed is not None:
+            self._answers.expect(self._resumed.question_id)
+        self._step_catalog, _ = await self._boundary_catalog()
+
     async def _end_turn(
         self,
         turn_id: str,
@@ -587,13 +615,14 @@ class Agent:
             if self._plan
             else []
         )
+        self._step_catalog, mcp_status = await self._boundary_catalog()
         await self._catch_up()
         # The session's model as of this boundary (a change made during the
         # last step applies from here, like a plan choice).
         self._choose_model()
         steered = [_user_message(i.input_id, i.text) for i in self._state.turn.steered]
         start = ev.Event(id=new_id("step"), step_start=ev.StepStart(turn_id=turn_id, step=step))
-        await self._append([start, *steered])
+        await self._append([*mcp_status, start, *steered])
         sections = sorted([*self._base_sections, *plan_sections], key=lambda s: s.order)
         request = await self._request(sections)
         if self._compaction.due(self._expected_tokens(request), self._model.context_window):
@@ -623,7 +652,7 @@ class Agent:
         return ModelRequest(
             messages=await self._messages(),
             sections=sections,
-            tools=self._catalog.schemas(),
+            tools=self._step_catalog.schemas(),
             model=self._model.model,
         )
 
@@ -648,6 +677,18 @@ class Agent:
     def _expected_tokens(self, request: ModelRequest) -> int:
         """The request's size as the provider will likely count it."""
         return round(request.estimated_tokens() * self._tokens_per_estimate)
+
+    async def _boundary_catalog(self) -> tuple[ToolCatalog, list[ev.Event]]:
+        """The step's tools with the MCP servers' as they are now, and the
+        mcp/status event to record when their states changed."""
+        if self._mcp is None:
+            return self._catalog, []
+        snapshot = await self._mcp.snapshot(self.cwd)
+        events = []
+        if snapshot.servers != self._mcp_seen.servers:
+            status = mcp_status_event(snapshot.servers)
+            events.append(ev.Event(id=new_id("mcp"), mcp_status=status))
+        return self._catalog.extended(snapshot.tools), events
 
     async def _ask_model(self, request: ModelRequest, turn_id: str, step: int) -> StreamedAnswer:
         self._sent_estimate = request.estimated_tokens()
@@ -765,7 +806,7 @@ class Agent:
         # summarised and kept after the summary, never lost.
         up_to_seq = self._state.last_seq
         messages = await self._messages()
-        tools = self._catalog.schemas()
+        tools = self._step_catalog.schemas()
         before = ModelRequest(messages=messages, sections=sections, tools=tools)
         answer = await self._summarise(messages, sections, focus)
         summary = answer.text.strip() or fallback_summary(messages)
@@ -823,11 +864,14 @@ class Agent:
         return bool(calls)
 
     async def _run_call(self, turn_id: str, call: PendingCall) -> ToolOutcome:
-        parsed = self._catalog.parse(call.name, call.args_json)
+        parsed = self._step_catalog.parse(call.name, call.args_json)
         if isinstance(parsed, ToolOutcome):
             return parsed
         context = await self._context(turn_id, call.call_id)
         question = next((q for q in self._state.questions.open if q.call_id == call.call_id), None)
+        resumed = self._resumed
+        if question is None and resumed is not None and resumed.call_id == call.call_id:
+            question = resumed  # answered while the resumed step looked at its tools
         if question is None:
             first = await self._before_running(parsed, context)
             if isinstance(first, ToolOutcome):
@@ -945,7 +989,16 @@ class Agent:
         )
         if outcome.display is not None:
             result.display.CopyFrom(outcome.display.to_pb())
-        await self._append([ev.Event(id=new_id("result"), tool_result=result)])
+        attachments = [
+            ev.Event(
+                id=new_id("attachment"),
+                tool_attachment=ev.ToolAttachment(
+                    call_id=call.call_id, mime_type=a.mime_type, data=a.data
+                ),
+            )
+            for a in outcome.attachments
+        ]
+        await self._append([ev.Event(id=new_id("result"), tool_result=result), *attachments])
         self._live.end_output(self.session_id, turn_id, call.call_id)
 
     async def _append(self, events: list[ev.Event]) -> None:

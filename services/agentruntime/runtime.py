@@ -23,6 +23,7 @@ from .agent import Agent, AgentStatus, PromptMode
 from .compaction import CompactionPolicy
 from .leases import DEFAULT_LEASE_S, SessionLeases
 from .live import LiveDelta, LiveFeed
+from .mcp import McpServers
 from .models.base import ModelAdapter
 from .models.catalog import ModelCatalog, ModelSpec
 from .neighbours import Neighbours
@@ -106,9 +107,12 @@ class AgentRuntime:
         compaction: CompactionPolicy | None = None,
         hidden: Sequence[Path] = (),
         workspaces: WorkspaceMembersPort | None = None,
+        mcp: McpServers | None = None,
     ) -> None:
         self._log = log
         self._compaction = compaction or CompactionPolicy.from_env()
+        # The MCP servers of the sessions' folders (None: none configured anywhere).
+        self._mcp = mcp
         # The configured models; one adapter stands for a catalog of one.
         self.models = model if isinstance(model, ModelCatalog) else ModelCatalog.of_adapter(model)
         # What confined commands must not see: `hidden` (the stack's data and
@@ -169,6 +173,7 @@ class AgentRuntime:
             on_lease_lost=self.leases.lost,
             compaction=self._compaction,
             neighbours=self.neighbours,
+            mcp=self._mcp,
         )
         try:
             await agent.load()
@@ -235,6 +240,8 @@ class AgentRuntime:
         await asyncio.gather(*(agent.close() for agent in self._agents.values()))
         await confinement.settled()  # the cgroups of the commands just stopped
         await self.leases.release_all()
+        if self._mcp is not None:
+            await self._mcp.close()
         # Watches end now, so shutdown need not wait out its grace for them.
         for queue in self._status_watchers:
             queue.put_nowait(None)

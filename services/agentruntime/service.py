@@ -13,6 +13,7 @@ from services.sessionlog.port import SessionLogPort
 
 from .confinement import hidden_from_env, make_non_dumpable
 from .leases import DEFAULT_LEASE_S
+from .mcp import McpServers
 from .models.base import ModelAdapter
 from .models.catalog import ModelCatalog
 from .ports import PlanModePort, WorkspaceMembersPort
@@ -27,6 +28,7 @@ def agent_runtime_service(
     lease_s: float = DEFAULT_LEASE_S,
     data_dir: Path | None = None,
     workspaces: WorkspaceMembersPort | None = None,
+    mcp: McpServers | None = None,
 ) -> ServiceDefinition:
     """Running turns stop before shutdown without a record (their session
     leases are given up), and on start the turns a previous runtime left open
@@ -36,7 +38,9 @@ def agent_runtime_service(
     hidden = hidden_from_env(os.environ, data_dir)
     # Its commands must not read its environment (secrets) through /proc.
     make_non_dumpable()
-    runtime = AgentRuntime(log, model, plan, lease_s=lease_s, hidden=hidden, workspaces=workspaces)
+    runtime = AgentRuntime(
+        log, model, plan, lease_s=lease_s, hidden=hidden, workspaces=workspaces, mcp=mcp
+    )
     servicer = AgentRuntimeServicer(runtime)
 
     def register(server: grpc.aio.Server) -> None:

@@ -1,7 +1,8 @@
 """Tools the model can call. The catalog is fixed when the runtime starts, so
 the tool schemas a model sees never change with modes (stable KV cache): plan
 mode steers the model, the sandbox and the approval policy (gates.py) decide
-whether a call runs.
+whether a call runs. MCP servers' tools (mcp/) join it per step, as
+snapshotted at the step's boundary (`extended`).
 
 A tool declares its effect (read, write, command), how an approval question
 describes a call and what "allow for this session" grants, and how it runs.
@@ -50,11 +51,20 @@ class ToolDisplay:
 
 
 @dataclass(frozen=True)
+class Attachment:
+    """An image a tool returned (recorded as tool/attachment)."""
+
+    mime_type: str
+    data: bytes
+
+
+@dataclass(frozen=True)
 class ToolOutcome:
     ok: bool
     output: str = ""
     error: str = ""
     display: ToolDisplay | None = None
+    attachments: tuple[Attachment, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -131,6 +141,10 @@ class ToolCatalog:
     def __init__(self, tools: Sequence[Tool]) -> None:
         self._tools = {tool.name: tool for tool in tools}
         self._schemas = [tool.schema() for tool in tools]
+
+    def extended(self, tools: Sequence[Tool]) -> ToolCatalog:
+        """This catalog and `tools` (e.g. an MCP snapshot's), for one step."""
+        return ToolCatalog([*self._tools.values(), *tools]) if tools else self
 
     def schemas(self) -> list[events_pb2.ToolSchema]:
         return list(self._schemas)

@@ -14,6 +14,7 @@ with no answer between them.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import replace
 
 from agenthost.sessionlog.v1 import events_pb2
 
@@ -22,6 +23,7 @@ from .compaction import summary_message
 from .models.base import (
     AssistantMessage,
     ChatMessage,
+    Image,
     ToolCallRequest,
     ToolResultMessage,
     UserMessage,
@@ -55,6 +57,8 @@ class Transcript:
             self._attach_call(event.seq, ToolCallRequest(call.call_id, call.name, call.args_json))
         elif kind == "tool_result":
             self._add_result(event.seq, event.tool_result)
+        elif kind == "tool_attachment":
+            self._attach_image(event.tool_attachment)
         elif kind == "turn_end":
             self._end_turn(event.seq, event.turn_end)
         elif kind == "compaction":
@@ -79,6 +83,15 @@ class Transcript:
         self._append(seq, ToolResultMessage(result.call_id, shown, result.ok))
         if result.call_id in self._waiting:
             self._waiting.remove(result.call_id)
+
+    def _attach_image(self, attachment: events_pb2.ToolAttachment) -> None:
+        """Onto its call's result (recorded just before it)."""
+        for index in range(len(self._entries) - 1, -1, -1):
+            seq, message = self._entries[index]
+            if isinstance(message, ToolResultMessage) and message.call_id == attachment.call_id:
+                image = Image(attachment.mime_type, attachment.data)
+                self._entries[index] = (seq, replace(message, images=(*message.images, image)))
+                return
 
     def _attach_call(self, seq: int, call: ToolCallRequest) -> None:
         self._waiting.append(call.call_id)

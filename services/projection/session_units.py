@@ -1,6 +1,6 @@
 """The projection units every deployment folds: open questions, the
 sandbox, approval, model and network settings, the turn status, the model
-usage and the permission rules. Each is a fold of
+usage, the permission rules and the MCP servers. Each is a fold of
 services/sessionlog/folds.py wrapped as a unit, so the views clients see are
 computed by the same code the runtime acts on."""
 
@@ -79,4 +79,12 @@ PERMISSIONS_UNIT = FoldUnit(
     folds.permissions_view,
     folds.load_permissions,
 )
-SESSION_UNITS = (QUESTIONS_UNIT, SETTINGS_UNIT, STATUS_UNIT, USAGE_UNIT, PERMISSIONS_UNIT)
+MCP_UNIT = FoldUnit("mcp", 1, folds.McpFold, folds.fold_mcp, folds.mcp_view, folds.load_mcp)
+SESSION_UNITS = (
+    QUESTIONS_UNIT,
+    SETTINGS_UNIT,
+    STATUS_UNIT,
+    USAGE_UNIT,
+    PERMISSIONS_UNIT,
+    MCP_UNIT,
+)

@@ -521,6 +521,76 @@ def permission_rule_event(rule: PermissionRule, question_id: str = "") -> ev.Per
     )
 
 
+# -- MCP servers ---------------------------------------------------------------------------
+
+MCP_STATES = {
+    ev.MCP_SERVER_STATE_CONNECTING: "connecting",
+    ev.MCP_SERVER_STATE_READY: "ready",
+    ev.MCP_SERVER_STATE_FAILED: "failed",
+}
+
+
+@dataclass(frozen=True)
+class McpServerView:
+    """One configured MCP server as the session's last model request saw it."""
+
+    name: str
+    state: str
+    transport: str = ""
+    tools: int = 0
+    error: str = ""
+    scope: str = ""
+
+
+@dataclass(frozen=True)
+class McpFold:
+    servers: tuple[McpServerView, ...] = ()
+
+
+def fold_mcp(state: McpFold, event: Event) -> McpFold:
+    if _kind(event) != "mcp_status":
+        return state
+    new = McpFold(tuple(mcp_server_view(s) for s in event.mcp_status.servers))
+    return state if new == state else new
+
+
+def mcp_server_view(status: ev.McpServerStatus) -> McpServerView:
+    return McpServerView(
+        name=status.name,
+        state=MCP_STATES.get(status.state, "connecting"),
+        transport=status.transport,
+        tools=status.tools,
+        error=status.error,
+        scope=status.scope,
+    )
+
+
+def mcp_status_event(servers: Iterable[McpServerView]) -> ev.McpStatus:
+    """The mcp/status value recording `servers`."""
+    return ev.McpStatus(
+        servers=[
+            ev.McpServerStatus(
+                name=s.name,
+                state=_wire(MCP_STATES, s.state),
+                transport=s.transport,
+                tools=s.tools,
+                error=s.error[:4096],
+                scope=s.scope,
+            )
+            for s in servers
+        ]
+    )
+
+
+def mcp_view(state: McpFold) -> dict[str, Any]:
+    """The `mcp` projection value: each server's state, in configuration order."""
+    return {"servers": [_plain(server) for server in state.servers]}
+
+
+def load_mcp(data: dict[str, Any]) -> McpFold:
+    return McpFold(tuple(McpServerView(**server) for server in data["servers"]))
+
+
 # -- the whole session ------------------------------------------------------------------
 
 

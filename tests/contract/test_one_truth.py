@@ -20,6 +20,7 @@ FOLDED_KINDS = (
     "question_answered",
     "session_settings",
     "session_title",
+    "mcp_status",
 )
 GONE = (
     "services/gateway/plan_cache.py",

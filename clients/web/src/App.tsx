@@ -3,6 +3,7 @@ import { Composer } from "./Composer.js";
 import { showSessionInUrl } from "./location.js";
 import type { AppModel } from "./model.js";
 import { SessionHeader } from "./SessionHeader.js";
+import { McpPanel } from "./McpPanel.js";
 import { PermissionRules, QuestionCards } from "./Questions.js";
 import { Sidebar } from "./Sidebar.js";
 import { Transcript } from "./Transcript.js";
@@ -83,6 +84,7 @@ function OpenSession({ model }: { model: AppModel }) {
   return (
     <section className="session" data-testid="session" data-session-id={session.id}>
       <SessionHeader model={model} session={session} />
+      <McpPanel session={session} />
       <Transcript session={session} />
       <QuestionCards model={model} session={session} />
       <PermissionRules model={model} session={session} />

@@ -85,12 +85,20 @@ class AssistantMessage:
 
 
 @dataclass(frozen=True)
+class Image:
+    mime_type: str
+    data: bytes
+
+
+@dataclass(frozen=True)
 class ToolResultMessage:
     """What a tool call returned; `content` is the output, or the error when not ok."""
 
     call_id: str
     content: str
     ok: bool = True
+    # Images the tool returned (sent by adapters that take images).
+    images: tuple[Image, ...] = ()
 
 
 ChatMessage = UserMessage | AssistantMessage | ToolResultMessage

@@ -12,6 +12,7 @@
     id = "deepseek-chat"               # the provider's model id (default: the name)
     context_window = 128000            # tokens
     max_output_tokens = 8192
+    # images = true                    # the model takes images (tools' images are sent)
     [models.deepseek-chat.prices]      # optional, USD per million tokens
     input = 0.27
     cached_input = 0.07                # optional: input's price when absent
@@ -21,9 +22,11 @@ The file is `--models-file` / AGENTHOST_MODELS_FILE, else `models.toml` in
 the data folder if there is one. Without a file the catalog holds one model,
 the one today's environment variables choose (models/factory.py): the
 OpenAI-compatible model AGENTHOST_MODEL at AGENTHOST_MODEL_BASE_URL, or the
-built-in model, named "builtin". A provider named "builtin" is always known,
-so a file may list the built-in model next to real ones (scripted by the
-provider's `script`, else AGENTHOST_BUILTIN_SCRIPT).
+built-in model, named "builtin" (AGENTHOST_MODEL_IMAGES=1 says the
+environment's model takes images; a file's model says so with `images`). A
+provider named "builtin" is always known, so a file may list the built-in
+model next to real ones (scripted by the provider's `script`, else
+AGENTHOST_BUILTIN_SCRIPT).
 
 A session names its model in its settings (empty: the default). Adapters are
 made when a model is first used, one per model, and closed with the catalog;
@@ -75,7 +78,7 @@ PER_MILLION = 1_000_000
 
 _TOP_KEYS = {"default", "providers", "models"}
 _PROVIDER_KEYS = {"kind", "base_url", "api_key_env", "script"}
-_MODEL_KEYS = {"provider", "id", "context_window", "max_output_tokens", "prices"}
+_MODEL_KEYS = {"provider", "id", "context_window", "max_output_tokens", "prices", "images"}
 _PRICE_KEYS = {"input", "cached_input", "output"}
 
 
@@ -116,6 +119,8 @@ class ModelSpec:
     context_window: int
     max_output_tokens: int
     prices: Prices | None = None
+    # Whether the model takes images (tool results' images are then sent).
+    images: bool = False
 
 
 def cost_of(
@@ -219,6 +224,7 @@ def spec_of_adapter(adapter: ModelAdapter, name: str = "") -> ModelSpec:
     builtin = adapter.name == BUILTIN
     window = getattr(adapter, "context_window", None)
     room = getattr(adapter, "max_output_tokens", None)
+    images = getattr(getattr(adapter, "config", None), "images", False)
     return ModelSpec(
         name=name or (BUILTIN if builtin else adapter.model),
         provider=ProviderSpec(BUILTIN if builtin else adapter.name, adapter.name),
@@ -226,6 +232,7 @@ def spec_of_adapter(adapter: ModelAdapter, name: str = "") -> ModelSpec:
         context_window=window or (BUILTIN_CONTEXT_WINDOW if builtin else DEFAULT_CONTEXT_WINDOW),
         max_output_tokens=room
         or (BUILTIN_MAX_OUTPUT_TOKENS if builtin else DEFAULT_MAX_OUTPUT_TOKENS),
+        images=images is True,
     )
 
 
@@ -240,7 +247,11 @@ def build_adapter(spec: ModelSpec, env: Mapping[str, str]) -> ModelAdapter:
     fields: dict[str, Any] = {**limits_from_env(env), **_window_fields(spec, known)}
     key = env.get(provider.api_key_env) if provider.api_key_env else None
     config = OpenAICompatConfig(
-        base_url=provider.base_url, model=spec.model_id, api_key=key or None, **fields
+        base_url=provider.base_url,
+        model=spec.model_id,
+        api_key=key or None,
+        images=spec.images,
+        **fields,
     )
     return OpenAICompatAdapter(config)
 
@@ -357,9 +368,11 @@ def _model(
         raise ModelsFileError(path, f"{key}.max_output_tokens", "must be below context_window")
     prices = _prices(table["prices"], path, f"{key}.prices") if "prices" in table else None
     default_id = "builtin-echo" if builtin else name
-    return ModelSpec(
-        name, provider, _string(table, "id", path, key, default_id), window, room, prices
-    )
+    images = table.get("images", False)
+    if not isinstance(images, bool):
+        raise ModelsFileError(path, f"{key}.images", "is true or false")
+    model_id = _string(table, "id", path, key, default_id)
+    return ModelSpec(name, provider, model_id, window, room, prices, images)
 
 
 def _prices(table: object, path: Path | str, key: str) -> Prices:

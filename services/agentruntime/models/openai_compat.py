@@ -49,11 +49,12 @@ maximum context length is N tokens") is a ModelError with
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import logging
 import math
 import os
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Iterable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Iterable, Mapping, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, TypeVar
@@ -67,6 +68,7 @@ from services.agentruntime.models.base import (
     AssistantMessage,
     ChatMessage,
     Finish,
+    Image,
     ModelChunk,
     ModelError,
     ModelRequest,
@@ -104,6 +106,8 @@ OVERFLOW_PHRASES = (
     "prompt is too long",
     "context window",
 )
+# "1": the model takes images (tools' images are sent as image_url parts).
+ENV_IMAGES = "AGENTHOST_MODEL_IMAGES"
 # Config field set by each timeout variable.
 TIMEOUT_VARIABLES = {
     ENV_CONNECT_TIMEOUT: "connect_timeout_s",
@@ -135,6 +139,8 @@ class OpenAICompatConfig:
     # The model's context window and the most one answer may take, in tokens.
     context_window: int = DEFAULT_CONTEXT_WINDOW
     max_output_tokens: int = DEFAULT_MAX_OUTPUT_TOKENS
+    # Whether the model takes images (tool results' images are then sent).
+    images: bool = False
 
     def __post_init__(self) -> None:
         if self.max_attempts < 1:
@@ -159,6 +165,7 @@ class OpenAICompatConfig:
             base_url=base_url,
             model=model,
             api_key=env.get(ENV_API_KEY) or None,
+            images=env.get(ENV_IMAGES, "").strip().lower() in ("1", "true", "yes"),
             **limits_from_env(env),
         )
 
@@ -347,7 +354,7 @@ class OpenAICompatAdapter:
             await self._client.aclose()
 
     async def stream(self, request: ModelRequest) -> AsyncGenerator[ModelChunk, None]:
-        body = request_body(request, request.model or self.model)
+        body = request_body(request, request.model or self.model, images=self.config.images)
         clock = _Clock(self.limits.total)
         for attempt in range(1, self.config.max_attempts + 1):
             yielded = False
@@ -451,12 +458,15 @@ async def _next_data(events: AsyncIterator[ServerSentEvent]) -> str | None:
 # --- request mapping -------------------------------------------------------
 
 
-def request_body(request: ModelRequest, model: str) -> dict[str, Any]:
+def request_body(request: ModelRequest, model: str, *, images: bool = False) -> dict[str, Any]:
     messages: list[dict[str, Any]] = []
     system = request.system_prompt()
     if system:
         messages.append({"role": "system", "content": system})
-    messages.extend(_joined_user_turns(chat_message(message) for message in request.messages))
+    mapped = [chat_message(message) for message in request.messages]
+    if images:
+        mapped = _with_tool_images(request.messages, mapped)
+    messages.extend(_joined_user_turns(mapped))
     body: dict[str, Any] = {
         "model": model,
         "messages": messages,
@@ -479,10 +489,22 @@ def _joined_user_turns(messages: Iterable[dict[str, Any]]) -> list[dict[str, Any
     for message in messages:
         last = joined[-1] if joined else None
         if last is not None and last["role"] == message["role"] == "user":
-            joined[-1] = {"role": "user", "content": f"{last['content']}\n\n{message['content']}"}
+            joined[-1] = {"role": "user", "content": _joined(last["content"], message["content"])}
         else:
             joined.append(message)
     return joined
+
+
+def _joined(first: str | list[dict[str, Any]], second: str | list[dict[str, Any]]) -> Any:
+    """Two user contents as one: text joined by a blank line, or parts in
+    order when either has parts (a tool's images)."""
+    if isinstance(first, str) and isinstance(second, str):
+        return f"{first}\n\n{second}"
+    return [*_parts(first), *_parts(second)]
+
+
+def _parts(content: str | list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{"type": "text", "text": content}] if isinstance(content, str) else content
 
 
 def estimated_usage(request: ModelRequest, answer: StreamedAnswer, model: str) -> Usage:
@@ -513,6 +535,35 @@ def chat_message(message: ChatMessage) -> dict[str, Any]:
                     for call in calls
                 ],
             }
+
+
+def _with_tool_images(
+    conversation: Sequence[ChatMessage], mapped: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """Tool messages carry text only: the images of a step's tool results
+    follow its run of tool messages as one user message of image_url parts."""
+    images = {
+        m.call_id: m.images for m in conversation if isinstance(m, ToolResultMessage) and m.images
+    }
+    if not images:
+        return mapped
+    out: list[dict[str, Any]] = []
+    waiting: list[dict[str, Any]] = []
+    for index, entry in enumerate(mapped):
+        out.append(entry)
+        if entry.get("role") == "tool":
+            waiting += [_image_part(i) for i in images.get(entry.get("tool_call_id", ""), ())]
+        following = mapped[index + 1] if index + 1 < len(mapped) else None
+        if waiting and (following is None or following.get("role") != "tool"):
+            text = {"type": "text", "text": "Images the tool calls above returned:"}
+            out.append({"role": "user", "content": [text, *waiting]})
+            waiting = []
+    return out
+
+
+def _image_part(image: Image) -> dict[str, Any]:
+    data = base64.b64encode(image.data).decode("ascii")
+    return {"type": "image_url", "image_url": {"url": f"data:{image.mime_type};base64,{data}"}}
 
 
 def function_tool(name: str, description: str, parameters_json: str) -> dict[str, Any]:

@@ -122,6 +122,7 @@ def test_the_example_models_file_loads() -> None:
             "[models.a]\nprovider = 'builtin'\n[models.a.prices]\ninput = -1\noutput = 1",
             "models.a.prices.input",
         ),
+        ("[models.a]\nprovider = 'builtin'\nimages = 'yes'", "models.a.images"),
         ("default = 'b'\n[models.a]\nprovider = 'builtin'", "default"),
         ("title = 'x'", "title"),
         ("default = 'a'", "models"),
@@ -177,6 +178,27 @@ async def test_adapters_are_made_once_per_model_on_first_use_and_closed(tmp_path
     assert catalog.adapter(catalog.get("slow")) is not fast
     await catalog.aclose()
     assert fast._client.is_closed
+
+
+async def test_a_model_takes_images_when_its_entry_says_so(tmp_path: Path) -> None:
+    seeing = TWO_MODELS.replace(
+        "max_output_tokens = 4000", "max_output_tokens = 4000\nimages = true"
+    )
+    # The environment's image flag is the env model's, not the file's models'.
+    catalog = load_catalog(write(tmp_path, seeing), {"AGENTHOST_MODEL_IMAGES": "1"})
+    assert catalog.get("fast").images and not catalog.get("slow").images
+    fast, slow = catalog.adapter(catalog.get("fast")), catalog.adapter(catalog.get("slow"))
+    assert isinstance(fast, OpenAICompatAdapter) and isinstance(slow, OpenAICompatAdapter)
+    assert fast.config.images and not slow.config.images
+    await catalog.aclose()
+    env = {
+        "AGENTHOST_MODEL_BASE_URL": "http://127.0.0.1:9/v1",
+        "AGENTHOST_MODEL": "seer",
+        "AGENTHOST_MODEL_IMAGES": "1",
+    }
+    remote = catalog_from_env(env, tmp_path / "no-models-file")
+    assert remote.default.images
+    await remote.aclose()
 
 
 def test_one_adapter_is_a_catalog_of_one() -> None:
