@@ -22,6 +22,7 @@ from services.agentruntime.models.tests.fake_provider import (
     ProviderReply,
     context_overflow_reply,
     finish_chunk,
+    serving,
     text_chunk,
     usage_chunk,
 )
@@ -51,10 +52,8 @@ def adapter(provider: FakeProvider) -> OpenAICompatAdapter:
 
 @pytest.fixture
 async def provider() -> AsyncIterator[FakeProvider]:
-    server = FakeProvider()
-    await server.start()
-    yield server
-    await server.stop()
+    async with serving() as server:
+        yield server
 
 
 @pytest.fixture

@@ -20,6 +20,7 @@ from services.agentruntime.models.tests.fake_provider import (
     ProviderReply,
     chunk,
     finish_chunk,
+    serving,
     text_chunk,
     tool_fragment,
     usage_chunk,
@@ -33,10 +34,8 @@ SID = "s1"
 
 @pytest.fixture
 async def provider() -> AsyncIterator[FakeProvider]:
-    server = FakeProvider()
-    await server.start()
-    yield server
-    await server.stop()
+    async with serving() as server:
+        yield server
 
 
 @pytest.fixture

@@ -32,6 +32,7 @@ from services.agentruntime.models.tests.fake_provider import (
     FakeProvider,
     ProviderReply,
     finish_chunk,
+    serving,
     text_chunk,
     usage_chunk,
 )
@@ -183,12 +184,16 @@ def answer(text: str, prompt: int, completion: int, cached: int, model: str) -> 
     )
 
 
+@pytest.fixture
+async def providers() -> AsyncIterator[tuple[FakeProvider, FakeProvider]]:
+    async with serving() as one, serving() as two:
+        yield one, two
+
+
 async def test_the_usage_totals_and_cost_are_the_sums_of_what_the_providers_reported(
-    tmp_path: Path,
+    tmp_path: Path, providers: tuple[FakeProvider, FakeProvider]
 ) -> None:
-    one, two = FakeProvider(), FakeProvider()
-    await one.start()
-    await two.start()
+    one, two = providers
     path = tmp_path / "models.toml"
     path.write_text(MODELS_FILE.format(one=one.url, two=two.url))
     catalog = load_catalog(path, {})
@@ -253,5 +258,3 @@ async def test_the_usage_totals_and_cost_are_the_sums_of_what_the_providers_repo
             assert recorded == ["deep (deepseek-chat)", "deep (deepseek-chat-v3)", "big (big-1)"]
     finally:
         await stack.stop()
-        await one.stop()
-        await two.stop()

@@ -11,6 +11,7 @@ never skipped."""
 from __future__ import annotations
 
 import os
+from collections.abc import AsyncIterator
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
@@ -31,6 +32,7 @@ from services.agentruntime.models.tests.fake_provider import (
     FakeProvider,
     ProviderReply,
     finish_chunk,
+    serving,
     text_chunk,
     usage_chunk,
 )
@@ -66,6 +68,12 @@ def answer(prompt: int, completion: int) -> ProviderReply:
     )
 
 
+@pytest.fixture
+async def provider() -> AsyncIterator[FakeProvider]:
+    async with serving() as server:
+        yield server
+
+
 def turn_ended(session: Session, turns: int) -> bool:
     """The session's `turns`th turn ended and its usage is folded."""
     ended = sum(e.HasField("turn_end") for e in session.events)
@@ -73,13 +81,13 @@ def turn_ended(session: Session, turns: int) -> bool:
 
 
 @pytest.mark.timeout(INSTALL_TIMEOUT_S * 2 + BROWSER_TIMEOUT_S)
-async def test_the_web_client_shows_usage_and_switches_models(tmp_path: Path) -> None:
+async def test_the_web_client_shows_usage_and_switches_models(
+    tmp_path: Path, provider: FakeProvider
+) -> None:
     assert CHROMIUM.is_file(), f"{CHROMIUM} is missing (apt-get install chromium)"
     node = tool("node")
     code, output = await run([tool("make"), "web"], WEB_DIR.parents[1], None, INSTALL_TIMEOUT_S * 2)
     assert code == 0, f"make web failed:\n{output}"
-    provider = FakeProvider()
-    await provider.start()
     # Two requests as the provider reports them: the context is the last
     # one's (52.5k of 128k), the cost (60000 x $1 + 3000 x $6) / 1M = $0.078.
     provider.enqueue(answer(10_000, 500), answer(50_000, 2_500))
@@ -112,4 +120,3 @@ async def test_the_web_client_shows_usage_and_switches_models(tmp_path: Path) ->
         assert headers == ["deepseek-chat", "deepseek-chat", "builtin-alt"]
     finally:
         await stack.stop()
-        await provider.stop()
