@@ -22,7 +22,6 @@ from services.agentruntime.models.tests.fake_provider import (
     ProviderReply,
     context_overflow_reply,
     finish_chunk,
-    serving,
     text_chunk,
     usage_chunk,
 )
@@ -48,12 +47,6 @@ def adapter(provider: FakeProvider) -> OpenAICompatAdapter:
             context_window=WINDOW,
         )
     )
-
-
-@pytest.fixture
-async def provider() -> AsyncIterator[FakeProvider]:
-    async with serving() as server:
-        yield server
 
 
 @pytest.fixture

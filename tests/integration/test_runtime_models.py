@@ -20,7 +20,6 @@ from services.agentruntime.models.tests.fake_provider import (
     ProviderReply,
     chunk,
     finish_chunk,
-    serving,
     text_chunk,
     tool_fragment,
     usage_chunk,
@@ -30,12 +29,6 @@ from tests.support.rpc import expect_rpc_error, reason_of
 from tests.support.stack import Stack, running_stack
 
 SID = "s1"
-
-
-@pytest.fixture
-async def provider() -> AsyncIterator[FakeProvider]:
-    async with serving() as server:
-        yield server
 
 
 @pytest.fixture

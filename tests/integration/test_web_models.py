@@ -11,7 +11,6 @@ never skipped."""
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
@@ -32,7 +31,6 @@ from services.agentruntime.models.tests.fake_provider import (
     FakeProvider,
     ProviderReply,
     finish_chunk,
-    serving,
     text_chunk,
     usage_chunk,
 )
@@ -66,12 +64,6 @@ def answer(prompt: int, completion: int) -> ProviderReply:
     return ProviderReply(
         stream=[text_chunk("Noted."), finish_chunk("stop"), usage_chunk(prompt, completion), DONE]
     )
-
-
-@pytest.fixture
-async def provider() -> AsyncIterator[FakeProvider]:
-    async with serving() as server:
-        yield server
 
 
 def turn_ended(session: Session, turns: int) -> bool:
