@@ -9,6 +9,7 @@ import grpc
 import pytest
 from agenthost.sessionlog.v1 import session_log_pb2_grpc
 
+from services.agentruntime.models.tests.fake_provider import FakeProvider, serving
 from services.sessionlog.service import session_log_service
 from tests.support.hosts import running_host
 
@@ -25,3 +26,10 @@ def session_log_stub(
     session_log_channel: grpc.aio.Channel,
 ) -> session_log_pb2_grpc.SessionLogServiceStub:
     return session_log_pb2_grpc.SessionLogServiceStub(session_log_channel)
+
+
+@pytest.fixture
+async def provider() -> AsyncIterator[FakeProvider]:
+    """An OpenAI-compatible model provider on loopback (the one fake allowed)."""
+    async with serving() as server:
+        yield server

@@ -21,7 +21,6 @@ from clients.sdk import (
     HistoryLoaded,
     OutputStreamed,
     PlanChanged,
-    ProjectionChanged,
     Question,
     QuestionAnsweredError,
     QuestionAsked,
@@ -29,6 +28,7 @@ from clients.sdk import (
     Session,
     TextStreamed,
     Update,
+    UsageChanged,
     last_title,
 )
 
@@ -112,7 +112,7 @@ class AcpSession:
     async def _run(self) -> None:
         try:
             await self._send_commands()
-            usage = translate.usage_update(self.session.projections.get("usage"))
+            usage = translate.usage_update(self.session.usage)
             if usage is not None:
                 await self._send(usage)
             for question in list(self.session.questions.values()):
@@ -163,8 +163,8 @@ class AcpSession:
                 asking.cancel()
         elif isinstance(update, CommandsChanged):
             await self._send_commands()
-        elif isinstance(update, ProjectionChanged) and update.key == "usage":
-            usage = translate.usage_update(update.value)
+        elif isinstance(update, UsageChanged):
+            usage = translate.usage_update(update.usage)
             if usage is not None:
                 await self._send(usage)
 

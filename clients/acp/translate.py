@@ -24,7 +24,7 @@ from acp.helpers import (
 from agenthost.runtime.v1 import runtime_pb2 as rt
 from agenthost.sessionlog.v1 import events_pb2
 
-from clients.sdk import Question
+from clients.sdk import Question, Usage
 
 DEFAULT_MODE = "default"
 PLAN_MODE = "plan"
@@ -117,37 +117,18 @@ def commands_update(commands: Iterable[rt.CommandInfo]) -> acp.AvailableCommands
     )
 
 
-# The `usage` projection's figures (context in use, the window, the cost so
-# far); its shape is the usage fold's, so the names are looked up here only.
-USAGE_USED_KEYS = ("context_tokens", "context_used", "used")
-USAGE_SIZE_KEYS = ("context_window", "window", "size")
-
-
-def _figure(value: Mapping[str, object], keys: tuple[str, ...]) -> int | None:
-    for key in keys:
-        figure = value.get(key)
-        if isinstance(figure, int | float) and not isinstance(figure, bool) and figure >= 0:
-            return int(figure)
-    return None
-
-
-def usage_update(value: object) -> acp.UsageUpdate | None:
-    """The `usage` projection as a usage update, or None when it lacks the
-    figures (a missing key means the feature is absent)."""
-    if not isinstance(value, Mapping):
+def usage_update(usage: Usage | None) -> acp.UsageUpdate | None:
+    """The session's usage (the SDK's reading of the `usage` projection) as a
+    usage update: the last request's context against its model's window and
+    the cost so far. None before the first request or while the window is
+    unknown (an update needs its size)."""
+    if usage is None or not usage.context_window:
         return None
-    used, size = _figure(value, USAGE_USED_KEYS), _figure(value, USAGE_SIZE_KEYS)
-    if used is None or not size:
-        return None
-    cost = value.get("cost")
-    currency = str(value.get("currency") or "USD")
     return acp.UsageUpdate(
         session_update="usage_update",
-        used=used,
-        size=size,
-        cost=acp.Cost(amount=float(cost), currency=currency)
-        if isinstance(cost, int | float) and not isinstance(cost, bool)
-        else None,
+        used=usage.context_tokens,
+        size=usage.context_window,
+        cost=None if usage.cost is None else acp.Cost(amount=usage.cost, currency="USD"),
     )
 
 

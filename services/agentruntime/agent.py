@@ -85,7 +85,7 @@ from .models.base import (
     TextDelta,
     Usage,
 )
-from .models.catalog import ModelCatalog
+from .models.catalog import ModelCatalog, price
 from .neighbours import Neighbours
 from .ports import PlanModePort
 from .questions import (
@@ -744,20 +744,22 @@ class Agent:
             await self._append(events)
 
     def _usage_event(self, usage: Usage, turn_id: str, step: int) -> ev.Event:
-        configured = self._model.model
-        provider_id = usage.model if usage.model and usage.model != configured else ""
+        """The request's usage as the provider reported it, under the models
+        file's name for the model and priced at its prices."""
+        configured = self._spec.name
+        provider_id = usage.model or self._spec.model_id
         recorded = ev.ModelUsage(
             turn_id=turn_id,
             step=step,
             # The configured model, and the provider's id when it differs.
-            model=f"{configured} ({provider_id})" if provider_id else configured,
+            model=configured if provider_id == configured else f"{configured} ({provider_id})",
             prompt_tokens=usage.prompt_tokens,
             completion_tokens=usage.completion_tokens,
             cached_prompt_tokens=usage.cached_prompt_tokens,
             estimated=usage.estimated,
-            context_window=self._model.context_window,
+            context_window=self._spec.context_window,
         )
-        return ev.Event(id=new_id("usage"), model_usage=recorded)
+        return ev.Event(id=new_id("usage"), model_usage=price(self._spec, recorded))
 
     # -- compaction -----------------------------------------------------------------------------
 

@@ -88,6 +88,16 @@ test("tool calls that need permission are allowed and show a diff and output", a
   ).at(-1);
   assert.equal(ran.status, "completed");
   assert.match(ran.content[0].content.text, /hello from the shell/);
+
+  // The turn's model requests as the runtime recorded them: the context in
+  // use against the built-in model's window (it has no prices: no cost).
+  const usage = await first.waitFor(
+    () => first.updates(sessionId).findLast((u) => u.sessionUpdate === "usage_update"),
+    "usage_update",
+  );
+  assert.equal(usage.size, 32000);
+  assert.ok(usage.used > 0 && usage.used < usage.size, JSON.stringify(usage));
+  assert.equal(usage.cost ?? null, null);
 });
 
 test("plan mode chosen during a turn is committed at the next model request", async () => {

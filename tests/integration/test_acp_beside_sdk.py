@@ -1,6 +1,7 @@
 """`agenthost acp` beside the Python SDK on one session, and its answers to bad
 input: a plan mode set through the SDK reaches the editor as
-current_mode_update, the prompt the editor sent is in the SDK's history, a
+current_mode_update, the prompt the editor sent is in the SDK's history and
+its model request's usage reaches the editor as usage_update, a
 plan review's "keep planning" carries the editor's feedback, "allow always"
 is a rule for the editor's folder;
 malformed JSON, an unknown method and wrong params get their JSON-RPC error
@@ -67,6 +68,13 @@ async def _share_a_session(editor: RawEditor, sdk: AgentHostClient, project: Pat
     )
     said = "".join(u["content"]["text"] for u in editor.updates("agent_message_chunk"))
     assert "hello from the editor" in said  # the built-in model echoes
+    # The turn's model request, as the runtime recorded it: the context in
+    # use against the built-in model's window (no prices, so no cost).
+    used = await editor.wait_for(lambda m: _update_kind(m) == "usage_update")
+    usage = used["params"]["update"]
+    assert used["params"]["sessionId"] == session_id
+    assert usage["size"] == 32_000 and 0 < usage["used"] < usage["size"]
+    assert "cost" not in usage or usage["cost"] is None
 
     await session.set_plan(False)
     await editor.wait_for(lambda m: _mode_update(m) == "default")
@@ -85,6 +93,12 @@ async def _share_a_session(editor: RawEditor, sdk: AgentHostClient, project: Pat
 def _modes(editor: RawEditor) -> list[str]:
     """The modes the editor was told, in order."""
     return [mode for m in editor.messages if (mode := _mode_update(m)) is not None]
+
+
+def _update_kind(message: Message) -> str | None:
+    if message.get("method") != "session/update":
+        return None
+    return cast(str, message["params"]["update"]["sessionUpdate"])
 
 
 def _mode_update(message: Message) -> str | None:

@@ -50,14 +50,6 @@ def adapter(provider: FakeProvider) -> OpenAICompatAdapter:
 
 
 @pytest.fixture
-async def provider() -> AsyncIterator[FakeProvider]:
-    server = FakeProvider()
-    await server.start()
-    yield server
-    await server.stop()
-
-
-@pytest.fixture
 async def stack(tmp_path: Path, provider: FakeProvider) -> AsyncIterator[Stack]:
     workspace = tmp_path / "workspace"
     workspace.mkdir()

@@ -22,20 +22,13 @@ from services.agentruntime.models.tests.fake_provider import (
     finish_chunk,
     text_chunk,
     tool_fragment,
+    usage_chunk,
 )
 from tests.support.events import kinds
 from tests.support.rpc import expect_rpc_error, reason_of
 from tests.support.stack import Stack, running_stack
 
 SID = "s1"
-
-
-@pytest.fixture
-async def provider() -> AsyncIterator[FakeProvider]:
-    server = FakeProvider()
-    await server.start()
-    yield server
-    await server.stop()
 
 
 @pytest.fixture
@@ -191,10 +184,22 @@ async def test_a_session_switches_between_configured_models(
         switch = rt.UpdateSettingsRequest(session_id=SID, model="remote")
         reply = await stack.runtime.UpdateSettings(switch)
         assert reply.settings.model == "remote"
-        provider.enqueue(text_reply("From the remote model."))
+        reply = text_reply("From the remote model.")
+        reply.stream.insert(-1, usage_chunk(prompt=1200, completion=300))
+        provider.enqueue(reply)
         log = await turn(stack, "second")
         headers = [e.request_header.model for e in log if e.HasField("request_header")]
         assert headers == ["builtin-echo", "deepseek-chat"]
+        # Usage under the models file's name (and the provider's id), priced
+        # at that model's prices; the built-in model has none.
+        used = [e.model_usage for e in log if e.HasField("model_usage")]
+        assert [(u.model, u.HasField("cost")) for u in used] == [
+            ("builtin (builtin-echo)", False),
+            ("remote (deepseek-chat)", True),
+        ]
+        assert (used[1].prompt_tokens, used[1].completion_tokens) == (1200, 300)
+        assert used[1].context_window == 64000
+        assert used[1].cost == pytest.approx((1200 * 0.27 + 300 * 1.10) / 1_000_000)
         assert provider.requests[0].body["model"] == "deepseek-chat"
         assert provider.requests[0].headers.get("authorization") == "Bearer sk-fake"
         answers = [e.assistant_message.text for e in log if e.HasField("assistant_message")]

@@ -1,24 +1,39 @@
 """The web client's model selector and usage figures in Chromium
 (clients/web/test/models.test.mjs), against a stack run in this process with
-two configured models: the built-in echo (the default) and "alt", which
-answers ALT_REPLY and has prices. The session first records two model
-requests' usage in its log, as the runtime does, so the header has figures
-to show; the browser then switches the model and the next answer comes
-from "alt" (its request header records it). Needs node, npm and chromium;
+two configured models: "deep" (the default) at an OpenAI-compatible provider
+on loopback, and the built-in "alt", which answers ALT_REPLY; both have
+prices. Two turns through the SDK first: the runtime records the usage the
+provider reports, so the header has exact figures to show; the browser then
+switches the model and the next answer comes from "alt" (its request header
+records it). Needs node, npm and chromium;
 never skipped."""
 
 from __future__ import annotations
 
 import os
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 
 import pytest
-from agenthost.sessionlog.v1 import events_pb2 as ev
 
-from clients.sdk import AgentHostClient
+from clients.sdk import AgentHostClient, Session
 from services.agentruntime.models.builtin import BuiltinAdapter, ScriptedReply
-from services.agentruntime.models.catalog import ModelCatalog, Prices, spec_of_adapter
+from services.agentruntime.models.catalog import (
+    ModelCatalog,
+    ModelSpec,
+    Prices,
+    ProviderSpec,
+    spec_of_adapter,
+)
+from services.agentruntime.models.tests.fake_provider import (
+    DONE,
+    FakeProvider,
+    ProviderReply,
+    finish_chunk,
+    text_chunk,
+    usage_chunk,
+)
 from services.embedded import EmbeddedStack
 from services.sessionlog.client import SessionLogClient
 from tests.integration.test_web_client import CHROMIUM, SCREENSHOTS, WEB_DIR
@@ -32,36 +47,43 @@ BROWSER_TESTS = (
     "the page raised no errors",
 )
 BROWSER_TIMEOUT_S = 120
+WAIT_S = 10.0
 
 
-def two_models() -> tuple[ModelCatalog, BuiltinAdapter, BuiltinAdapter]:
-    echo = BuiltinAdapter()
+def two_models(provider_url: str) -> tuple[ModelCatalog, BuiltinAdapter]:
+    """ "deep" (the default) at an OpenAI-compatible provider, "alt" built in."""
     alt = BuiltinAdapter([ScriptedReply(text=ALT_REPLY)], model="builtin-alt")
     priced = replace(spec_of_adapter(alt, "alt"), context_window=128_000, prices=Prices(1.0, 2.0))
-    catalog = ModelCatalog(
-        [spec_of_adapter(echo, "builtin"), priced], adapters={"builtin": echo, "alt": alt}
-    )
-    return catalog, echo, alt
+    provider = ProviderSpec("fake", base_url=provider_url)
+    deep = ModelSpec("deep", provider, "deepseek-chat", 128_000, 4000, Prices(1.0, 6.0))
+    return ModelCatalog([deep, priced], adapters={"alt": alt}), alt
 
 
-def usage(prompt: int, completion: int, cost: float) -> ev.ModelUsage:
-    return ev.ModelUsage(
-        turn_id="t",
-        model="builtin-echo",
-        prompt_tokens=prompt,
-        completion_tokens=completion,
-        context_window=128_000,
-        cost=cost,
+def answer(prompt: int, completion: int) -> ProviderReply:
+    """An answer with the usage the provider reports for it."""
+    return ProviderReply(
+        stream=[text_chunk("Noted."), finish_chunk("stop"), usage_chunk(prompt, completion), DONE]
     )
+
+
+def turn_ended(session: Session, turns: int) -> bool:
+    """The session's `turns`th turn ended and its usage is folded."""
+    ended = sum(e.HasField("turn_end") for e in session.events)
+    return ended == turns and not session.running and getattr(session.usage, "requests", 0) == turns
 
 
 @pytest.mark.timeout(INSTALL_TIMEOUT_S * 2 + BROWSER_TIMEOUT_S)
-async def test_the_web_client_shows_usage_and_switches_models(tmp_path: Path) -> None:
+async def test_the_web_client_shows_usage_and_switches_models(
+    tmp_path: Path, provider: FakeProvider
+) -> None:
     assert CHROMIUM.is_file(), f"{CHROMIUM} is missing (apt-get install chromium)"
     node = tool("node")
     code, output = await run([tool("make"), "web"], WEB_DIR.parents[1], None, INSTALL_TIMEOUT_S * 2)
     assert code == 0, f"make web failed:\n{output}"
-    catalog, echo, alt = two_models()
+    # Two requests as the provider reports them: the context is the last
+    # one's (52.5k of 128k), the cost (60000 x $1 + 3000 x $6) / 1M = $0.078.
+    provider.enqueue(answer(10_000, 500), answer(50_000, 2_500))
+    catalog, alt = two_models(provider.url)
     workspace = tmp_path / "project"
     workspace.mkdir()
     stack = EmbeddedStack(tmp_path / "data", port_override=0, model=catalog)
@@ -71,12 +93,10 @@ async def test_the_web_client_shows_usage_and_switches_models(tmp_path: Path) ->
         async with AgentHostClient(stack.addresses["gateway"], token) as client:
             folder = await client.create_workspace(str(workspace))
             session = (await client.connect_workspace(folder.id)).session
-        log = SessionLogClient(stack.channel("sessionlog"))
-        recorded = [usage(10_000, 500, 0.05), usage(50_000, 2_500, 0.03)]
-        await log.append(
-            session.id,
-            [ev.Event(id=f"usage-{n}", model_usage=u) for n, u in enumerate(recorded)],
-        )
+            opened = await client.open_session(session.id)
+            for turns, text in enumerate(("first", "second"), start=1):
+                await opened.prompt(text)
+                await opened.wait_until(partial(turn_ended, turns=turns), WAIT_S)
         env = {
             **os.environ,
             "AGENTHOST_PAGE_URL": f"{stack.web_url}/?session={session.id}#token={token}",
@@ -85,9 +105,10 @@ async def test_the_web_client_shows_usage_and_switches_models(tmp_path: Path) ->
         }
         argv = [node, "--test", "--test-reporter=tap", "test/models.test.mjs"]
         assert_passed(*await run(argv, WEB_DIR, env, BROWSER_TIMEOUT_S), BROWSER_TESTS)
-        assert (len(alt.requests), len(echo.requests)) == (1, 0)
+        assert (len(alt.requests), len(provider.requests)) == (1, 2)
+        log = SessionLogClient(stack.channel("sessionlog"))
         events = (await log.read(session.id, limit=1000)).events
         headers = [e.request_header.model for e in events if e.HasField("request_header")]
-        assert headers == ["builtin-alt"]
+        assert headers == ["deepseek-chat", "deepseek-chat", "builtin-alt"]
     finally:
         await stack.stop()

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from acp import schema as acp
 from acp.helpers import embedded_text_resource, resource_block, text_block
 from agenthost.sessionlog.v1 import events_pb2 as ev
 
 from clients.acp import translate
-from clients.sdk import Question
+from clients.sdk import Question, Usage
 
 NEW_FILE = """--- /dev/null
 +++ b/NOTES.md
@@ -92,10 +94,22 @@ def test_a_plan_review_is_approve_or_keep_planning_with_feedback() -> None:
     assert translate.answer_for_option("something else") is None
 
 
-def test_usage_is_sent_only_where_the_projection_has_the_figures() -> None:
+def test_usage_is_sent_once_there_is_a_request_with_a_known_window() -> None:
+    usage = Usage(
+        model="deep",
+        context_tokens=1200,
+        context_window=8000,
+        context_share=0.15,
+        prompt_tokens=1000,
+        completion_tokens=200,
+        cached_prompt_tokens=0,
+        requests=1,
+        cost=0.5,
+        estimated=False,
+    )
     assert translate.usage_update(None) is None
-    assert translate.usage_update({"total_tokens": 10}) is None
-    update = translate.usage_update({"context_tokens": 1200, "context_window": 8000, "cost": 0.5})
+    assert translate.usage_update(replace(usage, context_window=0)) is None
+    update = translate.usage_update(usage)
     assert update is not None
     assert update.model_dump(by_alias=True, exclude_none=True) == {
         "sessionUpdate": "usage_update",
@@ -103,6 +117,8 @@ def test_usage_is_sent_only_where_the_projection_has_the_figures() -> None:
         "size": 8000,
         "cost": {"amount": 0.5, "currency": "USD"},
     }
+    unpriced = translate.usage_update(replace(usage, cost=None))
+    assert unpriced is not None and unpriced.cost is None
 
 
 def test_slash_commands_are_the_sessions_own() -> None:

@@ -1,7 +1,7 @@
 // The web client's model selector and usage figures in a real browser
 // (Debian's /usr/bin/chromium through playwright-core), against a stack with
-// two configured models whose session already recorded two model requests'
-// usage. Started by tests/integration/test_web_models.py with:
+// two configured models whose session already made two model requests (their
+// usage as the provider reported it). Started by tests/integration/test_web_models.py with:
 //   AGENTHOST_PAGE_URL  the page's address, the session in it (?session=…#token=…)
 //   ALT_REPLY           what the second model ("alt") answers
 //   SCREENSHOT_DIR      where each state's screenshot is written
@@ -67,10 +67,10 @@ test("the header shows the session's usage: the context in use and the cost", as
 });
 
 test("the model selector lists the configured models, the session's selected", async () => {
-  await until("the model selector", () => document.querySelector('[data-testid="model-select"]')?.getAttribute("data-current") === "builtin");
+  await until("the model selector", () => document.querySelector('[data-testid="model-select"]')?.getAttribute("data-current") === "deep");
   const options = await page.$$eval(`${byTestId("model-select")} option`, (all) => all.map((o) => [o.value, o.textContent]));
   assert.deepEqual(options, [
-    ["builtin", "builtin (32k)"],
+    ["deep", "deep (128k, $1.00/$6.00 per M)"],
     ["alt", "alt (128k, $1.00/$2.00 per M)"],
   ]);
 });

@@ -35,13 +35,11 @@ the time limits of AGENTHOST_MODEL_* apply to every OpenAI-compatible model.
 
 from __future__ import annotations
 
-import dataclasses
-import inspect
 import logging
 import math
 import os
 import tomllib
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -220,48 +218,42 @@ class ModelCatalog:
 
 
 def spec_of_adapter(adapter: ModelAdapter, name: str = "") -> ModelSpec:
-    """The spec of a ready adapter; its window is the adapter's when it has one."""
+    """The spec of a ready adapter, with the adapter's window."""
     builtin = adapter.name == BUILTIN
-    window = getattr(adapter, "context_window", None)
-    room = getattr(adapter, "max_output_tokens", None)
     images = getattr(getattr(adapter, "config", None), "images", False)
     return ModelSpec(
         name=name or (BUILTIN if builtin else adapter.model),
         provider=ProviderSpec(BUILTIN if builtin else adapter.name, adapter.name),
         model_id=adapter.model,
-        context_window=window or (BUILTIN_CONTEXT_WINDOW if builtin else DEFAULT_CONTEXT_WINDOW),
-        max_output_tokens=room
-        or (BUILTIN_MAX_OUTPUT_TOKENS if builtin else DEFAULT_MAX_OUTPUT_TOKENS),
+        context_window=adapter.context_window,
+        max_output_tokens=adapter.max_output_tokens,
         images=images is True,
     )
 
 
 def build_adapter(spec: ModelSpec, env: Mapping[str, str]) -> ModelAdapter:
+    """The adapter of a models-file model: it reports the file's window, the
+    one ListModels shows."""
     provider = spec.provider
     if provider.kind == BUILTIN:
         script = provider.script or env.get(ENV_BUILTIN_SCRIPT, "")
-        replies = load_script(script) if script else ()
-        window = _window_fields(spec, inspect.signature(BuiltinAdapter).parameters)
-        return BuiltinAdapter(replies, model=spec.model_id, **window)
-    known = {f.name for f in dataclasses.fields(OpenAICompatConfig)}
-    fields: dict[str, Any] = {**limits_from_env(env), **_window_fields(spec, known)}
+        return BuiltinAdapter(
+            load_script(script) if script else (),
+            model=spec.model_id,
+            context_window=spec.context_window,
+            max_output_tokens=spec.max_output_tokens,
+        )
+    # The file's window wins over AGENTHOST_MODEL_CONTEXT_WINDOW's.
+    window = {"context_window": spec.context_window, "max_output_tokens": spec.max_output_tokens}
     key = env.get(provider.api_key_env) if provider.api_key_env else None
     config = OpenAICompatConfig(
         base_url=provider.base_url,
         model=spec.model_id,
         api_key=key or None,
         images=spec.images,
-        **fields,
+        **{**limits_from_env(env), **window},
     )
     return OpenAICompatAdapter(config)
-
-
-def _window_fields(spec: ModelSpec, accepted: Collection[str]) -> dict[str, int]:
-    """The spec's window and answer size, as the keyword arguments of an
-    adapter (or its config) that takes them: the adapter then reports the
-    window the models file gives, the one ListModels shows."""
-    wanted = {"context_window": spec.context_window, "max_output_tokens": spec.max_output_tokens}
-    return {name: value for name, value in wanted.items() if name in accepted}
 
 
 # -- where the catalog comes from --------------------------------------------------

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-import pytest
 from agenthost.sessionlog.v1 import events_pb2 as ev
 
 from services.agentruntime.compaction import SUMMARY_HEADING
@@ -15,27 +14,12 @@ from services.agentruntime.models.base import ToolResultMessage, UserMessage
 from services.agentruntime.models.builtin import BuiltinAdapter, ScriptedReply, ScriptedToolCall
 from services.agentruntime.runtime import AgentRuntime
 from services.agentruntime.spill import spill_path
-from services.agentruntime.tests.test_turns import next_question
+from services.agentruntime.tests.test_turns import WAIT_S, idle, next_question
 from services.agentruntime.transcript import CANCELLED_MARK, NOT_RUN
 from services.agentruntime.workspace_tools import WorkspaceFiles
 from services.sessionlog.domain import SessionLog
 from services.sessionlog.port import Direction, ReadResult
 from tests.support.events import kinds
-
-WAIT_S = 10.0
-
-
-async def idle(runtime: AgentRuntime, session_id: str) -> None:
-    async with asyncio.timeout(WAIT_S):
-        async for status in runtime.watch_status(session_id):
-            if not status.running:
-                return
-
-
-@pytest.fixture
-async def session(session_log: SessionLog, tmp_path: Path) -> str:
-    await session_log.create_session("s", str(tmp_path))
-    return "s"
 
 
 async def test_a_cancelled_turn_shows_the_model_its_partial_answer_and_the_cancel(

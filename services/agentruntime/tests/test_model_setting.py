@@ -11,17 +11,9 @@ import pytest
 from services.agentruntime.models.builtin import BuiltinAdapter, ScriptedReply, ScriptedToolCall
 from services.agentruntime.models.catalog import ModelCatalog, spec_of_adapter
 from services.agentruntime.runtime import AgentRuntime
+from services.agentruntime.tests.test_turns import WAIT_S, idle
 from services.common.errors import UnknownModel
 from services.sessionlog.domain import SessionLog
-
-WAIT_S = 10.0
-
-
-async def idle(runtime: AgentRuntime, session_id: str) -> None:
-    async with asyncio.timeout(WAIT_S):
-        async for status in runtime.watch_status(session_id):
-            if not status.running:
-                return
 
 
 def two_models() -> tuple[ModelCatalog, BuiltinAdapter, BuiltinAdapter]:
@@ -33,12 +25,6 @@ def two_models() -> tuple[ModelCatalog, BuiltinAdapter, BuiltinAdapter]:
 async def headers(log: SessionLog, session_id: str) -> list[str]:
     events = (await log.read(session_id, limit=1000)).events
     return [e.request_header.model for e in events if e.HasField("request_header")]
-
-
-@pytest.fixture
-async def session(session_log: SessionLog, tmp_path: Path) -> str:
-    await session_log.create_session("s", str(tmp_path))
-    return "s"
 
 
 async def test_the_next_request_goes_to_the_model_the_session_switched_to(

@@ -37,12 +37,6 @@ async def log_kinds(log: SessionLog, session_id: str) -> list[str]:
     return kinds((await log.read(session_id, limit=1000)).events)
 
 
-@pytest.fixture
-async def session(session_log: SessionLog, tmp_path: Path) -> str:
-    await session_log.create_session("s", str(tmp_path))
-    return "s"
-
-
 async def test_a_turn_records_the_whole_step(session_log: SessionLog, session: str) -> None:
     runtime = AgentRuntime(session_log, BuiltinAdapter())
     taken, status = await runtime.prompt(session, "hello")

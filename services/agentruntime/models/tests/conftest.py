@@ -6,7 +6,7 @@ from typing import Any
 import pytest
 
 from services.agentruntime.models.openai_compat import OpenAICompatAdapter, OpenAICompatConfig
-from services.agentruntime.models.tests.fake_provider import FakeProvider
+from services.agentruntime.models.tests.fake_provider import FakeProvider, serving
 from services.agentruntime.models.tests.support import API_KEY, MAX_ATTEMPTS, MODEL
 
 MakeAdapter = Callable[..., OpenAICompatAdapter]
@@ -14,10 +14,8 @@ MakeAdapter = Callable[..., OpenAICompatAdapter]
 
 @pytest.fixture
 async def provider() -> AsyncIterator[FakeProvider]:
-    server = FakeProvider()
-    await server.start()
-    yield server
-    await server.stop()
+    async with serving() as server:
+        yield server
 
 
 @pytest.fixture

@@ -22,7 +22,8 @@ from __future__ import annotations
 import asyncio
 import json
 from collections import deque
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -184,6 +185,17 @@ def _drop(request: web.Request) -> web.Response:
     assert request.transport is not None
     request.transport.close()
     return web.Response()
+
+
+@asynccontextmanager
+async def serving() -> AsyncIterator[FakeProvider]:
+    """A fake provider listening for as long as the block runs."""
+    server = FakeProvider()
+    await server.start()
+    try:
+        yield server
+    finally:
+        await server.stop()
 
 
 # --- chat.completion.chunk builders ----------------------------------------
