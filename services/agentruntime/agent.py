@@ -683,7 +683,9 @@ class Agent:
         mcp/status event to record when their states changed."""
         if self._mcp is None:
             return self._catalog, []
-        snapshot = await self._mcp.snapshot(self.cwd)
+        # Its stdio servers are confined like its commands (mcp/launch.py).
+        hidden = await self._neighbours.hidden_from(self.cwd) if self._neighbours else ()
+        snapshot = await self._mcp.snapshot(self.cwd, hidden)
         events = []
         if snapshot.servers != self._mcp_seen.servers:
             status = mcp_status_event(snapshot.servers)

@@ -6,6 +6,9 @@ else `<data dir>/mcp.json`; a workspace adds `<workspace>/.agenthost/mcp.json`,
 whose servers replace the deployment's of the same name. A server is
 `{"command": ..., "args": [...], "env": {...}}` (stdio) or `{"url": ...}`
 (streamable HTTP); optional `"timeout"` bounds one tool call in seconds.
+A stdio server runs confined like a command under workspace-write (launch.py):
+`"network": true` lets it reach the network (off by default), `"sandbox":
+"full"` runs it unconfined (the user's explicit choice, like /sandbox full).
 A file that cannot be read or parsed does not stop the others: it shows as a
 failed entry of the `mcp` projection, named after its scope.
 """
@@ -32,6 +35,10 @@ SERVER_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 DEFAULT_CALL_TIMEOUT_S = 60.0
 # How long starting, connecting and listing the tools may take.
 DEFAULT_STARTUP_TIMEOUT_S = 15.0
+# How a stdio server runs: confined in its folder (the default), or not at all.
+CONFINED = "workspace-write"
+UNCONFINED = "full"
+SERVER_SANDBOXES = (CONFINED, UNCONFINED)
 
 
 class McpConfigError(ValueError):
@@ -48,6 +55,9 @@ class ServerConfig:
     url: str = ""
     call_timeout_s: float = DEFAULT_CALL_TIMEOUT_S
     startup_timeout_s: float = DEFAULT_STARTUP_TIMEOUT_S
+    # A stdio server's confinement: its network, and whether it is confined.
+    network: bool = False
+    sandbox: str = CONFINED
 
     @property
     def transport(self) -> str:
@@ -121,6 +131,16 @@ def _server(name: str, entry: Any, scope: str) -> ServerConfig:
         raise McpConfigError(f"server {name!r}: args must be a list of strings")
     if not (isinstance(env, dict) and all(isinstance(v, str) for v in env.values())):
         raise McpConfigError(f"server {name!r}: env must map names to strings")
+    network, sandbox = entry.get("network", False), entry.get("sandbox", CONFINED)
+    if not isinstance(network, bool):
+        raise McpConfigError(f"server {name!r}: network must be true or false")
+    if sandbox not in SERVER_SANDBOXES:
+        choices = " or ".join(repr(s) for s in SERVER_SANDBOXES)
+        raise McpConfigError(f"server {name!r}: sandbox must be {choices}, not {sandbox!r}")
+    if url and ("network" in entry or "sandbox" in entry):
+        raise McpConfigError(
+            f"server {name!r}: network and sandbox apply to stdio servers (a command), not a url"
+        )
     return ServerConfig(
         name=name,
         scope=scope,
@@ -130,6 +150,8 @@ def _server(name: str, entry: Any, scope: str) -> ServerConfig:
         url=url or "",
         call_timeout_s=_seconds(entry, "timeout", name, DEFAULT_CALL_TIMEOUT_S),
         startup_timeout_s=_seconds(entry, "startupTimeout", name, DEFAULT_STARTUP_TIMEOUT_S),
+        network=network,
+        sandbox=sandbox,
     )
 
 

@@ -16,7 +16,7 @@ import enum
 import logging
 import os
 import tempfile
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,7 +33,7 @@ from services.common.tasks import spawn
 
 from ..tools import ToolOutcome
 from .config import HTTP, ServerConfig
-from .launch import stdio_command, stdio_environment
+from .launch import ServerUnconfinable, stdio_environment, stdio_launch
 from .results import outcome_of
 from .stdio import MessageTooLarge, stdio_transport
 
@@ -69,9 +69,11 @@ class _Garbled(Exception):
 
 
 class McpConnection:
-    def __init__(self, config: ServerConfig, cwd: Path) -> None:
+    def __init__(self, config: ServerConfig, cwd: Path, hidden: Sequence[Path] = ()) -> None:
         self.config = config
         self.cwd = cwd
+        # What a confined stdio server must not see (launch.py).
+        self.hidden = tuple(hidden)
         self._state = ServerState(State.CONNECTING)
         self._session: ClientSession | None = None
         # Set once the first attempt has ended (ready or failed).
@@ -196,14 +198,16 @@ class McpConnection:
             async with streamable_http_client(self.config.url) as streams:
                 yield streams
             return
-        argv = stdio_command(self.config, self.cwd)
-        env = stdio_environment(self.config)
         self._stderr_tail = ""
+        launch = stdio_launch(self.config, self.cwd, self.hidden)
+        env = stdio_environment(self.config)
         with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as stderr:
             try:
-                async with stdio_transport(argv, self.cwd, env, stderr) as streams:
+                async with stdio_transport(launch.argv, self.cwd, env, stderr) as streams:
                     yield streams
             finally:
+                # The process limit's cgroup (a root runtime's) goes with it.
+                launch.cleanup_soon()
                 # What the server said last is often why it failed.
                 stderr.seek(max(0, stderr.seek(0, os.SEEK_END) - STDERR_TAIL * 4))
                 self._stderr_tail = stderr.read()[-STDERR_TAIL:].strip()
@@ -311,7 +315,7 @@ def _describe(error: BaseException) -> str:
     """One line for the first real failure inside (task groups wrap them)."""
     while isinstance(error, BaseExceptionGroup) and error.exceptions:
         error = error.exceptions[0]
-    if isinstance(error, _ConnectionLost):
+    if isinstance(error, _ConnectionLost | ServerUnconfinable):
         return str(error)
     if isinstance(error, TimeoutError):
         return "did not start, connect or list its tools in time"

@@ -1,24 +1,53 @@
 """How a stdio MCP server's process is started.
 
-`stdio_command` is the one place its command line is made: confinement of
-the server (the same bubblewrap wrapping as the shell's commands, see
-shell.py) wraps the command line it returns, so the server then runs under
-the same limits as the agent's commands in that folder.
+`stdio_launch` is the one place its command line is made. A server runs
+code of its own, so it runs confined by bubblewrap like a command of a
+`workspace-write` session in its folder (confinement.py): the folder
+writable, the rest read-only, a private /tmp, the stack's data directory,
+tokens and other sessions' folders hidden, the process limit, and no
+network unless its entry says `"network": true`. `"sandbox": "full"` runs it
+unconfined. Where it cannot be confined it is not started (ServerUnconfinable).
+
+The hidden paths are those of the server's start: a session made later in
+another folder is hidden from the server once it restarts (its entry
+changed, it failed, or the runtime restarted).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from mcp.client.stdio import get_default_environment
 
-from .config import ServerConfig
+from ..confinement import Jail, Prepared, Unconfinable, prepare
+from ..gates import WORKSPACE_WRITE
+from .config import UNCONFINED, ServerConfig
 
 
-def stdio_command(server: ServerConfig, cwd: Path) -> list[str]:
-    """The command line a stdio server runs as, in the session's folder.
-    Confinement plugs in here: return the wrapped command line."""
-    return [server.command, *server.args]
+class ServerUnconfinable(Exception):
+    """The server cannot be confined here: not started, and how to fix it."""
+
+    def __init__(self, problem: Unconfinable) -> None:
+        super().__init__(
+            f"not started: it cannot be confined on this machine ({problem.reason}): "
+            f'{problem.message}. Its entry in mcp.json may say "sandbox": "full" '
+            "to run it unconfined"
+        )
+        self.problem = problem
+
+
+def stdio_launch(server: ServerConfig, cwd: Path, hidden: Sequence[Path] = ()) -> Prepared:
+    """How to spawn the server in the session's folder (its argv, and the
+    cgroup to remove once it stopped); raises ServerUnconfinable."""
+    program = [server.command, *server.args]
+    if server.sandbox == UNCONFINED:
+        return Prepared(program)
+    jail = Jail(WORKSPACE_WRITE, cwd, network=server.network, hidden=tuple(hidden))
+    prepared = prepare(jail, program)
+    if prepared.refused is not None:
+        raise ServerUnconfinable(prepared.refused)
+    return prepared
 
 
 def stdio_environment(server: ServerConfig) -> dict[str, str]:

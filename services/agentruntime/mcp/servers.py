@@ -16,6 +16,7 @@ import asyncio
 import json
 import logging
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -58,9 +59,11 @@ class McpServers:
         self._deployment = deployment_config
         self._connections: dict[tuple[Path, ServerConfig], McpConnection] = {}
 
-    async def snapshot(self, cwd: Path) -> McpSnapshot:
+    async def snapshot(self, cwd: Path, hidden: Sequence[Path] = ()) -> McpSnapshot:
+        """`hidden`: what the folder's commands must not see, hidden from
+        the stdio servers it starts too (launch.py)."""
         configured = config.load(self._deployment, cwd)
-        connections = self._reconcile(cwd, configured)
+        connections = self._reconcile(cwd, configured, hidden)
         await self._first_attempts(connections)
         tools: list[Tool] = []
         views = [_broken_view(b) for b in configured.broken]
@@ -70,7 +73,9 @@ class McpServers:
             views.append(_view(connection, len(offered)))
         return McpSnapshot(tuple(tools), tuple(views))
 
-    def _reconcile(self, cwd: Path, configured: McpConfig) -> list[McpConnection]:
+    def _reconcile(
+        self, cwd: Path, configured: McpConfig, hidden: Sequence[Path]
+    ) -> list[McpConnection]:
         """The folder's connections for its configuration now: new entries
         start, entries no longer configured (or changed) stop."""
         wanted = {(cwd, server) for server in configured.servers}
@@ -80,7 +85,7 @@ class McpServers:
         for server in configured.servers:
             connection = self._connections.get((cwd, server))
             if connection is None:
-                connection = McpConnection(server, cwd)
+                connection = McpConnection(server, cwd, hidden)
                 self._connections[(cwd, server)] = connection
                 connection.start()
             connections.append(connection)

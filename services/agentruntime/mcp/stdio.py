@@ -5,7 +5,7 @@ Ours rather than the SDK's stdio_client for two reasons: one message is
 bounded (a line over MAX_MESSAGE_BYTES is skipped as it streams in, in
 linear time, and reported to the session as MessageTooLarge, so a 50 MB
 result costs its call and not the connection or minutes of CPU), and the
-command line comes from launch.stdio_command (where confinement wraps it).
+command line comes from launch.stdio_launch (confined there).
 The process runs in its own process group: closing the transport closes
 its stdin, then signals the whole group, then kills it.
 """

@@ -48,6 +48,18 @@ def test_the_common_shape_gives_stdio_and_http_servers() -> None:
         (("K", "v"),),
     )
     assert (web.transport, web.url, web.call_timeout_s) == ("http", web.url, 5.0)
+    # Confined, without the network, unless the entry says otherwise.
+    assert (files.network, files.sandbox) == (False, "workspace-write")
+
+
+def test_an_entry_may_turn_the_network_on_or_run_unconfined() -> None:
+    entries = {
+        "net": {"command": "x", "network": True},
+        "free": {"command": "x", "sandbox": "full"},
+    }
+    net, free = config.parse(json.dumps({"mcpServers": entries}), config.WORKSPACE)
+    assert (net.network, net.sandbox) == (True, "workspace-write")
+    assert (free.network, free.sandbox) == (False, "full")
 
 
 @pytest.mark.parametrize(
@@ -61,6 +73,9 @@ def test_the_common_shape_gives_stdio_and_http_servers() -> None:
         ('{"mcpServers": {"a": {"command": "x", "args": "y"}}}', "list of strings"),
         ('{"mcpServers": {"a": {"command": "x", "env": {"K": 1}}}}', "env must map"),
         ('{"mcpServers": {"a": {"command": "x", "timeout": 0}}}', "positive number"),
+        ('{"mcpServers": {"a": {"command": "x", "network": "yes"}}}', "true or false"),
+        ('{"mcpServers": {"a": {"command": "x", "sandbox": "none"}}}', "'full', not 'none'"),
+        ('{"mcpServers": {"a": {"url": "http://h", "network": true}}}', "stdio servers"),
     ],
 )
 def test_a_bad_file_says_what_is_wrong(text: str, says: str) -> None:
