@@ -31,6 +31,7 @@ from mcp.shared.message import SessionMessage
 
 from services.common.tasks import spawn
 
+from ..confinement import BWRAP
 from ..tools import ToolOutcome
 from .config import HTTP, ServerConfig
 from .launch import ServerUnconfinable, stdio_environment, stdio_launch
@@ -69,11 +70,14 @@ class _Garbled(Exception):
 
 
 class McpConnection:
-    def __init__(self, config: ServerConfig, cwd: Path, hidden: Sequence[Path] = ()) -> None:
+    def __init__(
+        self, config: ServerConfig, cwd: Path, hidden: Sequence[Path] = (), bwrap: str = BWRAP
+    ) -> None:
         self.config = config
         self.cwd = cwd
-        # What a confined stdio server must not see (launch.py).
+        # What a confined stdio server must not see, and what confines it (launch.py).
         self.hidden = tuple(hidden)
+        self._bwrap = bwrap
         self._state = ServerState(State.CONNECTING)
         self._session: ClientSession | None = None
         # Set once the first attempt has ended (ready or failed).
@@ -199,7 +203,7 @@ class McpConnection:
                 yield streams
             return
         self._stderr_tail = ""
-        launch = stdio_launch(self.config, self.cwd, self.hidden)
+        launch = stdio_launch(self.config, self.cwd, self.hidden, self._bwrap)
         env = stdio_environment(self.config)
         with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as stderr:
             try:

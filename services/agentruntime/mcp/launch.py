@@ -20,7 +20,7 @@ from pathlib import Path
 
 from mcp.client.stdio import get_default_environment
 
-from ..confinement import Jail, Prepared, Unconfinable, prepare
+from ..confinement import BWRAP, Jail, Prepared, Unconfinable, prepare
 from ..gates import WORKSPACE_WRITE
 from .config import UNCONFINED, ServerConfig
 
@@ -37,14 +37,16 @@ class ServerUnconfinable(Exception):
         self.problem = problem
 
 
-def stdio_launch(server: ServerConfig, cwd: Path, hidden: Sequence[Path] = ()) -> Prepared:
+def stdio_launch(
+    server: ServerConfig, cwd: Path, hidden: Sequence[Path] = (), bwrap: str = BWRAP
+) -> Prepared:
     """How to spawn the server in the session's folder (its argv, and the
     cgroup to remove once it stopped); raises ServerUnconfinable."""
     program = [server.command, *server.args]
     if server.sandbox == UNCONFINED:
         return Prepared(program)
     jail = Jail(WORKSPACE_WRITE, cwd, network=server.network, hidden=tuple(hidden))
-    prepared = prepare(jail, program)
+    prepared = prepare(jail, program, bwrap)
     if prepared.refused is not None:
         raise ServerUnconfinable(prepared.refused)
     return prepared

@@ -25,6 +25,7 @@ import mcp_types as types
 from services.common.tasks import spawn
 from services.sessionlog.folds import Approval, McpServerView
 
+from ..confinement import BWRAP
 from ..gates import Effect
 from ..tools import Args, Tool, ToolContext, ToolOutcome
 from . import config
@@ -55,8 +56,10 @@ class McpSnapshot:
 
 
 class McpServers:
-    def __init__(self, deployment_config: Path | None) -> None:
+    def __init__(self, deployment_config: Path | None, bwrap: str = BWRAP) -> None:
         self._deployment = deployment_config
+        # What confines the stdio servers (launch.py).
+        self._bwrap = bwrap
         self._connections: dict[tuple[Path, ServerConfig], McpConnection] = {}
 
     async def snapshot(self, cwd: Path, hidden: Sequence[Path] = ()) -> McpSnapshot:
@@ -85,7 +88,7 @@ class McpServers:
         for server in configured.servers:
             connection = self._connections.get((cwd, server))
             if connection is None:
-                connection = McpConnection(server, cwd, hidden)
+                connection = McpConnection(server, cwd, hidden, self._bwrap)
                 self._connections[(cwd, server)] = connection
                 connection.start()
             connections.append(connection)

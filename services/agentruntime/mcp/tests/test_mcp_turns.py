@@ -39,6 +39,8 @@ from tests.support.hosts import REPO
 WAIT_S = 30.0
 EVERYTHING = REPO / "tests/mcp/node_modules/@modelcontextprotocol/server-everything/dist/index.js"
 FAULT_TIMEOUT_S = 2
+# How many tools tests/mcp/fault_server.py lists at start.
+FAULT_TOOLS = 11
 
 
 def node() -> str:
@@ -301,7 +303,8 @@ async def test_a_changed_tool_list_shows_at_the_next_boundary_only(
     assert "mcp__faults__fresh" not in named[0] and "mcp__faults__fresh" in named[1]
     assert found["next-step"].ok and found["next-step"].output == "fresh was added"
     counts = [e.mcp_status.servers[0].tools for e in logged if e.HasField("mcp_status")]
-    assert counts == [7, 8]
+    # The fault server's tools, then one more.
+    assert counts == [FAULT_TOOLS, FAULT_TOOLS + 1]
     await runtime.close()
 
 
