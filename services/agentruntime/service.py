@@ -32,7 +32,8 @@ def agent_runtime_service(
 ) -> ServiceDefinition:
     """Running turns stop before shutdown without a record (their session
     leases are given up), and on start the turns a previous runtime left open
-    are recovered from the log. Confined commands never see `data_dir` nor
+    are recovered from the log. Confined commands and stdio MCP servers (the
+    agent passes its neighbours' hidden paths to them) never see `data_dir` nor
     the files the AGENTHOST_*_FILE settings name; `workspaces` says
     which sessions share workspace-scoped permission rules."""
     hidden = hidden_from_env(os.environ, data_dir)

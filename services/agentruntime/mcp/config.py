@@ -9,6 +9,8 @@ whose servers replace the deployment's of the same name. A server is
 A stdio server runs confined like a command under workspace-write (launch.py):
 `"network": true` lets it reach the network (off by default), `"sandbox":
 "full"` runs it unconfined (the user's explicit choice, like /sandbox full).
+Example: `{"command": "npx", "args": ["-y", "some-server"], "network": true,
+"env": {"npm_config_cache": "/tmp/npm"}}` (HOME is read-only; /tmp is its own).
 A file that cannot be read or parsed does not stop the others: it shows as a
 failed entry of the `mcp` projection, named after its scope.
 """
