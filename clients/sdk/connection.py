@@ -296,7 +296,8 @@ class AgentHostClient:
             delay = self.backoff.delay(attempt)
             attempt += 1
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._closing.wait(), delay)
+                async with asyncio.timeout(delay):
+                    await self._closing.wait()
 
     async def _stream_once(self) -> bool:
         """One Connect call until it ends; whether the gateway confirmed it."""
@@ -314,10 +315,8 @@ class AgentHostClient:
             while True:
                 if self._cut:
                     return confirmed
-                read = call.read()
-                frame = await (
-                    asyncio.wait_for(read, self.idle_timeout) if self.idle_timeout else read
-                )
+                async with asyncio.timeout(self.idle_timeout or None):
+                    frame = await call.read()
                 if frame is grpc.aio.EOF:
                     return confirmed
                 if frame.HasField("connected"):

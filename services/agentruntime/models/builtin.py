@@ -5,7 +5,8 @@ Scripted replies are consumed in order, one per request; once the queue is empty
 it echoes again. Each `ScriptedReply` is also the test's handle on that reply:
 
     reply = adapter.enqueue(ScriptedReply(text="Planning…", hold=True))
-    await asyncio.wait_for(reply.started.wait(), 5)   # the model is "generating"
+    async with asyncio.timeout(5):                    # the model is "generating"
+        await reply.started.wait()
     ...                                               # act mid-request
     reply.release()                                   # let it finish
 
