@@ -1,7 +1,8 @@
 """The client's connection to the gateway: one `Connect` stream, unary calls,
 reconnects with a bounded exponential backoff.
 
-Every (re)connect uses a new, larger generation; every request carries a
+A stream the gateway confirmed and then lost makes a new, larger generation
+at once (attempts that never connect keep it); every request carries a
 RequestFence (client id, generation, a monotonic request id). On reconnect
 the client presents, per open session, the last seq it holds, so the gateway
 sends what was missed and then live frames; a `resync` frame makes that
@@ -258,13 +259,7 @@ class AgentHostClient:
 
     async def _run(self) -> None:
         attempt = 0
-        first = True
         while not self._closing.is_set():
-            if not first:
-                self.generation += 1
-                for session in list(self._sessions.values()):
-                    session._on_generation(self.generation)
-            first = False
             confirmed = False
             try:
                 confirmed = await self._stream_once()
@@ -281,13 +276,15 @@ class AgentHostClient:
             self._connected.clear()
             if self._closing.is_set():
                 return
+            cut, self._cut = self._cut, False
+            if confirmed or cut:
+                self._next_generation()
             self._set_state(ConnectionState.RECONNECTING)
             for session in list(self._sessions.values()):
                 session._on_disconnected()
             if confirmed:
                 attempt = 0
-            if self._cut:
-                self._cut = False
+            if cut:
                 continue
             limit = self.backoff.max_attempts
             if limit is not None and attempt >= limit:
@@ -298,6 +295,17 @@ class AgentHostClient:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(delay):
                     await self._closing.wait()
+
+    def _next_generation(self) -> None:
+        """A new generation as soon as a stream the gateway confirmed is lost
+        (or cut), not after the backoff: a request made while reconnecting
+        carries the generation the next stream presents, so that stream never
+        fences it out as STALE. Attempts that were never confirmed are retried
+        in the same generation for the same reason; requests in flight from
+        the lost stream stay superseded."""
+        self.generation += 1
+        for session in list(self._sessions.values()):
+            session._on_generation(self.generation)
 
     async def _stream_once(self) -> bool:
         """One Connect call until it ends; whether the gateway confirmed it."""
