@@ -18,6 +18,7 @@ from services.sessionlog.client import SessionLogClient
 from .leases import lease_s_from_env
 from .models.factory import adapter_from_env
 from .plan_port import RemotePlanMode
+from .runtime import idle_s_from_env
 from .service import agent_runtime_service
 
 
@@ -26,7 +27,9 @@ def build(config: ServiceConfig, peers: Peers) -> ServiceDefinition:
     plan_config = config_from_env(os.environ)
     plan = RemotePlanMode(PlanModeClient(plan_channel), plan_config) if plan_channel else None
     log = SessionLogClient(required(peers, "sessionlog"))
-    return agent_runtime_service(log, adapter_from_env(), plan, lease_s_from_env(os.environ))
+    return agent_runtime_service(
+        log, adapter_from_env(), plan, lease_s_from_env(os.environ), idle_s_from_env(os.environ)
+    )
 
 
 run_service("agentruntime", build, peers=PEERS["agentruntime"])
