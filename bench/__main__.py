@@ -26,6 +26,7 @@ from bench import (
     memory,
     open_session,
     plan_mode_read,
+    runtime_memory,
     set_plan_mode,
     stream_fanout,
 )
@@ -43,6 +44,7 @@ FIGURES: list[ModuleType] = [
     cold_open,
     stream_fanout,
     memory,
+    runtime_memory,
 ]
 REPO = Path(__file__).resolve().parents[1]
 Runner = Callable[[Sizes, Path], Awaitable[Figure]]

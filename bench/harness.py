@@ -43,6 +43,9 @@ class Sizes:
     appenders: int = 16
     batch: int = 100
     small_session: int = 100
+    # Sessions the runtime memory figure opens, and after how many it takes its baseline.
+    runtime_sessions: int = 10_000
+    runtime_first: int = 100
 
 
 FULL = Sizes(
@@ -70,6 +73,8 @@ SMOKE = Sizes(
     stream_appends=5,
     memory_sessions=40,
     memory_events=20,
+    runtime_sessions=60,
+    runtime_first=20,
 )
 
 # Generous: a cold open of a big session may take long, and a slow call

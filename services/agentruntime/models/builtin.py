@@ -119,8 +119,13 @@ class ScriptedReply:
             await self._gate.wait()
 
 
+# Requests the built-in model keeps (the latest): what a test looks at, and
+# a bound for a demo stack that runs for days.
+RECORDED_REQUESTS = 100
+
+
 class BuiltinAdapter:
-    """Deterministic scripted model; records every request it receives."""
+    """Deterministic scripted model; records the latest requests it receives."""
 
     name = BUILTIN_NAME
 
@@ -128,7 +133,7 @@ class BuiltinAdapter:
         self, replies: Iterable[ScriptedReply] = (), *, model: str = BUILTIN_MODEL
     ) -> None:
         self.model = model
-        self.requests: list[ModelRequest] = []
+        self.requests: deque[ModelRequest] = deque(maxlen=RECORDED_REQUESTS)
         self._replies: deque[ScriptedReply] = deque(replies)
         self._call_ids = itertools.count(1)
 
