@@ -5,6 +5,7 @@ never answers UNKNOWN for a peer that went away)."""
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from typing import Any, NoReturn, ParamSpec, TypeVar
 
@@ -20,11 +21,17 @@ P = ParamSpec("P")
 T = TypeVar("T")
 
 DEFAULT_TIMEOUT_S = 30.0
+# round_robin, not gRPC's default pick_first: where a peer's name resolves to
+# every replica (a Kubernetes headless Service, Docker's DNS), calls spread
+# over all of them instead of all going to the first address, and a replica
+# that goes away leaves the others serving without a new resolution.
+ROUND_ROBIN = json.dumps({"loadBalancingConfig": [{"round_robin": {}}]})
 CHANNEL_OPTIONS = [
     ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
     ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
     ("grpc.keepalive_time_ms", 30_000),
     ("grpc.keepalive_permit_without_calls", 1),
+    ("grpc.service_config", ROUND_ROBIN),
 ]
 
 
