@@ -371,16 +371,14 @@ class AgentRuntime:
         return [PLAN_COMMAND] if self._plan is not None else []
 
     async def execute_command(self, session_id: str, name: str, args: str | None) -> CommandResult:
-        async def run(agent: Agent) -> CommandResult:
-            if name != PLAN_COMMAND.name or self._plan is None:
-                raise CommandNotFound(name)
-            outcome = await self._plan.run_plan_command(session_id, args)
-            if outcome.ok and outcome.steer_text:
-                await agent.prompt(outcome.steer_text, PromptMode.STEER)
-            last_seq = (await self._log.get_session(session_id)).last_seq
-            return CommandResult(outcome.ok, outcome.message, last_seq)
-
-        return await self._with_agent(session_id, run)
+        agent = await self.resume(session_id)
+        if name != PLAN_COMMAND.name or self._plan is None:
+            raise CommandNotFound(name)
+        outcome = await self._plan.run_plan_command(session_id, args)
+        if outcome.ok and outcome.steer_text:
+            await agent.prompt(outcome.steer_text, PromptMode.STEER)
+        last_seq = (await self._log.get_session(session_id)).last_seq
+        return CommandResult(outcome.ok, outcome.message, last_seq)
 
     # -- questions and settings ------------------------------------------------------------
 
