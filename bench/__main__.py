@@ -27,6 +27,7 @@ from bench import (
     open_session,
     plan_mode_read,
     request_build,
+    runtime_memory,
     set_plan_mode,
     stream_fanout,
 )
@@ -45,6 +46,7 @@ FIGURES: list[ModuleType] = [
     stream_fanout,
     request_build,
     memory,
+    runtime_memory,
 ]
 REPO = Path(__file__).resolve().parents[1]
 Runner = Callable[[Sizes, Path], Awaitable[Figure]]

@@ -20,6 +20,7 @@ from services.agentruntime.leases import lease_s_from_env
 from services.agentruntime.models.base import ModelAdapter
 from services.agentruntime.models.catalog import ModelCatalog, catalog_from_env
 from services.agentruntime.plan_port import RemotePlanMode
+from services.agentruntime.runtime import idle_s_from_env
 from services.agentruntime.service import agent_runtime_service
 from services.common.client import open_channel
 from services.common.config import LOOPBACK, ServiceConfig, TlsFiles, web_client_files
@@ -218,6 +219,7 @@ class EmbeddedStack:
                 model,
                 RemotePlanMode(plan, self._plan_config()) if plan else None,
                 lease_s_from_env(os.environ),
+                idle_s_from_env(os.environ),
             )
         assert self.tokens is not None
         return gateway_service(

@@ -20,6 +20,7 @@ from services.sessionlog.client import SessionLogClient
 from .leases import lease_s_from_env
 from .models.catalog import catalog_from_env
 from .plan_port import RemotePlanMode
+from .runtime import idle_s_from_env
 from .service import agent_runtime_service
 
 
@@ -29,7 +30,9 @@ def build(config: ServiceConfig, peers: Peers) -> ServiceDefinition:
     plan = RemotePlanMode(PlanModeClient(plan_channel), plan_config) if plan_channel else None
     log = SessionLogClient(required(peers, "sessionlog"))
     models = catalog_from_env(os.environ, config.data_dir)
-    return agent_runtime_service(log, models, plan, lease_s_from_env(os.environ))
+    return agent_runtime_service(
+        log, models, plan, lease_s_from_env(os.environ), idle_s_from_env(os.environ)
+    )
 
 
 run_service("agentruntime", build, peers=PEERS["agentruntime"])

@@ -12,7 +12,7 @@ from .leases import DEFAULT_LEASE_S
 from .models.base import ModelAdapter
 from .models.catalog import ModelCatalog
 from .ports import PlanModePort
-from .runtime import AgentRuntime
+from .runtime import DEFAULT_IDLE_S, AgentRuntime
 from .servicer import SERVICE_NAME, AgentRuntimeServicer
 
 
@@ -21,11 +21,12 @@ def agent_runtime_service(
     model: ModelAdapter | ModelCatalog,
     plan: PlanModePort | None,
     lease_s: float = DEFAULT_LEASE_S,
+    idle_s: float = DEFAULT_IDLE_S,
 ) -> ServiceDefinition:
     """Running turns stop before shutdown without a record (their session
     leases are given up), and on start the turns a previous runtime left open
-    are recovered from the log."""
-    runtime = AgentRuntime(log, model, plan, lease_s=lease_s)
+    are recovered from the log. Agents idle for `idle_s` are unloaded."""
+    runtime = AgentRuntime(log, model, plan, lease_s=lease_s, idle_s=idle_s)
     servicer = AgentRuntimeServicer(runtime)
 
     def register(server: grpc.aio.Server) -> None:
