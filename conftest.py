@@ -10,6 +10,7 @@ import pytest
 from services.projection.checkpoint_store import CheckpointStore
 from services.sessionlog.domain import SessionLog, open_session_log
 from services.workspace.store import WorkspaceStore
+from tests.support import hangs
 from tests.support.folders import Folders
 from tests.support.stores import (
     STORE_BACKENDS,
@@ -57,3 +58,14 @@ async def checkpoint_backend(
     """The projection checkpoint store on each backend, as workspace_backend."""
     async with checkpoint_store_backend(request.param, tmp_path).cleaned() as chosen:
         yield chosen
+
+
+# A hung async test prints its asyncio tasks' stacks before pytest-timeout
+# stops it (tests/support/hangs.py); returning None lets pytest-timeout's own
+# timer be set and cancelled as usual.
+def pytest_timeout_set_timer(item: pytest.Item, settings: object) -> None:
+    hangs.set_timer(item, settings)
+
+
+def pytest_timeout_cancel_timer(item: pytest.Item) -> None:
+    hangs.cancel_timer(item)

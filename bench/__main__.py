@@ -28,6 +28,7 @@ from bench import (
     open_session,
     plan_mode_read,
     request_build,
+    runtime_memory,
     set_plan_mode,
     stream_fanout,
 )
@@ -47,6 +48,7 @@ FIGURES: list[ModuleType] = [
     request_build,
     memory,
     confined_command,
+    runtime_memory,
 ]
 REPO = Path(__file__).resolve().parents[1]
 Runner = Callable[[Sizes, Path], Awaitable[Figure]]

@@ -45,6 +45,9 @@ class Sizes:
     small_session: int = 100
     # Events of the compacted session whose next model request is built.
     compacted_session: int = 10_000
+    # Sessions the runtime memory figure opens, and after how many it takes its baseline.
+    runtime_sessions: int = 10_000
+    runtime_first: int = 100
 
 
 FULL = Sizes(
@@ -73,6 +76,8 @@ SMOKE = Sizes(
     memory_sessions=40,
     memory_events=20,
     compacted_session=1_000,
+    runtime_sessions=60,
+    runtime_first=20,
 )
 
 # Generous: a cold open of a big session may take long, and a slow call

@@ -136,7 +136,8 @@ class Stack:
     async def stop(self) -> None:
         if self.process.returncode is None:
             self.process.send_signal(signal.SIGTERM)
-        await asyncio.wait_for(self.process.wait(), 60)
+        async with asyncio.timeout(60):
+            await self.process.wait()
 
 
 async def start_stack(mode: str, data_dir: Path) -> Stack:
@@ -146,7 +147,8 @@ async def start_stack(mode: str, data_dir: Path) -> Stack:
     began = time.perf_counter()
     process = await _bench_process("serve", mode, str(data_dir), token)
     assert process.stdout is not None
-    line = await asyncio.wait_for(process.stdout.readline(), STARTUP_TIMEOUT_S)
+    async with asyncio.timeout(STARTUP_TIMEOUT_S):
+        line = await process.stdout.readline()
     if not line:
         raise RuntimeError(f"the {mode} stack exited with {await process.wait()}")
     elapsed = time.perf_counter() - began
@@ -299,7 +301,8 @@ class Client:
         """Append (a title by default) and wait until the stream delivers it."""
         events = events or [ev.Event(session_title=ev.SessionTitle(title="probe"))]
         reply = await self.log.Append(pb.AppendRequest(session_id=self.session_id, events=events))
-        await asyncio.wait_for(self._frame(reply.last_seq), 60)
+        async with asyncio.timeout(60):
+            await self._frame(reply.last_seq)
         for seq in range(reply.last_seq - len(events) + 1, reply.last_seq + 1):
             self._frames.pop(seq, None)
 
@@ -396,7 +399,8 @@ async def loaded(stack: Stack, events_per_s: float) -> AsyncIterator[Window]:
     assert process.stdout is not None
     window = Window()
     try:
-        started = await asyncio.wait_for(process.stdout.readline(), 60)
+        async with asyncio.timeout(60):
+            started = await process.stdout.readline()
         assert started.strip() == b"started", started
         cpu_before = stack.cpu_s()
         yield window
@@ -404,7 +408,8 @@ async def loaded(stack: Stack, events_per_s: float) -> AsyncIterator[Window]:
     finally:
         if process.returncode is None:
             process.send_signal(signal.SIGTERM)
-        out = await asyncio.wait_for(process.stdout.readline(), 60)
+        async with asyncio.timeout(60):
+            out = await process.stdout.readline()
         await process.wait()
     report = json.loads(out)
     window.events, window.seconds = report["events"], report["seconds"]

@@ -90,12 +90,14 @@ async def _timed_fanout(
     tasks = [asyncio.create_task(listener) for listener in listeners]
     latencies: list[float] = []
     try:
-        await asyncio.wait_for(asyncio.gather(*(r.wait() for r in readies)), FRAME_TIMEOUT_S)
+        async with asyncio.timeout(FRAME_TIMEOUT_S):
+            await asyncio.gather(*(r.wait() for r in readies))
         first = await first_seq()
         for seq in range(first, first + count):
             started = time.perf_counter()
             await publish(seq)
-            await asyncio.wait_for(arrivals.complete[seq].wait(), FRAME_TIMEOUT_S)
+            async with asyncio.timeout(FRAME_TIMEOUT_S):
+                await arrivals.complete[seq].wait()
             latencies.extend(t - started for t in arrivals.times[seq])
     finally:
         for task in tasks:

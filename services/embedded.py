@@ -23,6 +23,7 @@ from services.agentruntime.mcp.config import deployment_path
 from services.agentruntime.models.base import ModelAdapter
 from services.agentruntime.models.catalog import ModelCatalog, catalog_from_env
 from services.agentruntime.plan_port import RemotePlanMode
+from services.agentruntime.runtime import idle_s_from_env
 from services.agentruntime.service import agent_runtime_service
 from services.common.client import open_channel
 from services.common.config import LOOPBACK, ServiceConfig, TlsFiles, web_client_files
@@ -229,6 +230,7 @@ class EmbeddedStack:
                 data,
                 WorkspaceClient(self._channel(name, "workspace")),
                 mcp=McpServers(deployment_path(os.environ, data)),
+                idle_s=idle_s_from_env(os.environ),
             )
         assert self.tokens is not None
         return gateway_service(

@@ -288,7 +288,8 @@ class Supervisor:
         if process.returncode is None:
             try:
                 process.send_signal(signal.SIGTERM)
-                await asyncio.wait_for(process.wait(), KILL_AFTER_S)
+                async with asyncio.timeout(KILL_AFTER_S):
+                    await process.wait()
             except ProcessLookupError:
                 pass  # it has just exited
             except TimeoutError:

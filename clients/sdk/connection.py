@@ -1,7 +1,8 @@
 """The client's connection to the gateway: one `Connect` stream, unary calls,
 reconnects with a bounded exponential backoff.
 
-Every (re)connect uses a new, larger generation; every request carries a
+A stream the gateway confirmed and then lost makes a new, larger generation
+at once (attempts that never connect keep it); every request carries a
 RequestFence (client id, generation, a monotonic request id). On reconnect
 the client presents, per open session, the last seq it holds, so the gateway
 sends what was missed and then live frames; a `resync` frame makes that
@@ -259,13 +260,7 @@ class AgentHostClient:
 
     async def _run(self) -> None:
         attempt = 0
-        first = True
         while not self._closing.is_set():
-            if not first:
-                self.generation += 1
-                for session in list(self._sessions.values()):
-                    session._on_generation(self.generation)
-            first = False
             confirmed = False
             try:
                 confirmed = await self._stream_once()
@@ -282,13 +277,15 @@ class AgentHostClient:
             self._connected.clear()
             if self._closing.is_set():
                 return
+            cut, self._cut = self._cut, False
+            if confirmed or cut:
+                self._next_generation()
             self._set_state(ConnectionState.RECONNECTING)
             for session in list(self._sessions.values()):
                 session._on_disconnected()
             if confirmed:
                 attempt = 0
-            if self._cut:
-                self._cut = False
+            if cut:
                 continue
             limit = self.backoff.max_attempts
             if limit is not None and attempt >= limit:
@@ -297,7 +294,19 @@ class AgentHostClient:
             delay = self.backoff.delay(attempt)
             attempt += 1
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._closing.wait(), delay)
+                async with asyncio.timeout(delay):
+                    await self._closing.wait()
+
+    def _next_generation(self) -> None:
+        """A new generation as soon as a stream the gateway confirmed is lost
+        (or cut), not after the backoff: a request made while reconnecting
+        carries the generation the next stream presents, so that stream never
+        fences it out as STALE. Attempts that were never confirmed are retried
+        in the same generation for the same reason; requests in flight from
+        the lost stream stay superseded."""
+        self.generation += 1
+        for session in list(self._sessions.values()):
+            session._on_generation(self.generation)
 
     async def _stream_once(self) -> bool:
         """One Connect call until it ends; whether the gateway confirmed it."""
@@ -315,10 +324,8 @@ class AgentHostClient:
             while True:
                 if self._cut:
                     return confirmed
-                read = call.read()
-                frame = await (
-                    asyncio.wait_for(read, self.idle_timeout) if self.idle_timeout else read
-                )
+                async with asyncio.timeout(self.idle_timeout or None):
+                    frame = await call.read()
                 if frame is grpc.aio.EOF:
                     return confirmed
                 if frame.HasField("connected"):

@@ -25,6 +25,7 @@ from .mcp import McpServers
 from .mcp.config import deployment_path
 from .models.catalog import catalog_from_env
 from .plan_port import RemotePlanMode
+from .runtime import idle_s_from_env
 from .service import agent_runtime_service
 
 
@@ -38,7 +39,10 @@ def build(config: ServiceConfig, peers: Peers) -> ServiceDefinition:
     workspace_channel = peers["workspace"]
     workspaces = WorkspaceClient(workspace_channel) if workspace_channel else None
     mcp = McpServers(deployment_path(os.environ, config.data_dir))
-    return agent_runtime_service(log, models, plan, lease_s, config.data_dir, workspaces, mcp=mcp)
+    idle_s = idle_s_from_env(os.environ)
+    return agent_runtime_service(
+        log, models, plan, lease_s, config.data_dir, workspaces, mcp=mcp, idle_s=idle_s
+    )
 
 
 run_service("agentruntime", build, peers=PEERS["agentruntime"])

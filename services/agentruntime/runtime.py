@@ -6,14 +6,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
 from agenthost.sessionlog.v1 import events_pb2 as ev
 
-from services.common.errors import LeaseLost, NotFound, SessionOwnedElsewhere
+from services.common.errors import InvalidRequest, LeaseLost, NotFound, SessionOwnedElsewhere
 from services.common.tasks import spawn
 from services.sessionlog.folds import PermissionRule, SettingsFold
 from services.sessionlog.port import SessionLogPort
@@ -39,9 +39,30 @@ RECOVERY_PAGE = 500
 RECOVERY_RETRY_S = (0.2, 5.0)
 # How long past another owner's lease expiry a takeover is tried.
 TAKEOVER_MARGIN_S = 0.05
+# An agent nobody used for this long (no call, no turn) is unloaded: its lease
+# released, its state dropped from memory, reloaded from the log on the next
+# call. Without it every session ever opened stays in memory and leased here.
+ENV_IDLE_S = "AGENTHOST_AGENT_IDLE_S"
+DEFAULT_IDLE_S = 300.0
+# The idle check runs every half idle time, within these bounds.
+SWEEP_S = (0.01, 30.0)
 
 log = logging.getLogger("agenthost.runtime")
 T = TypeVar("T")
+
+
+def idle_s_from_env(env: Mapping[str, str]) -> float:
+    """AGENTHOST_AGENT_IDLE_S: how long an idle agent stays loaded."""
+    raw = env.get(ENV_IDLE_S, "")
+    if not raw:
+        return DEFAULT_IDLE_S
+    try:
+        value = float(raw)
+    except ValueError:
+        value = 0.0
+    if not 0 < value <= 86_400:
+        raise InvalidRequest(ENV_IDLE_S, "must be a number of seconds above 0, at most 86400")
+    return value
 
 
 class CommandNotFound(NotFound):
@@ -108,6 +129,8 @@ class AgentRuntime:
         hidden: Sequence[Path] = (),
         workspaces: WorkspaceMembersPort | None = None,
         mcp: McpServers | None = None,
+        idle_s: float = DEFAULT_IDLE_S,
+        on_unload: Callable[[str], None] | None = None,
     ) -> None:
         self._log = log
         self._compaction = compaction or CompactionPolicy.from_env()
@@ -134,6 +157,14 @@ class AgentRuntime:
         # Sessions owned elsewhere that this replica would take over should
         # their owner's lease run out with a turn open.
         self._watchers: dict[str, asyncio.Task[None]] = {}
+        # Idle unloading: when each loaded agent was last used, the calls on
+        # it under way, the unloads not finished (a load waits for them).
+        self.idle_s = idle_s
+        self._on_unload = on_unload
+        self._last_used: dict[str, float] = {}
+        self._calls: dict[str, int] = {}
+        self._unloading: dict[str, asyncio.Task[None]] = {}
+        self._sweeper: asyncio.Task[None] | None = None
 
     # -- agents ----------------------------------------------------------------
 
@@ -141,6 +172,7 @@ class AgentRuntime:
         """The live agent of a session; concurrent callers share one load."""
         agent = self._agents.get(session_id)
         if agent is not None:
+            self._touch(session_id)
             return agent
         loading = self._loading.get(session_id)
         if loading is None:
@@ -157,6 +189,9 @@ class AgentRuntime:
         """Take the session's lease first (SESSION_OWNED_ELSEWHERE when another
         replica holds it live), so that even closing a turn a dead owner
         left open is written under our token."""
+        unloading = self._unloading.get(session_id)
+        if unloading is not None:  # its lease is being released: take it after
+            await asyncio.wait([unloading])
         summary = await self._log.get_session(session_id)
         token = await self.leases.acquire(session_id)
         agent = Agent(
@@ -181,6 +216,9 @@ class AgentRuntime:
             await self.leases.release(session_id)
             raise
         self._agents[session_id] = agent
+        self._touch(session_id)
+        if self._sweeper is None:
+            self._sweeper = spawn(self._unload_idle_agents(), name="runtime-idle-unload")
         return agent
 
     def _watch_owner(self, session_id: str, expires_at_us: int) -> None:
@@ -226,14 +264,63 @@ class AgentRuntime:
         at once, writing nothing (the log would refuse it), and the next call
         for the session loads it afresh (or hears where it runs)."""
         agent = self._agents.pop(session_id, None)
+        self._last_used.pop(session_id, None)
         if agent is not None:
             spawn(agent.close(), name=f"drop-{session_id}")
+
+    # -- idle agents -------------------------------------------------------------
+
+    def _touch(self, session_id: str) -> None:
+        self._last_used[session_id] = time.monotonic()
+
+    async def _unload_idle_agents(self) -> None:
+        low, high = SWEEP_S
+        while True:
+            await asyncio.sleep(min(max(self.idle_s / 2, low), high))  # a period, not sync
+            now = time.monotonic()
+            idle = [s for s, agent in self._agents.items() if self._is_idle(s, agent, now)]
+            await asyncio.gather(*(self._unload(session_id) for session_id in idle))
+
+    def _is_idle(self, session_id: str, agent: Agent, now: float) -> bool:
+        """Unused for `idle_s`, and nothing to go on with: no turn running
+        or open (one waiting for an answer among them), no input queued, no
+        call on it under way."""
+        return (
+            now - self._last_used.get(session_id, now) >= self.idle_s
+            and not agent.running
+            and not agent.state.turn.open
+            and not agent.state.turn.inputs
+            and not self._calls.get(session_id)
+        )
+
+    async def _unload(self, session_id: str) -> None:
+        """Forget the agent at once (the next call loads it afresh from the
+        log, after this), then stop it and give its lease up."""
+        agent = self._agents.pop(session_id)
+        self._last_used.pop(session_id, None)
+        unloading = spawn(self._close_and_release(session_id, agent), name=f"unload-{session_id}")
+        self._unloading[session_id] = unloading
+        try:
+            await asyncio.wait([unloading])
+        finally:
+            if self._unloading.get(session_id) is unloading:
+                del self._unloading[session_id]
+
+    async def _close_and_release(self, session_id: str, agent: Agent) -> None:
+        await agent.close()
+        await self.leases.release(session_id)
+        log.info("idle agent unloaded", extra={"session_id": session_id})
+        if self._on_unload is not None:
+            self._on_unload(session_id)
 
     async def close(self) -> None:
         """Stop every agent and give their leases up; turns left open are
         picked up from the log by the runtime that loads them next (see
         recover), which need not wait for the leases to expire."""
-        stopping = [*self._watchers.values(), *([self._recovery] if self._recovery else [])]
+        stopping = [
+            *self._watchers.values(),
+            *(task for task in (self._recovery, self._sweeper) if task is not None),
+        ]
         for task in stopping:
             task.cancel()
         await asyncio.gather(*stopping, return_exceptions=True)
@@ -306,9 +393,10 @@ class AgentRuntime:
         return await self._on_agent(session_id, take)
 
     async def cancel(self, session_id: str) -> tuple[bool, AgentStatus]:
-        agent = await self.resume(session_id)
-        cancelled = await agent.cancel()
-        return cancelled, agent.status()
+        async def stop(agent: Agent) -> tuple[bool, AgentStatus]:
+            return await agent.cancel(), agent.status()
+
+        return await self._on_agent(session_id, stop)
 
     async def status(self, session_id: str) -> AgentStatus:
         return (await self.resume(session_id)).status()
@@ -324,10 +412,14 @@ class AgentRuntime:
         ]
 
     async def execute_command(self, session_id: str, name: str, args: str | None) -> CommandResult:
-        agent = await self.resume(session_id)
         if name == COMPACT_COMMAND.name:
-            compacted = await agent.compact((args or "").strip())
-            return CommandResult(compacted.ok, compacted.message, agent.status().last_seq)
+            # A call on the agent, so the idle check never unloads it mid-compaction.
+            async def compact(agent: Agent) -> CommandResult:
+                compacted = await agent.compact((args or "").strip())
+                return CommandResult(compacted.ok, compacted.message, agent.status().last_seq)
+
+            return await self._on_agent(session_id, compact)
+        agent = await self.resume(session_id)
         if name == PERMISSIONS_COMMAND.name:
             return await self._permissions_command(agent, (args or "").split())
         if name != PLAN_COMMAND.name or self._plan is None:
@@ -399,9 +491,21 @@ class AgentRuntime:
         runs now (SESSION_OWNED_ELSEWHERE: retry), or is served here if the
         lease came free."""
         try:
-            return await work(await self.resume(session_id))
+            return await self._with_agent(session_id, work)
         except LeaseLost:
-            return await work(await self.resume(session_id))
+            return await self._with_agent(session_id, work)
+
+    async def _with_agent(self, session_id: str, work: Callable[[Agent], Awaitable[T]]) -> T:
+        """`work` on the live agent, which stays loaded while it runs."""
+        agent = await self.resume(session_id)
+        self._calls[session_id] = self._calls.get(session_id, 0) + 1
+        try:
+            return await work(agent)
+        finally:
+            self._calls[session_id] -= 1
+            if not self._calls[session_id]:
+                del self._calls[session_id]
+            self._touch(session_id)
 
     def watch_live(self) -> AsyncIterator[LiveDelta]:
         """The text so far of everything running, then the pieces as they come."""
@@ -410,6 +514,8 @@ class AgentRuntime:
     # -- status stream ---------------------------------------------------------------
 
     def _publish(self, status: AgentStatus) -> None:
+        if status.session_id in self._agents:  # a turn started or ended: in use
+            self._touch(status.session_id)
         for queue in self._status_watchers:
             queue.put_nowait(status)
 

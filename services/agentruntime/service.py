@@ -17,7 +17,7 @@ from .mcp import McpServers
 from .models.base import ModelAdapter
 from .models.catalog import ModelCatalog
 from .ports import PlanModePort, WorkspaceMembersPort
-from .runtime import AgentRuntime
+from .runtime import DEFAULT_IDLE_S, AgentRuntime
 from .servicer import SERVICE_NAME, AgentRuntimeServicer
 
 
@@ -29,18 +29,27 @@ def agent_runtime_service(
     data_dir: Path | None = None,
     workspaces: WorkspaceMembersPort | None = None,
     mcp: McpServers | None = None,
+    idle_s: float = DEFAULT_IDLE_S,
 ) -> ServiceDefinition:
     """Running turns stop before shutdown without a record (their session
     leases are given up), and on start the turns a previous runtime left open
     are recovered from the log. Confined commands and stdio MCP servers (the
     agent passes its neighbours' hidden paths to them) never see `data_dir` nor
     the files the AGENTHOST_*_FILE settings name; `workspaces` says
-    which sessions share workspace-scoped permission rules."""
+    which sessions share workspace-scoped permission rules. Agents idle for
+    `idle_s` are unloaded."""
     hidden = hidden_from_env(os.environ, data_dir)
     # Its commands must not read its environment (secrets) through /proc.
     make_non_dumpable()
     runtime = AgentRuntime(
-        log, model, plan, lease_s=lease_s, hidden=hidden, workspaces=workspaces, mcp=mcp
+        log,
+        model,
+        plan,
+        lease_s=lease_s,
+        hidden=hidden,
+        workspaces=workspaces,
+        mcp=mcp,
+        idle_s=idle_s,
     )
     servicer = AgentRuntimeServicer(runtime)
 

@@ -5,6 +5,7 @@ never answers UNKNOWN for a peer that went away)."""
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from typing import Any, NoReturn, ParamSpec, TypeVar
 
@@ -20,11 +21,24 @@ P = ParamSpec("P")
 T = TypeVar("T")
 
 DEFAULT_TIMEOUT_S = 30.0
+# round_robin, not gRPC's default pick_first: where a peer's name resolves to
+# every replica (a Kubernetes headless Service, Docker's DNS), calls spread
+# over all of them instead of all going to the first address, and a replica
+# that goes away leaves the others serving without a new resolution.
+ROUND_ROBIN = json.dumps({"loadBalancingConfig": [{"round_robin": {}}]})
+# How long a channel waits between attempts to reach a peer that is down: at
+# most a second, not gRPC's default (up to 120 s, growing 1.6x from 1 s), so
+# the calls waiting for a restarted peer go through within about a second of
+# it serving again, however long it was away.
+RECONNECT_BACKOFF_MS = (100, 1000)
 CHANNEL_OPTIONS = [
     ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
     ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
     ("grpc.keepalive_time_ms", 30_000),
     ("grpc.keepalive_permit_without_calls", 1),
+    ("grpc.service_config", ROUND_ROBIN),
+    ("grpc.initial_reconnect_backoff_ms", RECONNECT_BACKOFF_MS[0]),
+    ("grpc.max_reconnect_backoff_ms", RECONNECT_BACKOFF_MS[1]),
 ]
 
 

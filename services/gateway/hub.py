@@ -135,7 +135,8 @@ class Hub:
             spawn(self._forever("projections", self._follow_projections), name="hub-projections"),
             spawn(self._follow_every_runtime(), name="hub-live"),
         ]
-        await asyncio.wait_for(self.live.wait(), 30)
+        async with asyncio.timeout(30):
+            await self.live.wait()
 
     async def stop(self) -> None:
         for task in self._tasks:

@@ -13,7 +13,9 @@ lease when nobody holds it.
 The live text of a running step exists only on its owner, so the hub
 follows WatchLive on every replica it knows of: each address the target's
 names resolve to (re-resolved every RESOLVE_EVERY_S, so replicas that come
-and go are followed), and every owner a call was sent to.
+and go are followed), and every owner a call was sent to. The channel to a
+replica that is neither is closed: a gateway up for weeks in a cluster whose
+pods come and go would otherwise keep dialling every address it ever met.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from agenthost.runtime.v1 import runtime_pb2_grpc as rt_grpc
 from services.common.client import call_timeout, peer_call
 from services.common.errors import PeerUnavailable, SessionOwnedElsewhere
 from services.common.recent import Recent
+from services.common.tasks import spawn
 from services.common.topology import resolve_replicas
 
 log = logging.getLogger("agenthost.gateway")
@@ -113,9 +116,12 @@ class RuntimeReplicas:
         """The addresses to follow live text from: the target resolved
         (the last good answer when resolving fails) and every learned owner."""
         try:
-            self.resolved = set(await resolve_replicas(self.target))
+            before, self.resolved = self.resolved, set(await resolve_replicas(self.target))
         except OSError as error:
             log.warning("cannot resolve the runtime replicas at %s: %s", self.target, error)
+        else:
+            for address in before - self.resolved:
+                self._close_if_unused(address)
         return self.resolved | self._owners
 
     def lost(self, address: str) -> None:
@@ -126,6 +132,18 @@ class RuntimeReplicas:
         self._owners.discard(address)
         for session_id in [s for s, place in self._places.items() if place == address]:
             del self._places[session_id]
+        self._close_if_unused(address)
+
+    def _close_if_unused(self, address: str) -> None:
+        """Close the channel to a replica nothing leads to any more (not the
+        target, not resolved, no learned owner); a call sent there later
+        dials it afresh."""
+        if address == self.target or address in self.resolved or address in self._owners:
+            return
+        self._stubs.pop(address, None)
+        channel = self._channels.pop(address, None)
+        if channel is not None:
+            spawn(channel.close(), name=f"close-runtime-{address}")
 
     async def close(self) -> None:
         channels = list(self._channels.values())

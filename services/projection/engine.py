@@ -296,6 +296,10 @@ class ProjectionEngine:
                 async for item in stream:
                     await self._consume(item)
                     delay = first_delay
+            except Unavailable as error:
+                # Not serving yet (a deployment starts its services in no
+                # order) or restarting: expected, and retried.
+                logger.warning("session log unavailable (%s); resubscribing in %ss", error, delay)
             except Exception:
                 logger.exception("session log subscription failed; resubscribing")
             finally:
@@ -326,6 +330,8 @@ class ProjectionEngine:
                     self.stats.events_skipped += 1
                 await self._checkpoint_if_due(projection)
                 await self._remember(projection)
+        except Unavailable as error:  # the log or the checkpoints restarting: transient
+            logger.warning("could not fold event %d of %r: %s", event.seq, session_id, error)
         except Exception:
             # Skip rather than stall every session on one: the next event or
             # read of this session folds what was missed from the log.

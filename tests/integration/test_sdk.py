@@ -26,6 +26,7 @@ from clients.sdk import (
     AgentBusyError,
     AgentHostClient,
     Backoff,
+    ConnectionState,
     EventAppended,
     HistoryLoaded,
     PlanSelectionFailedError,
@@ -50,6 +51,7 @@ PLAN_MODE = "/agenthost.gateway.v1.GatewayService/PlanMode"
 SET_PLAN_MODE = "/agenthost.gateway.v1.GatewayService/SetPlanMode"
 OPEN_SESSION = "/agenthost.gateway.v1.GatewayService/OpenSession"
 CONNECT = "/agenthost.gateway.v1.GatewayService/Connect"
+PROMPT = "/agenthost.gateway.v1.GatewayService/Prompt"
 
 OFF, ON = PlanState(False), PlanState(True)
 
@@ -553,6 +555,28 @@ async def test_a_request_of_a_superseded_generation_is_stale_and_not_applied(
     assert (await session.refresh_plan()).value.state == OFF
 
 
+async def test_a_prompt_made_while_the_gateway_restarts_is_applied_not_stale(
+    gateway: GatewayHarness, clients: Clients
+) -> None:
+    gate = Gate()
+    client = clients.new(interceptors=[gate])
+    session = await client.open_session(await new_session(client))
+    await gateway.stack.stop_service("gateway")
+    await client.wait_for(lambda: client.state is ConnectionState.RECONNECTING, WAIT_S)
+    # Typed while the client reconnects; it reaches the gateway only after
+    # the new stream does.
+    hold = gate.hold(PROMPT, phase="request")
+    prompting = asyncio.create_task(session.prompt("after the restart"))
+    (held,) = await hold.arrived()
+    await gateway.stack.start_service("gateway")
+    await client.wait_for(lambda: client.connected, WAIT_S)
+    held.release()
+    async with asyncio.timeout(WAIT_S):
+        await prompting
+    await session.wait_until(idle_after("after the restart"), WAIT_S)
+    assert client.generation == 1  # one lost stream, however many attempts it took
+
+
 async def test_a_client_whose_id_reconnected_elsewhere_is_superseded(clients: Clients) -> None:
     old = clients.new(client_id="laptop-1")
     session = await old.open_session(await new_session(old))
@@ -787,7 +811,7 @@ async def test_a_gateway_that_never_answers_ends_the_client_after_the_backoff() 
     try:
         with pytest.raises(TransportError):
             await client.connect(within=WAIT_S)
-        assert client.generation == 2  # every attempt was a new generation
+        assert client.generation == 0  # nothing was confirmed: no generation to supersede
     finally:
         await client.close()
 

@@ -32,6 +32,7 @@ TS_TESTS = (
     "a reconnecting client and OpenSession get the text so far at offset 0",
     "a pending plan choice made by another client is read from the stream",
     "a resumed stream presents its cursor and delivers every event exactly once",
+    "a request fenced while the client reconnects is applied after the reconnect, not STALE",
     "a request older than one applied is refused with a typed STALE error",
     "an invalid request is refused with its field violations",
     "a session lists the configured models and switches its model; an unknown one is UNKNOWN_MODEL",

@@ -86,7 +86,7 @@ class Coding:
 
     @property
     def requests(self) -> list[ModelRequest]:
-        return self.harness.model.requests
+        return list(self.harness.model.requests)
 
     # -- the internal services, for what no client of the gateway can do --------
 

@@ -12,7 +12,7 @@ import subprocess
 import sys
 import threading
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -86,6 +86,10 @@ class ServiceProcess:
     # never blocks on a full pipe).
     lines: deque[str] = field(default_factory=lambda: deque(maxlen=500))
     _drainer: threading.Thread | None = field(default=None, init=False, repr=False)
+    # Notified on every line, for wait_for_line.
+    _new_line: threading.Condition = field(
+        default_factory=threading.Condition, init=False, repr=False
+    )
 
     async def start(self) -> str:
         env = {
@@ -113,7 +117,7 @@ class ServiceProcess:
         assert self.process is not None and self.process.stderr is not None
         for raw in self.process.stderr:
             line = raw.decode(errors="replace").strip()
-            self.lines.append(line)
+            self._keep(line)
             try:
                 entry = json.loads(line)
             except json.JSONDecodeError:
@@ -129,7 +133,29 @@ class ServiceProcess:
     def _drain(self, process: subprocess.Popen[bytes]) -> None:
         assert process.stderr is not None
         for raw in process.stderr:
-            self.lines.append(raw.decode(errors="replace").rstrip())
+            self._keep(raw.decode(errors="replace").rstrip())
+
+    def _keep(self, line: str) -> None:
+        with self._new_line:
+            self.lines.append(line)
+            self._new_line.notify_all()
+
+    async def wait_for_line(
+        self, matches: Callable[[str], bool], within_s: float = START_TIMEOUT_S
+    ) -> str:
+        """The first kept line, logged already or to come, that `matches`."""
+
+        def first() -> str | None:
+            return next((line for line in self.lines if matches(line)), None)
+
+        def wait() -> str | None:
+            with self._new_line:
+                return self._new_line.wait_for(first, within_s)
+
+        found = await asyncio.to_thread(wait)
+        if found is None:
+            raise TimeoutError(f"{self.module} logged no such line within {within_s}s")
+        return found
 
     def signal(self, signum: signal.Signals) -> None:
         assert self.process is not None

@@ -1,7 +1,8 @@
 // The client's connection to the gateway: one `Connect` stream with
 // reconnects (bounded exponential backoff), unary calls, the open sessions.
 //
-// Every (re)connect uses a new, larger generation; every request carries a
+// A confirmed stream that is lost makes a new, larger generation at once
+// (attempts that never connect keep it); every request carries a
 // RequestFence (client id, generation, a monotonic request id). On reconnect
 // the client presents, per open session, the last seq it holds (its cursor),
 // so the gateway sends what was missed and then live frames; a `resync`
@@ -184,17 +185,16 @@ export class AgentHostClient {
 
   async #run(): Promise<void> {
     let attempt = 0;
-    for (let first = true; !this.#closing.signal.aborted; first = false) {
-      if (!first) this.#nextGeneration();
+    while (!this.#closing.signal.aborted) {
       const confirmed = await this.#streamOnceOrFail();
       if (confirmed === undefined || this.#closing.signal.aborted) return;
+      const cut = this.#cut;
+      this.#cut = false;
+      if (confirmed || cut) this.#nextGeneration();
       this.#setState("reconnecting");
       for (const session of this.#sessions.values()) session.onDisconnected();
       if (confirmed) attempt = 0;
-      if (this.#cut) {
-        this.#cut = false;
-        continue;
-      }
+      if (cut) continue;
       if (this.#backoff.maxAttempts !== undefined && attempt >= this.#backoff.maxAttempts) {
         return this.#fail(new AgentHostError(`gave up after ${attempt} reconnect attempts`, { code: Code.Unavailable }));
       }
@@ -202,6 +202,10 @@ export class AgentHostClient {
     }
   }
 
+  // A new generation as soon as a stream the gateway confirmed is lost (or
+  // cut), not after the backoff: a request made while reconnecting carries the
+  // generation the next stream presents, so that stream never fences it out as
+  // STALE. Attempts never confirmed are retried in the same generation.
   #nextGeneration(): void {
     this.generation += 1;
     for (const session of this.#sessions.values()) session.onGeneration(this.generation);

@@ -251,6 +251,30 @@ describe("against a running gateway", { timeout: 4 * TIMEOUT_MS }, () => {
     }
   });
 
+  test("a request fenced while the client reconnects is applied after the reconnect, not STALE", async () => {
+    const transport = new GatedTransport(createNodeTransport({ address: gatewayAddress().address }));
+    const client = sdkClient({ name: "reconnecting", transport });
+    try {
+      await client.connect();
+      const sessionId = await newSession();
+      const before = client.generation;
+      // Lose the stream and hold the reconnect back: a request made now is
+      // fenced before the new stream reaches the gateway.
+      transport.close();
+      client.cut();
+      await transport.changes.until(() => transport.waiting > 0, TIMEOUT_MS, "the held reconnect");
+      const fence = client.fence();
+      transport.open();
+      await client.waitFor(() => client.connected && client.generation > before, TIMEOUT_MS, "the reconnect");
+      assert.equal(fence.generation, BigInt(client.generation), "fenced with the generation the reconnect presented");
+      const renamed = await client.gateway.renameSession({ fence, sessionId, title: "typed while reconnecting" });
+      assert.equal(renamed.session?.title, "typed while reconnecting");
+    } finally {
+      transport.open();
+      await client.close();
+    }
+  });
+
   test("a request older than one applied is refused with a typed STALE error", async () => {
     const sessionId = await newSession();
     const client = rawClient("stale");

@@ -5,7 +5,8 @@ Scripted replies are consumed in order, one per request; once the queue is empty
 it echoes again. Each `ScriptedReply` is also the test's handle on that reply:
 
     reply = adapter.enqueue(ScriptedReply(text="Planning…", hold=True))
-    await asyncio.wait_for(reply.started.wait(), 5)   # the model is "generating"
+    async with asyncio.timeout(5):                    # the model is "generating"
+        await reply.started.wait()
     ...                                               # act mid-request
     reply.release()                                   # let it finish
 
@@ -127,8 +128,13 @@ class ScriptedReply:
             await self._gate.wait()
 
 
+# Requests the built-in model keeps (the latest): what a test looks at, and
+# a bound for a demo stack that runs for days.
+RECORDED_REQUESTS = 100
+
+
 class BuiltinAdapter:
-    """Deterministic scripted model; records every request it receives."""
+    """Deterministic scripted model; records the latest requests it receives."""
 
     name = BUILTIN_NAME
 
@@ -143,7 +149,7 @@ class BuiltinAdapter:
         self.model = model
         self.context_window = context_window
         self.max_output_tokens = min(max_output_tokens, context_window // 2)
-        self.requests: list[ModelRequest] = []
+        self.requests: deque[ModelRequest] = deque(maxlen=RECORDED_REQUESTS)
         self._replies: deque[ScriptedReply] = deque(replies)
         self._call_ids = itertools.count(1)
 

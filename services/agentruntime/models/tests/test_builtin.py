@@ -60,7 +60,7 @@ async def test_default_echoes_the_last_user_message_in_several_deltas() -> None:
     assert "".join(delta.text for delta in deltas) == "Echo: hello there"
     assert chunks[-1] == Finish("stop")
     assert not any(isinstance(chunk, ToolCallRequest) for chunk in chunks)
-    assert adapter.requests == [conversation]
+    assert list(adapter.requests) == [conversation]
 
 
 async def test_default_is_deterministic() -> None:
