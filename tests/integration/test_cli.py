@@ -671,3 +671,76 @@ def test_compact_shows_a_marker_live_and_in_history_and_export_keeps_everything(
     compaction = next(line["compaction"] for line in exported if "compaction" in line)
     assert compaction["trigger"] == "manual" and compaction["focus"] == "the parser"
     assert "model_usage" in events_of(up, session_id)
+
+
+# A slow answer (a word every 0.4 s, then held), then an edit on line 7 of app.py.
+SLOW_THEN_EDIT = {
+    "replies": [
+        {
+            "text": "Alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima",
+            "parts": 12,
+            "delta_s": 0.4,
+            "hold_s": 60,
+        },
+        {
+            "text": "Changing it.",
+            "tool_calls": [
+                {
+                    "name": "edit_file",
+                    "args": {"path": "app.py", "old_string": "return 1", "new_string": "return 2"},
+                }
+            ],
+        },
+        {"text": "Done."},
+    ]
+}
+APP = "# app\nimport os\nimport sys\n\n\ndef answer():\n    return 1\n\n\nprint(answer())\n"
+
+
+@pytest.fixture
+def slow_then_edit(tmp_path: Path) -> Iterator[Up]:
+    with running_up(tmp_path, SLOW_THEN_EDIT) as running:
+        yield running
+
+
+def test_continue_shows_a_running_turn_from_its_first_word_and_approvals_show_context(
+    slow_then_edit: Up, tmp_path: Path
+) -> None:
+    up = slow_then_edit
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "app.py").write_text(APP)
+    child = chat(up, "--workspace", str(project))
+    try:
+        child.expect_exact(">")
+        child.sendline("tell me")
+        child.expect_exact("assistant: Alpha")
+        child.sendcontrol("d")  # leave; the turn goes on
+        expect_all(child, "the turn goes on", "bye")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close()
+    child = chat(up, "--workspace", str(project), "--continue")
+    try:
+        # The text written before this chat opened, from its first word, then the rest.
+        child.expect_exact("assistant: Alpha bravo charlie")
+        child.expect_exact("kilo lima")
+        child.sendintr()
+        child.expect_exact("turn cancelled")
+        child.expect_exact(">")
+        child.sendline("fix it")
+        child.expect_exact("Allow edit app.py?")
+        # The change in its file: three lines of context, the true line numbers.
+        child.expect_exact("@@ -4,7 +4,7 @@")
+        child.expect_exact(" def answer():")
+        child.expect_exact("-    return 1")
+        child.expect_exact("+    return 2")
+        child.expect_exact(" print(answer())")
+        child.expect_exact("allow>")
+        child.sendline("y")
+        child.expect_exact("assistant: Done.")
+        child.sendline("/quit")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close()
+    assert "return 2" in (project / "app.py").read_text()
