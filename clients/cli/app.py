@@ -72,6 +72,24 @@ def up(
             "throughput under load, five times the memory), or all in this one.",
         ),
     ] = False,
+    model: Annotated[
+        str | None,
+        typer.Option(
+            envvar="AGENTHOST_MODEL",
+            help="The model turns call (with --model-base-url); the key is read from "
+            "AGENTHOST_MODEL_API_KEY.",
+            rich_help_panel="Model",
+        ),
+    ] = None,
+    model_base_url: Annotated[
+        str | None,
+        typer.Option(
+            envvar="AGENTHOST_MODEL_BASE_URL",
+            help="An OpenAI-compatible server, e.g. https://api.openai.com/v1 or "
+            "http://localhost:11434/v1; without it the built-in model answers (it echoes).",
+            rich_help_panel="Model",
+        ),
+    ] = None,
     web_origin: Annotated[
         list[str] | None,
         typer.Option(
@@ -95,6 +113,10 @@ def up(
     from services.supervisor import StackFailed
 
     configure_logging("agenthost", "WARNING")
+    # The stack (and the services --processes starts) read the model from the environment.
+    for name, value in (("AGENTHOST_MODEL", model), ("AGENTHOST_MODEL_BASE_URL", model_base_url)):
+        if value:
+            os.environ[name] = value
     origins = (
         LOOPBACK,
         *split_origins(os.environ.get(WEB_ORIGINS_ENV, "")),
@@ -136,6 +158,7 @@ async def _run_stack(
     processes: bool,
     web_origins: tuple[str, ...],
 ) -> None:
+    from services.agentruntime.models.factory import model_in_use
     from services.common.config import TlsFiles
     from services.common.topology import DEFAULT_PORTS, DEFAULT_WEB_PORT
 
@@ -176,11 +199,19 @@ async def _run_stack(
         for name, address in addresses.items():
             if name != "gateway":
                 console.print(f"  {name:<12} grpc://{address}   (internal)")
+        chosen = model_in_use()
+        console.print(f"  {'model':<12} {chosen.name}   <- {chosen.server}", highlight=False)
         console.print(f"Your bearer token is in {token_file}")
         console.print("Try, in the folder you want to work in: agenthost chat")
         console.print("Stop with Ctrl-C.")
         # A machine-readable line for scripts and tests.
-        up = {"agenthost": "up", "addresses": addresses, "web": stack.web_url, "page": page}
+        up = {
+            "agenthost": "up",
+            "addresses": addresses,
+            "web": stack.web_url,
+            "page": page,
+            "model": {"name": chosen.name, "server": chosen.server},
+        }
         print(json.dumps(up), flush=True)
 
     await stack.run_until_signalled(on_up=announce)

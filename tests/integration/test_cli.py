@@ -744,3 +744,40 @@ def test_continue_shows_a_running_turn_from_its_first_word_and_approvals_show_co
     finally:
         child.close()
     assert "return 2" in (project / "app.py").read_text()
+
+
+def test_up_names_the_model_and_server_it_calls(tmp_path: Path) -> None:
+    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state"), "NO_COLOR": "1"}
+    for name in ("AGENTHOST_MODEL", "AGENTHOST_MODEL_BASE_URL", "AGENTHOST_BUILTIN_SCRIPT"):
+        env.pop(name, None)
+    helped = subprocess.run(
+        [sys.executable, "-m", "clients.cli", "up", "--help"],
+        cwd=REPO,
+        env={**env, "COLUMNS": "160"},
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+    )
+    assert "--model-base-url" in helped.stdout and "AGENTHOST_MODEL_API_KEY" in helped.stdout
+    server = "http://127.0.0.1:9/v1"
+    argv = ["up", "--free-ports", "--model", "small-coder", "--model-base-url", server]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "clients.cli", *argv],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        banner: list[str] = []
+        for line in process.stdout:
+            if line.startswith('{"agenthost": "up"'):
+                assert json.loads(line)["model"] == {"name": "small-coder", "server": server}
+                break
+            banner.append(line.strip())
+        assert f"model        small-coder   <- {server}" in banner, banner
+    finally:
+        process.send_signal(signal.SIGINT)
+        process.wait(TIMEOUT_S)

@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from services.agentruntime.models.base import ModelAdapter
 from services.agentruntime.models.builtin import BUILTIN_CONTEXT_WINDOW, BuiltinAdapter
 from services.agentruntime.models.openai_compat import (
     ENV_BASE_URL,
+    ENV_MODEL,
     OpenAICompatAdapter,
     OpenAICompatConfig,
     context_window_from_env,
@@ -37,3 +39,27 @@ def adapter_from_env(
     if script:
         return BuiltinAdapter.from_script_file(script, context_window=window)
     return BuiltinAdapter(context_window=window)
+
+
+@dataclass(frozen=True)
+class ModelInUse:
+    """The model a stack's turns call by default and the server that answers,
+    as a person is told them (the banner of `agenthost up`)."""
+
+    name: str
+    server: str
+
+
+def model_in_use(
+    env: Mapping[str, str] | None = None, *, builtin_script: str | Path | None = None
+) -> ModelInUse:
+    """What `adapter_from_env` would choose, named; it never fails (a missing
+    variable is said, and the adapter reports it when it is built)."""
+    env = os.environ if env is None else env
+    base_url = env.get(ENV_BASE_URL, "")
+    if base_url:
+        return ModelInUse(env.get(ENV_MODEL, "") or f"? ({ENV_MODEL} is not set)", base_url)
+    script = builtin_script or env.get(ENV_BUILTIN_SCRIPT)
+    if script:
+        return ModelInUse("built-in", f"none: replies scripted by {script}")
+    return ModelInUse("built-in", f"none: it echoes (set {ENV_BASE_URL} and {ENV_MODEL})")
