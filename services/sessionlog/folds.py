@@ -86,6 +86,14 @@ def title_from_message(text: str) -> str:
     return one_line(text, TITLE_CHARS)
 
 
+FORK_MARK = " (fork)"
+
+
+def fork_title(title: str) -> str:
+    """A fork's title: its source's, marked, so the two rows of a list differ."""
+    return title[: 512 - len(FORK_MARK)] + FORK_MARK
+
+
 @dataclass(frozen=True)
 class SummaryChange:
     """What a batch of events changes in a session's listed summary (None:

@@ -531,7 +531,7 @@ def test_sessions_are_found_managed_and_resumed(echoing: Up, tmp_path: Path) -> 
     up.cli("sessions", "unarchive", parser, *data)
     assert parser in up.cli("sessions", "list", *data).stdout
     forked = up.cli("sessions", "fork", parser, *data)
-    assert forked.returncode == 0 and "Parser work" in forked.stdout
+    assert forked.returncode == 0 and "Parser work (fork)" in forked.stdout
     exported = up.cli("sessions", "export", parser, *data).stdout.splitlines()
     assert any(
         json.loads(line).get("userMessage", {}).get("text") == "the parser" for line in exported
