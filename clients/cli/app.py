@@ -12,6 +12,7 @@ from urllib.parse import quote
 
 import typer
 from agenthost.sessionlog.v1.session_log_pb2 import SessionSummary
+from agenthost.workspace.v1.workspace_pb2 import Workspace
 
 from clients.sdk import AgentHostClient
 
@@ -272,16 +273,30 @@ def workspace_list(
         workspaces = await client.list_workspaces()
         if as_json:
             print_json(
-                [{"id": w.id, "path": w.path, "sessions": list(w.session_ids)} for w in workspaces]
+                [
+                    {
+                        "id": w.id,
+                        "path": w.path,
+                        "sessions": list(w.session_ids),
+                        "archived": list(w.archived_session_ids),
+                    }
+                    for w in workspaces
+                ]
             )
             return
         if not workspaces:
             line("no workspaces yet: agenthost workspace add PATH")
         for w in workspaces:
-            count = len(w.session_ids)
-            line(f"{w.id}  {w.path}  ({count} session{'s' if count != 1 else ''})")
+            line(f"{w.id}  {w.path}  ({_session_counts(w)})")
 
     run_client(gateway, token, data_dir, work)
+
+
+def _session_counts(workspace: Workspace) -> str:
+    """'2 active sessions, 1 archived': what each number counts."""
+    active, archived = len(workspace.session_ids), len(workspace.archived_session_ids)
+    counts = f"{active} active session{'s' if active != 1 else ''}"
+    return counts + (f", {archived} archived" if archived else "")
 
 
 @plan_app.command("get")

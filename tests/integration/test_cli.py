@@ -377,7 +377,7 @@ def test_workspace_session_and_plan_commands(up: Up, tmp_path: Path) -> None:
         assert answer.stderr.splitlines() == [f"error: {path} {why}"], answer.stderr
 
     listed = up.cli("workspace", "list", *data)
-    assert f"{workspace['id']}  {project.resolve()}  (0 sessions)" in listed.stdout
+    assert f"{workspace['id']}  {project.resolve()}  (0 active sessions)" in listed.stdout
     assert len(listed.stdout.strip().splitlines()) == 1
     assert up.cli("sessions", "list", *data).stdout.startswith("no sessions yet")
 
@@ -528,6 +528,7 @@ def test_sessions_are_found_managed_and_resumed(echoing: Up, tmp_path: Path) -> 
     assert "[archived]" in up.cli("sessions", "archive", parser, *data).stdout
     assert parser not in up.cli("sessions", "list", *data).stdout
     assert parser in up.cli("sessions", "list", "--archived", *data).stdout
+    assert "(1 active session, 1 archived)" in up.cli("workspace", "list", *data).stdout
     up.cli("sessions", "unarchive", parser, *data)
     assert parser in up.cli("sessions", "list", *data).stdout
     forked = up.cli("sessions", "fork", parser, *data)
