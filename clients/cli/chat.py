@@ -195,6 +195,8 @@ class Chat:
             if e.HasField("user_message")
             or e.HasField("assistant_message")
             or e.HasField("compaction")
+            # Every switch, so that two notices to the model in a row read right.
+            or e.HasField("plan_mode")
         ]
         for event in messages[-HISTORY_SHOWN:]:
             self.show_event(event, history=True)
@@ -242,6 +244,8 @@ class Chat:
                 self.say(*ending)
         elif kind == "compaction":
             self.say(render.compaction_line(event.compaction), "dim")
+        elif kind == "plan_mode" and history:  # live, PlanChanged says it
+            self.say(f"plan mode {'on' if event.plan_mode.active else 'off'}", PLAN_STYLE)
         elif kind == "command_done":
             done = event.command_done
             style = "red" if done.kind == ev.COMMAND_DONE_KIND_ERROR else "green"

@@ -716,6 +716,7 @@ def test_continue_shows_a_running_turn_from_its_first_word_and_approvals_show_co
         child.expect_exact(">")
         child.sendline("tell me")
         child.expect_exact("assistant: Alpha")
+        child.expect_exact("charlie")  # a few words on: the chat reads its keys by now
         child.sendcontrol("d")  # leave; the turn goes on
         expect_all(child, "the turn goes on", "bye")
         child.expect(pexpect.EOF)
