@@ -49,6 +49,7 @@ RENDERING_TESTS = (
     "markdown shows as formatted text: a highlighted code block and a table",
     "a reply holding <script> and <img onerror> executes nothing and shows them as text",
     "an edit approval shows the change with its context lines; y from the keyboard allows it",
+    "a command's row streams its output, then keeps its first lines with the rest a click away",
     "a denied call shows as denied, not failed; a plan sent back shows as kept planning",
     "the page raised no errors",
 )

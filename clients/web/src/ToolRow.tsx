@@ -66,7 +66,18 @@ export function mainArgument(call: eventsV1.ToolCall): string {
   return shown === "{}" ? "" : shown.length > 200 ? `${shown.slice(0, 200)}…` : shown;
 }
 
-export function ToolRow({ call, result, answer }: { call: eventsV1.ToolCall; result: eventsV1.ToolResult | undefined; answer: string | undefined }) {
+export function ToolRow({
+  call,
+  result,
+  answer,
+  liveOutput,
+}: {
+  call: eventsV1.ToolCall;
+  result: eventsV1.ToolResult | undefined;
+  answer: string | undefined;
+  /** What a running command printed so far. */
+  liveOutput: string;
+}) {
   const state = callState(result, answer);
   const summary = result?.display?.summary || mainArgument(call);
   return (
@@ -80,7 +91,7 @@ export function ToolRow({ call, result, answer }: { call: eventsV1.ToolCall; res
           {STATE_LABELS[state]}
         </span>
       </div>
-      {result !== undefined && <ToolOutput result={result} />}
+      {result !== undefined ? <ToolOutput result={result} /> : liveOutput && <LiveOutput text={liveOutput} />}
     </div>
   );
 }
@@ -89,6 +100,16 @@ function ToolOutput({ result }: { result: eventsV1.ToolResult }) {
   const diff = result.display?.diff;
   if (diff) return <Diff diff={diff} testId="tool-diff" />;
   return <Preview text={result.ok ? result.output : result.error} />;
+}
+
+/** A running command's last lines, as they come. */
+function LiveOutput({ text }: { text: string }) {
+  const lines = text.replace(/\n$/, "").split("\n");
+  return (
+    <div className="tool-output">
+      <pre data-testid="tool-live-output">{lines.slice(-PREVIEW_LINES).join("\n")}</pre>
+    </div>
+  );
 }
 
 /** The first lines of a call's output; all of it on a click. */

@@ -19,7 +19,7 @@ export function Transcript({ session }: { session: Session }) {
   return (
     <div className="transcript" data-testid="transcript">
       {session.events.map((event) => (
-        <EventView key={String(event.seq)} event={event} results={results} answers={answers} />
+        <EventView key={String(event.seq)} event={event} results={results} answers={answers} outputOf={(callId) => session.live.outputOf(callId)} />
       ))}
       {live.map((step) => (
         <div
@@ -41,7 +41,17 @@ function resultsByCall(events: readonly Event[]): Map<string, eventsV1.ToolResul
   return results;
 }
 
-function EventView({ event, results, answers }: { event: Event; results: Map<string, eventsV1.ToolResult>; answers: Map<string, string> }): ReactNode {
+function EventView({
+  event,
+  results,
+  answers,
+  outputOf,
+}: {
+  event: Event;
+  results: Map<string, eventsV1.ToolResult>;
+  answers: Map<string, string>;
+  outputOf: (callId: string) => string;
+}): ReactNode {
   const body = event.body;
   switch (body.case) {
     case "userMessage":
@@ -61,7 +71,7 @@ function EventView({ event, results, answers }: { event: Event; results: Map<str
         </div>
       ) : null;
     case "toolCall":
-      return <ToolRow call={body.value} result={results.get(body.value.callId)} answer={answers.get(body.value.callId)} />;
+      return <ToolRow call={body.value} result={results.get(body.value.callId)} answer={answers.get(body.value.callId)} liveOutput={outputOf(body.value.callId)} />;
     case "planMode":
       return (
         <div className="notice plan" data-testid="plan-event" data-active={body.value.active}>

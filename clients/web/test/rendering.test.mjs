@@ -145,12 +145,26 @@ test("an edit approval shows the change with its context lines; y from the keybo
   await idle();
 });
 
+test("a command's row streams its output, then keeps its first lines with the rest a click away", async () => {
+  await send("Run it");
+  await page.locator(byTestId("tool-approval")).waitFor({ timeout: WAIT_MS });
+  await page.keyboard.press("y");
+  await until("the output streaming", () => (document.querySelector('[data-testid="tool-live-output"]')?.textContent ?? "").includes("line-12"));
+  const row = page.locator(`${byTestId("tool-call")}[data-tool="shell"]`).last();
+  await until("the command done", () => document.querySelector('[data-testid="tool-call"][data-tool="shell"]')?.getAttribute("data-state") === "ok");
+  const preview = await row.locator(byTestId("tool-result")).textContent();
+  assert.ok(preview.includes("line-1\n") && !preview.includes("line-12"), preview);
+  await row.locator(byTestId("tool-more")).click();
+  assert.ok((await row.locator(byTestId("tool-result")).textContent()).includes("line-12"));
+  await idle();
+});
+
 test("a denied call shows as denied, not failed; a plan sent back shows as kept planning", async () => {
   await send("Clean up");
   await page.locator(byTestId("tool-approval")).waitFor({ timeout: WAIT_MS });
   await page.click(byTestId("approval-deny"));
-  await until("the call denied", () => document.querySelector('[data-testid="tool-call"][data-tool="shell"]')?.getAttribute("data-state") === "denied");
-  const row = page.locator(`${byTestId("tool-call")}[data-tool="shell"]`);
+  await until("the call denied", () => [...document.querySelectorAll('[data-testid="tool-call"][data-tool="shell"]')].at(-1)?.getAttribute("data-state") === "denied");
+  const row = page.locator(`${byTestId("tool-call")}[data-tool="shell"]`).last();
   assert.equal(await row.locator(byTestId("tool-state")).textContent(), "denied");
   assert.match(await row.locator(byTestId("tool-summary")).textContent(), /\$ rm -rf tests/);
   await idle();
