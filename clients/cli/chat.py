@@ -627,6 +627,9 @@ class Chat:
 
     async def run(self) -> int:
         loop = asyncio.get_running_loop()
+        # Before anything shows: a Ctrl-C at the first line cancels the turn
+        # rather than killing the chat.
+        loop.add_signal_handler(signal.SIGINT, self._on_interrupt)
         updates = self.session.updates()
         self.show_header()
         if self.interactive:
@@ -636,7 +639,6 @@ class Chat:
             self._keys = create_input()
         else:
             threading.Thread(target=self._read_in_thread, args=(loop,), daemon=True).start()
-        loop.add_signal_handler(signal.SIGINT, self._on_interrupt)
         printer = asyncio.ensure_future(self._print(updates))
         try:
             await self._converse()

@@ -674,7 +674,7 @@ def test_compact_shows_a_marker_live_and_in_history_and_export_keeps_everything(
     assert "model_usage" in events_of(up, session_id)
 
 
-# A slow answer (a word every 0.4 s, then held), then an edit on line 7 of app.py.
+# A slow answer (a word every 0.4 s, then held), an edit on line 7 of app.py, a long command.
 SLOW_THEN_EDIT = {
     "replies": [
         {
@@ -693,6 +693,10 @@ SLOW_THEN_EDIT = {
             ],
         },
         {"text": "Done."},
+        {
+            "text": "Watching it.",
+            "tool_calls": [{"name": "shell", "args": {"command": "echo out-one; sleep 60"}}],
+        },
     ]
 }
 APP = "# app\nimport os\nimport sys\n\n\ndef answer():\n    return 1\n\n\nprint(answer())\n"
@@ -741,11 +745,27 @@ def test_continue_shows_a_running_turn_from_its_first_word_and_approvals_show_co
         child.expect_exact("allow>")
         child.sendline("y")
         child.expect_exact("assistant: Done.")
-        child.sendline("/quit")
+        # A running command: its output so far comes back with the chat too.
+        child.sendline("watch it")
+        child.expect_exact("allow>")
+        child.sendline("y")
+        child.expect_exact("out-one")
+        child.sendcontrol("d")
+        expect_all(child, "the turn goes on", "bye")
         child.expect(pexpect.EOF)
     finally:
         child.close()
     assert "return 2" in (project / "app.py").read_text()
+    child = chat(up, "--workspace", str(project), "--continue")
+    try:
+        child.expect_exact("$ echo out-one; sleep 60")
+        child.expect_exact("out-one")
+        child.sendintr()
+        child.expect_exact("turn cancelled")
+        child.sendline("/quit")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close()
 
 
 def test_up_names_the_model_and_server_it_calls(tmp_path: Path) -> None:
