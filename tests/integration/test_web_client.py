@@ -8,7 +8,10 @@ the built-in model plays clients/web/test/builtin-script.json: a workspace
 and its reusable blank session, streamed text, /plan in the composer, a plan
 choice pending during a turn and committed at the boundary, a reload
 mid-turn, two tabs seeing each other's choices, the plan review, a
-reconnect after missed choices, cancel, /compact's marker.
+reconnect after missed choices, cancel, /compact's marker. A second stack
+plays rendering-script.json for rendering.test.mjs: markdown, a hostile
+reply, an edit's approval with context, tool rows (the README's screenshots,
+docs/web-*.png).
 Screenshots of each state go to build/screenshots/. Needs node, npm and
 chromium (.ci/prepare-chromium installs it); never skipped."""
 
