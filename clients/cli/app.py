@@ -13,6 +13,7 @@ from urllib.parse import quote
 import typer
 from agenthost.sessionlog.v1.session_log_pb2 import SessionSummary
 from agenthost.workspace.v1.workspace_pb2 import Workspace
+from rich.text import Text
 
 from clients.sdk import AgentHostClient
 
@@ -202,6 +203,9 @@ async def _run_stack(
                 console.print(f"  {name:<12} grpc://{address}   (internal)")
         chosen = model_in_use()
         console.print(f"  {'model':<12} {chosen.name}   <- {chosen.server}", highlight=False)
+        base_url = os.environ.get("AGENTHOST_MODEL_BASE_URL")
+        if base_url:
+            checks.add(asyncio.get_running_loop().create_task(_check_model_server(base_url)))
         console.print(f"Your bearer token is in {token_file}")
         console.print("Try, in the folder you want to work in: agenthost chat")
         console.print("Stop with Ctrl-C.")
@@ -215,7 +219,21 @@ async def _run_stack(
         }
         print(json.dumps(up), flush=True)
 
+    checks: set[asyncio.Task[None]] = set()
     await stack.run_until_signalled(on_up=announce)
+
+
+async def _check_model_server(base_url: str) -> None:
+    """A warning when the model server does not answer (turns would fail)."""
+    from services.agentruntime.models.factory import unreachable_reason
+
+    reason = await unreachable_reason(base_url)
+    if reason is not None:
+        said = (
+            f"the model server {base_url} cannot be reached ({reason}); "
+            "turns will fail until it can (check --model-base-url)"
+        )
+        console.print(Text.assemble(("warning: ", "yellow"), said), soft_wrap=True)
 
 
 # -- client commands ------------------------------------------------------------------

@@ -791,15 +791,28 @@ def test_up_names_the_model_and_server_it_calls(tmp_path: Path) -> None:
         stderr=subprocess.STDOUT,
         text=True,
     )
-    try:
+    lines: list[str] = []
+    warned = threading.Event()
+
+    def read() -> None:
         assert process.stdout is not None
-        banner: list[str] = []
         for line in process.stdout:
-            if line.startswith('{"agenthost": "up"'):
-                assert json.loads(line)["model"] == {"name": "small-coder", "server": server}
-                break
-            banner.append(line.strip())
-        assert f"model        small-coder   <- {server}" in banner, banner
+            lines.append(line.strip())
+            if "cannot be reached" in line:
+                warned.set()
+        warned.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        # Nothing listens there: the stack comes up, and says so at once.
+        assert warned.wait(TIMEOUT_S)
+        assert f"model        small-coder   <- {server}" in lines, lines
+        up_line = next(line for line in lines if line.startswith('{"agenthost": "up"'))
+        assert json.loads(up_line)["model"] == {"name": "small-coder", "server": server}
+        warning = next(line for line in lines if "cannot be reached" in line)
+        assert warning.startswith(f"warning: the model server {server} cannot be reached (")
     finally:
         process.send_signal(signal.SIGINT)
         process.wait(TIMEOUT_S)
+        reader.join(TIMEOUT_S)

@@ -15,6 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+import httpx
+
 from services.agentruntime.models.base import ModelAdapter
 from services.agentruntime.models.builtin import BUILTIN_CONTEXT_WINDOW, BuiltinAdapter
 from services.agentruntime.models.openai_compat import (
@@ -63,3 +65,20 @@ def model_in_use(
     if script:
         return ModelInUse("built-in", f"none: replies scripted by {script}")
     return ModelInUse("built-in", f"none: it echoes (set {ENV_BASE_URL} and {ENV_MODEL})")
+
+
+async def unreachable_reason(base_url: str, timeout_s: float = 5.0) -> str | None:
+    """Why the model server at `base_url` cannot be reached (None: it answered,
+    whatever its status: a 401 or a 404 still proves the address), so that a
+    wrong base URL shows when the stack starts, not when a turn fails."""
+    url = f"{base_url.rstrip('/')}/models"
+    try:
+        async with httpx.AsyncClient(timeout=timeout_s) as client:
+            await client.get(url)
+    except httpx.InvalidURL as error:
+        return f"not a URL ({error})"
+    except httpx.UnsupportedProtocol:
+        return "not an http:// or https:// URL"
+    except httpx.HTTPError as error:
+        return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+    return None

@@ -7,8 +7,14 @@ import pytest
 
 from services.agentruntime.models.base import ModelRequest, StreamedAnswer, UserMessage
 from services.agentruntime.models.builtin import BuiltinAdapter
-from services.agentruntime.models.factory import adapter_from_env
+from services.agentruntime.models.factory import (
+    ModelInUse,
+    adapter_from_env,
+    model_in_use,
+    unreachable_reason,
+)
 from services.agentruntime.models.openai_compat import OpenAICompatAdapter, OpenAICompatConfig
+from services.agentruntime.models.tests.fake_provider import FakeProvider
 from services.agentruntime.models.tests.support import collect
 
 
@@ -61,3 +67,27 @@ async def test_builtin_script_from_env_or_argument(tmp_path: Path, via_env: bool
     for chunk in await collect(adapter, ModelRequest(messages=[UserMessage("x")])):
         folded.add(chunk)
     assert folded.text == "scripted"
+
+
+def test_model_in_use_names_the_model_and_its_server() -> None:
+    chosen = model_in_use({"AGENTHOST_MODEL_BASE_URL": "http://h/v1", "AGENTHOST_MODEL": "m"})
+    assert chosen == ModelInUse("m", "http://h/v1")
+    assert model_in_use({"AGENTHOST_MODEL_BASE_URL": "http://h/v1"}).name.startswith("?")
+    assert model_in_use({"AGENTHOST_BUILTIN_SCRIPT": "s.json"}).server.endswith("s.json")
+    assert model_in_use({}) == ModelInUse(
+        "built-in", "none: it echoes (set AGENTHOST_MODEL_BASE_URL and AGENTHOST_MODEL)"
+    )
+
+
+async def test_a_server_that_answers_is_reachable_whatever_its_status(
+    provider: FakeProvider,
+) -> None:
+    assert await unreachable_reason(provider.url) is None  # GET /models: 404 here
+
+
+async def test_an_unreachable_model_server_says_why() -> None:
+    closed = await unreachable_reason("http://127.0.0.1:9/v1", timeout_s=2)
+    assert closed is not None and closed.startswith("ConnectError")
+    assert await unreachable_reason("ftp://example.invalid/v1") == (
+        "not an http:// or https:// URL"
+    )
