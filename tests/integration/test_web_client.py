@@ -56,8 +56,10 @@ RENDERING_TESTS = (
     "a denied call shows as denied, not failed; a plan sent back shows as kept planning",
     "the page raised no errors",
 )
-# The README's screenshots of the web client, made by rendering.test.mjs.
-DOCS = REPO / "docs"
+# The README's screenshots of the web client, made by rendering.test.mjs:
+# into docs/ with AGENTHOST_UPDATE_DOCS=1, else beside the others (a test
+# run leaves the checkout as it was).
+DOCS = REPO / "docs" if os.environ.get("AGENTHOST_UPDATE_DOCS") == "1" else SCREENSHOTS
 DOCS_SCREENSHOTS = ("web-markdown.png", "web-approval.png", "web-tools.png")
 APP = "import os\nimport sys\n\n\ndef answer():\n    return 1\n\n\nprint(answer())\n"
 # The page's scripts, each chunk gzipped: the first load stays light.
