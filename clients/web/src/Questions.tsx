@@ -59,8 +59,11 @@ function ToolApproval({ model, question, keys }: { model: AppModel; question: Qu
   const allowOnce = useRef<HTMLButtonElement>(null);
   useEffect(() => {
     if (!keys) return;
-    // The question takes the focus (the turn waits for it): Enter allows once.
-    allowOnce.current?.focus();
+    // The question takes the focus (the turn waits for it): Enter allows once;
+    // not from a text field with a draft in it, whose next keys are words.
+    const typing = document.activeElement;
+    const drafting = (typing instanceof HTMLTextAreaElement || typing instanceof HTMLInputElement) && typing.value !== "";
+    if (!drafting) allowOnce.current?.focus();
     const onKey = (event: KeyboardEvent) => {
       const target = event.target as HTMLElement | null;
       if (event.ctrlKey || event.metaKey || event.altKey || target?.closest("input, textarea, [contenteditable]")) return;
