@@ -12,6 +12,8 @@ from urllib.parse import quote
 
 import typer
 from agenthost.sessionlog.v1.session_log_pb2 import SessionSummary
+from agenthost.workspace.v1.workspace_pb2 import Workspace
+from rich.text import Text
 
 from clients.sdk import AgentHostClient
 
@@ -72,6 +74,24 @@ def up(
             "throughput under load, five times the memory), or all in this one.",
         ),
     ] = False,
+    model: Annotated[
+        str | None,
+        typer.Option(
+            envvar="AGENTHOST_MODEL",
+            help="The model turns call (with --model-base-url); the key is read from "
+            "AGENTHOST_MODEL_API_KEY.",
+            rich_help_panel="Model",
+        ),
+    ] = None,
+    model_base_url: Annotated[
+        str | None,
+        typer.Option(
+            envvar="AGENTHOST_MODEL_BASE_URL",
+            help="An OpenAI-compatible server, e.g. https://api.openai.com/v1 or "
+            "http://localhost:11434/v1; without it the built-in model answers (it echoes).",
+            rich_help_panel="Model",
+        ),
+    ] = None,
     web_origin: Annotated[
         list[str] | None,
         typer.Option(
@@ -111,6 +131,10 @@ def up(
     from services.supervisor import StackFailed
 
     configure_logging("agenthost", "WARNING")
+    # The stack (and the services --processes starts) read the model from the environment.
+    for name, value in (("AGENTHOST_MODEL", model), ("AGENTHOST_MODEL_BASE_URL", model_base_url)):
+        if value:
+            os.environ[name] = value
     _use_models_file(models_file, data_dir.resolve())
     if mcp_config is not None:
         # Read by the agent runtime (services/agentruntime/mcp/config.py).
@@ -177,6 +201,7 @@ async def _run_stack(
     processes: bool,
     web_origins: tuple[str, ...],
 ) -> None:
+    from services.agentruntime.models.factory import model_in_use
     from services.common.config import TlsFiles
     from services.common.topology import DEFAULT_PORTS, DEFAULT_WEB_PORT
 
@@ -217,15 +242,39 @@ async def _run_stack(
         for name, address in addresses.items():
             if name != "gateway":
                 console.print(f"  {name:<12} grpc://{address}   (internal)")
+        chosen = model_in_use()
+        console.print(f"  {'model':<12} {chosen.name}   <- {chosen.server}", highlight=False)
+        if chosen.server.startswith(("http://", "https://")):
+            checks.add(asyncio.get_running_loop().create_task(_check_model_server(chosen.server)))
         console.print(f"Your bearer token is in {token_file}")
         console.print(stack.confinement, markup=False, highlight=False, soft_wrap=True)
         console.print("Try, in the folder you want to work in: agenthost chat")
         console.print("Stop with Ctrl-C.")
         # A machine-readable line for scripts and tests.
-        up = {"agenthost": "up", "addresses": addresses, "web": stack.web_url, "page": page}
+        up = {
+            "agenthost": "up",
+            "addresses": addresses,
+            "web": stack.web_url,
+            "page": page,
+            "model": {"name": chosen.name, "server": chosen.server},
+        }
         print(json.dumps(up), flush=True)
 
+    checks: set[asyncio.Task[None]] = set()
     await stack.run_until_signalled(on_up=announce)
+
+
+async def _check_model_server(base_url: str) -> None:
+    """A warning when the model server does not answer (turns would fail)."""
+    from services.agentruntime.models.factory import unreachable_reason
+
+    reason = await unreachable_reason(base_url)
+    if reason is not None:
+        said = (
+            f"the model server {base_url} cannot be reached ({reason}); "
+            "turns will fail until it can (check --model-base-url)"
+        )
+        console.print(Text.assemble(("warning: ", "yellow"), said), soft_wrap=True)
 
 
 # -- client commands ------------------------------------------------------------------
@@ -283,16 +332,30 @@ def workspace_list(
         workspaces = await client.list_workspaces()
         if as_json:
             print_json(
-                [{"id": w.id, "path": w.path, "sessions": list(w.session_ids)} for w in workspaces]
+                [
+                    {
+                        "id": w.id,
+                        "path": w.path,
+                        "sessions": list(w.session_ids),
+                        "archived": list(w.archived_session_ids),
+                    }
+                    for w in workspaces
+                ]
             )
             return
         if not workspaces:
             line("no workspaces yet: agenthost workspace add PATH")
         for w in workspaces:
-            count = len(w.session_ids)
-            line(f"{w.id}  {w.path}  ({count} session{'s' if count != 1 else ''})")
+            line(f"{w.id}  {w.path}  ({_session_counts(w)})")
 
     run_client(gateway, token, data_dir, work)
+
+
+def _session_counts(workspace: Workspace) -> str:
+    """'2 active sessions, 1 archived': what each number counts."""
+    active, archived = len(workspace.session_ids), len(workspace.archived_session_ids)
+    counts = f"{active} active session{'s' if active != 1 else ''}"
+    return counts + (f", {archived} archived" if archived else "")
 
 
 @plan_app.command("get")

@@ -27,6 +27,7 @@ import sys
 import threading
 from collections import deque
 from collections.abc import Callable, Coroutine
+from dataclasses import replace
 from typing import Any
 
 from agenthost.sessionlog.v1 import events_pb2 as ev
@@ -81,6 +82,21 @@ HISTORY_SHOWN = 10
 PLAN_STYLE = "bold magenta"
 SANDBOXES = ("read-only", "workspace-write", "full")
 APPROVAL_POLICIES = ("ask", "ask-for-commands", "never")
+
+
+# Text with any of these is rendered as markdown.
+MARKDOWN_MARKS = ("`", "**", "# ", "| ", "- ", "* ", "](")
+
+
+def _question_body(question: Question) -> Text | Markdown:
+    """A plan as markdown; a file change's diff coloured (three lines of context);
+    anything else as it is."""
+    body = question.body
+    if question.presentation == "plan-review":
+        return Markdown(body)
+    if body.startswith("--- "):
+        return render.diff_text(body)
+    return Text(body)
 
 
 def plan_line(view: PlanView) -> str:
@@ -196,12 +212,35 @@ class Chat:
             if e.HasField("user_message")
             or e.HasField("assistant_message")
             or e.HasField("compaction")
+            # Every switch, so that two notices to the model in a row read right.
+            or e.HasField("plan_mode")
         ]
         for event in messages[-HISTORY_SHOWN:]:
             self.show_event(event, history=True)
         self.say(plan_line(self.session.plan), PLAN_STYLE)
         if self.session.settings is not None:
             self.say(settings_line(self.session.settings), "dim")
+        self.show_live()
+
+    def show_live(self) -> None:
+        """What a running turn streamed before this chat opened it, in full: its
+        text from the first word and its running command's output so far (the
+        updates that follow carry only what is new)."""
+        live = self.session.live
+        for key, text in list(live.texts.items()):
+            self._show_text(TextStreamed(key.turn_id, key.step, key.kind, text, text))
+        for call_id, output in list(live.outputs.items()):
+            call = self._call_of(call_id)
+            if call is not None:
+                self._show_call(call)
+            self._stream(("output", call_id), "", "dim")
+            self._write(output, "dim")
+
+    def _call_of(self, call_id: str) -> ev.ToolCall | None:
+        for event in reversed(self.session.events):
+            if event.HasField("tool_call") and event.tool_call.call_id == call_id:
+                return event.tool_call
+        return None
 
     def show_event(self, event: ev.Event, history: bool = False) -> None:
         kind = event.WhichOneof("body")
@@ -221,6 +260,8 @@ class Chat:
                 self.say(*ending)
         elif kind == "compaction":
             self.say(render.compaction_line(event.compaction), "dim")
+        elif kind == "plan_mode" and history:  # live, PlanChanged says it
+            self.say(f"plan mode {'on' if event.plan_mode.active else 'off'}", PLAN_STYLE)
         elif kind == "command_done":
             done = event.command_done
             style = "red" if done.kind == ev.COMMAND_DONE_KIND_ERROR else "green"
@@ -241,7 +282,16 @@ class Chat:
         if message.reasoning:
             self.say(f"thinking: {message.reasoning}", "dim")
         if message.text:
-            self.say(f"assistant: {message.text}", "cyan")
+            self._show_markdown(message.text)
+
+    def _show_markdown(self, text: str) -> None:
+        """An answer not streamed here (history, a step that ended before this
+        chat saw it): one plain line stays a line, anything more is markdown."""
+        if "\n" not in text.strip() and not any(mark in text for mark in MARKDOWN_MARKS):
+            self.say(f"assistant: {text}", "cyan")
+        else:
+            self.say("assistant:", "cyan")
+            self.console.print(Markdown(text))
 
     def _show_call(self, call: ev.ToolCall) -> None:
         if call.name == "shell":
@@ -290,6 +340,9 @@ class Chat:
             self._start_spinner()
 
     def _show_text(self, update: TextStreamed) -> None:
+        if (update.turn_id, update.step) not in self._streamed_steps:
+            # The first piece seen of a step: its text so far, from the first word.
+            update = replace(update, delta=update.text)
         self._streamed_steps.add((update.turn_id, update.step))
         if update.kind == "reasoning":
             self._stream(("text", update.turn_id, str(update.step), "r"), "thinking: ", "dim")
@@ -557,9 +610,7 @@ class Chat:
         self._end_stream()
         self.console.print(Rule(render.question_title(question)))
         if question.body:
-            body = question.body
-            shown = Markdown(body) if question.presentation == "plan-review" else Text(body)
-            self.console.print(shown)
+            self.console.print(_question_body(question))
         self.console.print(Rule())
         review = question.presentation != "tool-approval"
         choices = render.REVIEW_CHOICES if review else render.APPROVAL_CHOICES
@@ -649,6 +700,9 @@ class Chat:
 
     async def run(self) -> int:
         loop = asyncio.get_running_loop()
+        # Before anything shows: a Ctrl-C at the first line cancels the turn
+        # rather than killing the chat.
+        loop.add_signal_handler(signal.SIGINT, self._on_interrupt)
         updates = self.session.updates()
         self.show_header()
         if self.interactive:
@@ -658,7 +712,6 @@ class Chat:
             self._keys = create_input()
         else:
             threading.Thread(target=self._read_in_thread, args=(loop,), daemon=True).start()
-        loop.add_signal_handler(signal.SIGINT, self._on_interrupt)
         printer = asyncio.ensure_future(self._print(updates))
         try:
             await self._converse()

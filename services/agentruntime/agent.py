@@ -46,6 +46,7 @@ from services.common.tasks import spawn
 from services.sessionlog.folds import (
     SESSION_SCOPE,
     WORKSPACE_SCOPE,
+    Approval,
     McpFold,
     PendingCall,
     PermissionRule,
@@ -904,7 +905,8 @@ class Agent:
             return ToolOutcome(ok=False, error=f"Not run: {decision.reason}.")
         if decision.gate is gates.Gate.ALLOW:
             return await call.tool.run(context, call.args)
-        return await self._ask(context, _approval_question(call))
+        approval = await call.tool.approval_shown(context, call.args)
+        return await self._ask(context, _approval_question(approval))
 
     def _gate(self, call: Call) -> gates.Decision:
         """The decision by this session's own log: its settings, its "allow
@@ -1041,8 +1043,7 @@ def _queued(input_id: str, text: str, mode: PromptMode) -> ev.Event:
     )
 
 
-def _approval_question(call: Call) -> ev.QuestionAsked:
-    approval = call.tool.approval(call.args)
+def _approval_question(approval: Approval) -> ev.QuestionAsked:
     return ev.QuestionAsked(
         presentation=ev.QUESTION_PRESENTATION_TOOL_APPROVAL,
         title=f"Allow {approval.summary}?"[:512],

@@ -117,9 +117,15 @@ class Tool:
     describe: Callable[[Args], Approval] | None = None
     review: ToolReview | None = None
     reviewed: ToolReviewed | None = None
+    # What the question shows when it needs the workspace (a file change's
+    # diff against the file as it is now); `describe` otherwise.
+    preview: Callable[[ToolContext, Args], Awaitable[Approval]] | None = None
 
     def approval(self, args: Args) -> Approval:
         return self.describe(args) if self.describe else plain_approval(self.name, args)
+
+    async def approval_shown(self, context: ToolContext, args: Args) -> Approval:
+        return await self.preview(context, args) if self.preview else self.approval(args)
 
     def schema(self) -> events_pb2.ToolSchema:
         return events_pb2.ToolSchema(

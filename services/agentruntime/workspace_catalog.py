@@ -137,6 +137,48 @@ def _edit_approval(args: Args) -> Approval:
     return Approval("edit_file", f"edit {path}", "\n".join(diff), EDIT_GRANT)
 
 
+# An approval shows the diff the call would make to the file as it is now:
+# three lines of context, true line numbers; a new file's first lines. When
+# the call would fail (no such text, not a file) it is described from its
+# arguments alone, and running it reports why.
+NEW_FILE_LINES_SHOWN = 40
+
+
+def _approval_of(change: wt.FileChange | None, fallback: Approval) -> Approval:
+    if change is None:
+        return fallback
+    detail = change.diff
+    if change.created:
+        detail = _first_lines(detail, NEW_FILE_LINES_SHOWN + 3)  # + the diff's 3 header lines
+    return Approval(fallback.tool, fallback.summary, detail, EDIT_GRANT)
+
+
+def _first_lines(text: str, count: int) -> str:
+    lines = text.splitlines(keepends=True)
+    if len(lines) <= count:
+        return text
+    return "".join(lines[:count]) + f"… {len(lines) - count} more lines\n"
+
+
+async def _write_preview(context: ToolContext, args: Args) -> Approval:
+    path, content = args.get("path"), args.get("content")
+    fallback = _write_approval(args)
+    if not isinstance(path, str) or not isinstance(content, str):
+        return fallback
+    change = await _files(context).preview_write(path, content)
+    return _approval_of(change, fallback)
+
+
+async def _edit_preview(context: ToolContext, args: Args) -> Approval:
+    path, old, new = args.get("path"), args.get("old_string"), args.get("new_string")
+    fallback = _edit_approval(args)
+    if not isinstance(path, str) or not isinstance(old, str) or not isinstance(new, str):
+        return fallback
+    every = bool(args.get("replace_all", False))
+    change = await _files(context).preview_edit(path, old, new, every)
+    return _approval_of(change, fallback)
+
+
 # -- commands -------------------------------------------------------------------------------
 
 
@@ -188,6 +230,7 @@ def workspace_tools() -> list[Tool]:
             _write_file,
             Effect.WRITE,
             describe=_write_approval,
+            preview=_write_preview,
         ),
         Tool(
             "edit_file",
@@ -196,6 +239,7 @@ def workspace_tools() -> list[Tool]:
             _edit_file,
             Effect.WRITE,
             describe=_edit_approval,
+            preview=_edit_preview,
         ),
         Tool("shell", SHELL_DESCRIPTION, SHELL_PARAMETERS, _shell, Effect.COMMAND, shell_approval),
     ]

@@ -177,6 +177,10 @@ def _failed(reason: str) -> ToolOutcome:
     return ToolOutcome(ok=False, error=_safe(reason))
 
 
+def _nothing(reason: str) -> None:
+    return None
+
+
 def _failed_edit(reason: str) -> FileEdit:
     return FileEdit(outcome=_failed(reason), change=None)
 
@@ -484,6 +488,22 @@ class WorkspaceFiles:
         work = functools.partial(self._edit_file, path, old_string, new_string, replace_all)
         return await asyncio.to_thread(_guarded, "edit", path, work, _failed_edit)
 
+    # Previews: the change a call would make, for its approval question,
+    # computed from the file as it is now; None when the call would fail.
+
+    async def preview_write(self, path: str, content: str) -> FileChange | None:
+        work = functools.partial(self._planned_write, path, content)
+        return await asyncio.to_thread(_guarded, "write", path, work, _nothing)
+
+    async def preview_edit(
+        self, path: str, old_string: str, new_string: str, replace_all: bool = False
+    ) -> FileChange | None:
+        def work() -> FileChange:
+            shown, text, updated, _ = self._planned_edit(path, old_string, new_string, replace_all)
+            return _file_change(shown, text, updated, created=False)
+
+        return await asyncio.to_thread(_guarded, "edit", path, work, _nothing)
+
     # read_file
 
     def _read_file(self, path: str, offset: object, limit: object) -> ToolOutcome:
@@ -637,12 +657,17 @@ class WorkspaceFiles:
 
     def _write_file(self, path: str, content: str) -> FileEdit:
         data = _utf8("content", _text_arg("content", content))
-        target, shown = self.resolve(path, for_write=True), self._display(path)
-        old = self._previous_content(target, shown)
+        target = self.resolve(path, for_write=True)
+        change = self._planned_write(path, content)
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(data)
-        change = _file_change(shown, _decode(old or b"")[0], content, created=old is None)
-        return FileEdit(_ok(f"wrote {shown} (+{change.added} -{change.removed})"), change)
+        return FileEdit(_ok(f"wrote {change.path} (+{change.added} -{change.removed})"), change)
+
+    def _planned_write(self, path: str, content: str) -> FileChange:
+        _utf8("content", _text_arg("content", content))
+        target, shown = self.resolve(path, for_write=True), self._display(path)
+        old = self._previous_content(target, shown)
+        return _file_change(shown, _decode(old or b"")[0], content, created=old is None)
 
     def _previous_content(self, target: Path, shown: str) -> bytes | None:
         try:
@@ -656,6 +681,16 @@ class WorkspaceFiles:
     # edit_file
 
     def _edit_file(self, path: str, old: str, new: str, replace_all: object) -> FileEdit:
+        shown, text, updated, count = self._planned_edit(path, old, new, replace_all)
+        self.resolve(path).write_bytes(_utf8("new_string", updated))
+        change = _file_change(shown, text, updated, created=False)
+        summary = f"{_plural(count, 'replacement')} (+{change.added} -{change.removed})"
+        return FileEdit(_ok(f"edited {shown}: {summary}"), change)
+
+    def _planned_edit(
+        self, path: str, old: str, new: str, replace_all: object
+    ) -> tuple[str, str, str, int]:
+        """The file shown, its text now, its text after the edit and the count replaced."""
         old, new = _text_arg("old_string", old), _text_arg("new_string", new)
         every = _bool_arg("replace_all", replace_all)
         _check_edit(old, new)
@@ -670,10 +705,7 @@ class WorkspaceFiles:
                 f"old_string occurs {count} times in {shown}; give more context or set replace_all"
             )
         updated = text.replace(old, new) if every else text.replace(old, new, 1)
-        target.write_bytes(_utf8("new_string", updated))
-        change = _file_change(shown, text, updated, created=False)
-        summary = f"{_plural(count, 'replacement')} (+{change.added} -{change.removed})"
-        return FileEdit(_ok(f"edited {shown}: {summary}"), change)
+        return shown, text, updated, count
 
     def _utf8_text(self, target: Path, shown: str) -> str:
         try:

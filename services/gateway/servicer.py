@@ -32,6 +32,7 @@ from services.common.errors import DomainError, InvalidArgument, SessionNotFound
 from services.common.recent import Recent
 from services.common.tasks import spawn
 from services.planmode.client import PlanModeClient
+from services.sessionlog.folds import fork_title
 from services.sessionlog.port import Direction, SessionLogPort, SessionSummary, TailPage
 from services.workspace.client import WorkspaceClient
 
@@ -406,11 +407,16 @@ class GatewayServicer(gw_grpc.GatewayServiceServicer):
         self, request: gw.ForkSessionRequest, context: grpc.aio.ServicerContext
     ) -> gw.ForkSessionResponse:
         """The fork joins the source's workspace and inherits its log: plan
-        state, settings and title come with it."""
+        state and settings come with it, and its title marked as a fork's
+        (a session/title event of the fork's log)."""
         async with self._mutating(request.fence, request.session_id) as account:
             workspace = await self._workspace_of(account, request.session_id)
             up_to = request.up_to_seq if request.HasField("up_to_seq") else None
             fork = await self.log.fork(request.session_id, up_to)
+            if fork.title:
+                title = ev.Event(session_title=ev.SessionTitle(title=fork_title(fork.title)))
+                await self.log.append(fork.id, [title])
+                fork = await self.log.get_session(fork.id)
             await self.workspaces.add_session(account, workspace.id, fork.id)
             self._announce_new(account, fork)
             return gw.ForkSessionResponse(session=fork)

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from agenthost.sessionlog.v1 import events_pb2
 
+from services.sessionlog.folds import PLAN_NOTICE_PLUGIN
+
 from .command import PLAN_COMMAND_NAME
 
 Event = events_pb2.Event
 
-NOTICE_PLUGIN = "plan-mode"
+NOTICE_PLUGIN = PLAN_NOTICE_PLUGIN
 NOTICE_FORM = "notice"
 ENTERED_NOTICE = "The user switched this session to plan mode."
 LEFT_NOTICE = "The user switched this session back to the default mode."

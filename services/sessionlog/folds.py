@@ -87,6 +87,14 @@ def title_from_message(text: str) -> str:
     return one_line(text, TITLE_CHARS)
 
 
+FORK_MARK = " (fork)"
+
+
+def fork_title(title: str) -> str:
+    """A fork's title: its source's, marked, so the two rows of a list differ."""
+    return title[: 512 - len(FORK_MARK)] + FORK_MARK
+
+
 @dataclass(frozen=True)
 class SummaryChange:
     """What a batch of events changes in a session's listed summary (None:
@@ -143,8 +151,10 @@ class PlanFold:
     committed: bool = False
     # The last plan/selection since that plan/mode (None: none since).
     selection: bool | None = None
-    # Whether the last request/header carried the plan policy; None before any
-    # request, when there is no model view to notify about.
+    # The plan state the model's view last showed: whether the last
+    # request/header carried the plan policy, or what a later switch notice
+    # told it (it reads that notice too); None before any request, when
+    # there is no model view to notify about.
     header_plan: bool | None = None
 
     @property
@@ -165,9 +175,21 @@ def fold_plan(state: PlanFold, event: Event) -> PlanFold:
         new = replace(state, selection=event.plan_selection.active)
     elif kind == "request_header":
         new = replace(state, header_plan=shows_plan_policy(event.request_header))
+    elif kind == "user_message" and is_plan_notice(event.user_message):
+        # Recorded with the switch it tells of: the model reads the state just committed.
+        new = replace(state, header_plan=state.committed)
     else:
         return state
     return state if new == state else new
+
+
+# The plugin whose notices tell the model of the user's plan-mode switches.
+PLAN_NOTICE_PLUGIN = "plan-mode"
+
+
+def is_plan_notice(message: ev.UserMessage) -> bool:
+    source = message.source
+    return source.kind == ev.SOURCE_KIND_PLUGIN and source.plugin == PLAN_NOTICE_PLUGIN
 
 
 def shows_plan_policy(header: ev.RequestHeader) -> bool:
@@ -648,7 +670,7 @@ def fold_events(state: SessionState, events: Iterable[Event]) -> SessionState:
 
 # The format of a dumped SessionState: bump it when a fold changes what it
 # keeps, and checkpoints of the older format are refolded from the log.
-STATE_VERSION = 3
+STATE_VERSION = 5
 
 
 def dump_state(state: object) -> bytes:

@@ -377,7 +377,7 @@ def test_workspace_session_and_plan_commands(up: Up, tmp_path: Path) -> None:
         assert answer.stderr.splitlines() == [f"error: {path} {why}"], answer.stderr
 
     listed = up.cli("workspace", "list", *data)
-    assert f"{workspace['id']}  {project.resolve()}  (0 sessions)" in listed.stdout
+    assert f"{workspace['id']}  {project.resolve()}  (0 active sessions)" in listed.stdout
     assert len(listed.stdout.strip().splitlines()) == 1
     assert up.cli("sessions", "list", *data).stdout.startswith("no sessions yet")
 
@@ -528,10 +528,11 @@ def test_sessions_are_found_managed_and_resumed(echoing: Up, tmp_path: Path) -> 
     assert "[archived]" in up.cli("sessions", "archive", parser, *data).stdout
     assert parser not in up.cli("sessions", "list", *data).stdout
     assert parser in up.cli("sessions", "list", "--archived", *data).stdout
+    assert "(1 active session, 1 archived)" in up.cli("workspace", "list", *data).stdout
     up.cli("sessions", "unarchive", parser, *data)
     assert parser in up.cli("sessions", "list", *data).stdout
     forked = up.cli("sessions", "fork", parser, *data)
-    assert forked.returncode == 0 and "Parser work" in forked.stdout
+    assert forked.returncode == 0 and "Parser work (fork)" in forked.stdout
     exported = up.cli("sessions", "export", parser, *data).stdout.splitlines()
     assert any(
         json.loads(line).get("userMessage", {}).get("text") == "the parser" for line in exported
@@ -678,3 +679,147 @@ def test_compact_shows_a_marker_live_and_in_history_and_export_keeps_everything(
     compaction = next(line["compaction"] for line in exported if "compaction" in line)
     assert compaction["trigger"] == "manual" and compaction["focus"] == "the parser"
     assert "model_usage" in events_of(up, session_id)
+
+
+# A slow answer (a word every 0.4 s, then held), an edit on line 7 of app.py, a long command.
+SLOW_THEN_EDIT = {
+    "replies": [
+        {
+            "text": "Alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima",
+            "parts": 12,
+            "delta_s": 0.4,
+            "hold_s": 60,
+        },
+        {
+            "text": "Changing it.",
+            "tool_calls": [
+                {
+                    "name": "edit_file",
+                    "args": {"path": "app.py", "old_string": "return 1", "new_string": "return 2"},
+                }
+            ],
+        },
+        {"text": "Done."},
+        {
+            "text": "Watching it.",
+            "tool_calls": [{"name": "shell", "args": {"command": "echo out-one; sleep 60"}}],
+        },
+    ]
+}
+APP = "# app\nimport os\nimport sys\n\n\ndef answer():\n    return 1\n\n\nprint(answer())\n"
+
+
+@pytest.fixture
+def slow_then_edit(tmp_path: Path) -> Iterator[Up]:
+    with running_up(tmp_path, SLOW_THEN_EDIT) as running:
+        yield running
+
+
+def test_continue_shows_a_running_turn_from_its_first_word_and_approvals_show_context(
+    slow_then_edit: Up, tmp_path: Path
+) -> None:
+    up = slow_then_edit
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "app.py").write_text(APP)
+    child = chat(up, "--workspace", str(project))
+    try:
+        child.expect_exact(">")
+        child.sendline("tell me")
+        child.expect_exact("assistant: Alpha")
+        child.expect_exact("charlie")  # a few words on: the chat reads its keys by now
+        child.sendcontrol("d")  # leave; the turn goes on
+        expect_all(child, "the turn goes on", "bye")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close()
+    child = chat(up, "--workspace", str(project), "--continue")
+    try:
+        # The text written before this chat opened, from its first word, then the rest.
+        child.expect_exact("assistant: Alpha bravo charlie")
+        child.expect_exact("kilo lima")
+        child.sendintr()
+        child.expect_exact("turn cancelled")
+        child.expect_exact(">")
+        child.sendline("fix it")
+        child.expect_exact("Allow edit app.py?")
+        # The change in its file: three lines of context, the true line numbers.
+        child.expect_exact("@@ -4,7 +4,7 @@")
+        child.expect_exact(" def answer():")
+        child.expect_exact("-    return 1")
+        child.expect_exact("+    return 2")
+        child.expect_exact(" print(answer())")
+        child.expect_exact("allow>")
+        child.sendline("y")
+        child.expect_exact("assistant: Done.")
+        # A running command: its output so far comes back with the chat too.
+        child.sendline("watch it")
+        child.expect_exact("allow>")
+        child.sendline("y")
+        child.expect_exact("out-one")
+        child.sendcontrol("d")
+        expect_all(child, "the turn goes on", "bye")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close()
+    assert "return 2" in (project / "app.py").read_text()
+    child = chat(up, "--workspace", str(project), "--continue")
+    try:
+        child.expect_exact("$ echo out-one; sleep 60")
+        child.expect_exact("out-one")
+        child.sendintr()
+        child.expect_exact("turn cancelled")
+        child.sendline("/quit")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close()
+
+
+def test_up_names_the_model_and_server_it_calls(tmp_path: Path) -> None:
+    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state"), "NO_COLOR": "1"}
+    for name in ("AGENTHOST_MODEL", "AGENTHOST_MODEL_BASE_URL", "AGENTHOST_BUILTIN_SCRIPT"):
+        env.pop(name, None)
+    helped = subprocess.run(
+        [sys.executable, "-m", "clients.cli", "up", "--help"],
+        cwd=REPO,
+        env={**env, "COLUMNS": "160"},
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+    )
+    assert "--model-base-url" in helped.stdout and "AGENTHOST_MODEL_API_KEY" in helped.stdout
+    server = "http://127.0.0.1:9/v1"
+    argv = ["up", "--free-ports", "--model", "small-coder", "--model-base-url", server]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "clients.cli", *argv],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    lines: list[str] = []
+    warned = threading.Event()
+
+    def read() -> None:
+        assert process.stdout is not None
+        for line in process.stdout:
+            lines.append(line.strip())
+            if "cannot be reached" in line:
+                warned.set()
+        warned.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        # Nothing listens there: the stack comes up, and says so at once.
+        assert warned.wait(TIMEOUT_S)
+        assert f"model        small-coder   <- {server}" in lines, lines
+        up_line = next(line for line in lines if line.startswith('{"agenthost": "up"'))
+        assert json.loads(up_line)["model"] == {"name": "small-coder", "server": server}
+        warning = next(line for line in lines if "cannot be reached" in line)
+        assert warning.startswith(f"warning: the model server {server} cannot be reached (")
+    finally:
+        process.send_signal(signal.SIGINT)
+        process.wait(TIMEOUT_S)
+        reader.join(TIMEOUT_S)

@@ -352,15 +352,19 @@ async def test_ask_allow_once_then_for_the_session_then_deny_with_a_reason(
 
     first = await question_for(session, "w-1")
     assert first.presentation == "tool-approval"
-    assert first.title == "Allow write notes.txt?" and first.body == "one\n"
-    assert first.approval == Approval("write_file", "write notes.txt", "one\n", "edit")
+    # A new file's approval shows it as the diff that creates it.
+    created = "--- /dev/null\n+++ b/notes.txt\n@@ -0,0 +1 @@\n+one\n"
+    assert first.title == "Allow write notes.txt?" and first.body == created
+    assert first.approval == Approval("write_file", "write notes.txt", created, "edit")
     assert first.turn_id and not notes.exists()  # nothing runs before the answer
     await session.answer_question(first.question_id, allow_once=True)
 
     # Allowed once: the next file change asks again.
     second = await question_for(session, "w-2")
     assert notes.read_text() == "one\n"
-    assert second.approval == Approval("write_file", "write notes.txt", "one\ntwo\n", "edit")
+    # Over an existing file: the diff against it, with its context.
+    grown = "--- a/notes.txt\n+++ b/notes.txt\n@@ -1 +1,2 @@\n one\n+two\n"
+    assert second.approval == Approval("write_file", "write notes.txt", grown, "edit")
     await session.answer_question(second.question_id, allow_for_session=True)
 
     # Allowed for the session: file changes run unasked, a command still asks.

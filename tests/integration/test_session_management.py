@@ -118,7 +118,7 @@ async def test_a_fork_joins_the_workspace_and_inherits_plan_and_settings(
     await source.set_plan(True)
     await source.set_settings(approvals="never")
     fork = await alice.fork_session(source_id)
-    assert fork.forked_from == source_id and fork.cwd == folder and fork.title == "design it"
+    assert fork.forked_from == source_id and fork.cwd == folder and fork.title == "design it (fork)"
     assert fork.id in (await alice.list_workspaces())[0].session_ids
     forked = await alice.open_session(fork.id)
     assert forked.plan.state is not None and forked.plan.state.active

@@ -8,13 +8,17 @@ the built-in model plays clients/web/test/builtin-script.json: a workspace
 and its reusable blank session, streamed text, /plan in the composer, a plan
 choice pending during a turn and committed at the boundary, a reload
 mid-turn, two tabs seeing each other's choices, the plan review, a
-reconnect after missed choices, cancel, /compact's marker.
+reconnect after missed choices, cancel, /compact's marker. A second stack
+plays rendering-script.json for rendering.test.mjs: markdown, a hostile
+reply, an edit's approval with context, tool rows (the README's screenshots,
+docs/web-*.png).
 Screenshots of each state go to build/screenshots/. Needs node, npm and
 chromium (.ci/prepare-chromium installs it); never skipped."""
 
 from __future__ import annotations
 
 import asyncio
+import gzip
 import os
 import re
 import sys
@@ -46,6 +50,23 @@ BROWSER_TESTS = (
     "/compact shows a compaction marker in both tabs",
     "the pages raised no errors",
 )
+RENDERING_SCRIPT = WEB_DIR / "test" / "rendering-script.json"
+RENDERING_TESTS = (
+    "markdown shows as formatted text: a highlighted code block and a table",
+    "a reply holding <script> and <img onerror> executes nothing and shows them as text",
+    "an edit approval shows the change with its context lines; y from the keyboard allows it",
+    "a command's row streams its output, then keeps its first lines with the rest a click away",
+    "a denied call shows as denied, not failed; a plan sent back shows as kept planning",
+    "the page raised no errors",
+)
+# The README's screenshots of the web client, made by rendering.test.mjs:
+# into docs/ with AGENTHOST_UPDATE_DOCS=1, else beside the others (a test
+# run leaves the checkout as it was).
+DOCS = REPO / "docs" if os.environ.get("AGENTHOST_UPDATE_DOCS") == "1" else SCREENSHOTS
+DOCS_SCREENSHOTS = ("web-markdown.png", "web-approval.png", "web-tools.png")
+APP = "import os\nimport sys\n\n\ndef answer():\n    return 1\n\n\nprint(answer())\n"
+# The page's scripts, each chunk gzipped: the first load stays light.
+MAX_CHUNK_GZIP_BYTES = 300_000
 SCREENSHOT_NAMES = (
     "03-streaming",
     "04-plan-pending",
@@ -145,3 +166,34 @@ async def _chat(workspace: Path, data_dir: Path, gateway: str, line: str) -> str
     output = said.decode(errors="replace")
     assert chat.returncode == 0, output
     return output
+
+
+@pytest.mark.timeout(INSTALL_TIMEOUT_S * 2 + BROWSER_TIMEOUT_S + TIMEOUT_S)
+async def test_web_client_renders_markdown_diffs_and_tool_rows_in_chromium(tmp_path: Path) -> None:
+    """Markdown, code and tables formatted; a hostile reply inert; an edit's
+    approval with its context; denied and kept-planning calls told apart."""
+    _need_chromium()
+    node = tool("node")
+    tool("npm")
+    code, output = await run([tool("make"), "web"], REPO, None, INSTALL_TIMEOUT_S * 2)
+    assert code == 0, f"make web failed:\n{output}"
+    for chunk in (WEB_DIR / "dist" / "assets").glob("*.js"):
+        size = len(gzip.compress(chunk.read_bytes()))
+        assert size < MAX_CHUNK_GZIP_BYTES, f"{chunk.name} is {size} bytes gzipped"
+    workspace = tmp_path / "project"
+    workspace.mkdir()
+    (workspace / "app.py").write_text(APP)
+    async with agenthost_up(
+        tmp_path / "data", {"AGENTHOST_BUILTIN_SCRIPT": str(RENDERING_SCRIPT)}
+    ) as up:
+        env = {
+            **os.environ,
+            "AGENTHOST_PAGE_URL": str(up["page"]),
+            "AGENTHOST_WORKSPACE": str(workspace.resolve()),
+            "DOCS_DIR": str(DOCS),
+        }
+        argv = [node, "--test", "--test-reporter=tap", "test/rendering.test.mjs"]
+        assert_passed(*await run(argv, WEB_DIR, env, BROWSER_TIMEOUT_S), RENDERING_TESTS)
+    for name in DOCS_SCREENSHOTS:
+        assert (DOCS / name).stat().st_size > 0
+    assert "return 2" in (workspace / "app.py").read_text()

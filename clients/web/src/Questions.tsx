@@ -1,16 +1,18 @@
 import type { Session } from "@agenthost/sdk/web";
-import { useState } from "react";
+import { useEffect, useRef, useState } from "react";
+import { Diff, looksLikeDiff } from "./Diff.js";
+import { Markdown } from "./Markdown.js";
 import { openQuestions, permissionRules, type AppModel, type QuestionView } from "./model.js";
 
 /** The open questions of the `questions` projection: plan reviews and tool approvals. */
 export function QuestionCards({ model, session }: { model: AppModel; session: Session }) {
   return (
     <div className="questions">
-      {openQuestions(session.projections.get("questions")).map((question) =>
+      {openQuestions(session.projections.get("questions")).map((question, index) =>
         question.presentation === "plan-review" ? (
           <PlanReview key={question.question_id} model={model} question={question} />
         ) : question.presentation === "tool-approval" ? (
-          <ToolApproval key={question.question_id} model={model} question={question} />
+          <ToolApproval key={question.question_id} model={model} question={question} keys={index === 0} />
         ) : (
           <GenericQuestion key={question.question_id} model={model} question={question} />
         ),
@@ -25,7 +27,7 @@ function PlanReview({ model, question }: { model: AppModel; question: QuestionVi
   return (
     <section className="card plan-review" data-testid="plan-review" data-question-id={question.question_id}>
       <h3>{question.title || "Review the plan"}</h3>
-      <pre data-testid="plan-body">{question.body}</pre>
+      <Markdown text={question.body} testId="plan-body" />
       <div className="actions">
         <button data-testid="plan-approve" onClick={() => answer({ case: "approve", value: true })}>
           {question.approve_label || "Approve"}
@@ -44,16 +46,42 @@ function PlanReview({ model, question }: { model: AppModel; question: QuestionVi
   );
 }
 
-function ToolApproval({ model, question }: { model: AppModel; question: QuestionView }) {
+// Keys that answer the first open approval while no text field has the focus.
+const APPROVAL_KEYS: Record<string, Parameters<AppModel["answer"]>[1]> = {
+  y: { case: "allowOnce", value: true },
+  a: { case: "allowForSession", value: true },
+  n: { case: "deny", value: "" },
+};
+
+function ToolApproval({ model, question, keys }: { model: AppModel; question: QuestionView; keys: boolean }) {
   const answer = (kind: Parameters<AppModel["answer"]>[1]) => void model.answer(question.question_id, kind);
   const approval = question.approval;
+  const allowOnce = useRef<HTMLButtonElement>(null);
+  useEffect(() => {
+    if (!keys) return;
+    // The question takes the focus (the turn waits for it): Enter allows once;
+    // not from a text field with a draft in it, whose next keys are words.
+    const typing = document.activeElement;
+    const drafting = (typing instanceof HTMLTextAreaElement || typing instanceof HTMLInputElement) && typing.value !== "";
+    if (!drafting) allowOnce.current?.focus();
+    const onKey = (event: KeyboardEvent) => {
+      const target = event.target as HTMLElement | null;
+      if (event.ctrlKey || event.metaKey || event.altKey || target?.closest("input, textarea, [contenteditable]")) return;
+      const chosen = APPROVAL_KEYS[event.key.toLowerCase()];
+      if (chosen === undefined) return;
+      event.preventDefault();
+      void model.answer(question.question_id, chosen);
+    };
+    document.addEventListener("keydown", onKey);
+    return () => document.removeEventListener("keydown", onKey);
+  }, [keys, model, question.question_id]);
   return (
     <section className="card tool-approval" data-testid="tool-approval" data-question-id={question.question_id} data-tool={approval?.tool}>
       <h3>{question.title || `Allow ${approval?.tool ?? "this tool"}?`}</h3>
       <p>{approval?.summary}</p>
-      {approval?.detail && <pre>{approval.detail}</pre>}
+      {approval?.detail && (looksLikeDiff(approval.detail) ? <Diff diff={approval.detail} testId="approval-diff" /> : <pre>{approval.detail}</pre>)}
       <div className="actions">
-        <button data-testid="approval-allow-once" onClick={() => answer({ case: "allowOnce", value: true })}>
+        <button ref={allowOnce} data-testid="approval-allow-once" onClick={() => answer({ case: "allowOnce", value: true })}>
           Allow once
         </button>
         <button data-testid="approval-allow-session" onClick={() => answer({ case: "allowForSession", value: true })} title={approval?.grant}>
@@ -68,6 +96,11 @@ function ToolApproval({ model, question }: { model: AppModel; question: Question
         <button data-testid="approval-deny" onClick={() => answer({ case: "deny", value: "" })}>
           Deny
         </button>
+        {keys && (
+          <span className="keys" data-testid="approval-keys">
+            <kbd>y</kbd> once · <kbd>a</kbd> session · <kbd>n</kbd> deny
+          </span>
+        )}
       </div>
     </section>
   );

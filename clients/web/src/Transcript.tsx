@@ -1,5 +1,7 @@
 import { TextKind, eventsV1, type Session } from "@agenthost/sdk/web";
 import { useEffect, useRef, type ReactNode } from "react";
+import { Markdown } from "./Markdown.js";
+import { ToolRow, answersByCall } from "./ToolRow.js";
 
 type Event = Session["events"][number];
 
@@ -7,6 +9,7 @@ type Event = Session["events"][number];
 export function Transcript({ session }: { session: Session }) {
   const end = useRef<HTMLDivElement>(null);
   const results = resultsByCall(session.events);
+  const answers = answersByCall(session.events);
   const live = session.live.steps();
   const lastSeq = session.lastSeq;
   useEffect(() => {
@@ -16,7 +19,7 @@ export function Transcript({ session }: { session: Session }) {
   return (
     <div className="transcript" data-testid="transcript">
       {session.events.map((event) => (
-        <EventView key={String(event.seq)} event={event} results={results} />
+        <EventView key={String(event.seq)} event={event} results={results} answers={answers} outputOf={(callId) => session.live.outputOf(callId)} />
       ))}
       {live.map((step) => (
         <div
@@ -24,7 +27,7 @@ export function Transcript({ session }: { session: Session }) {
           className={step.kind === TextKind.REASONING ? "message assistant reasoning live" : "message assistant live"}
           data-testid={step.kind === TextKind.REASONING ? "live-reasoning" : "live-text"}
         >
-          {step.text}
+          {step.kind === TextKind.REASONING ? step.text : <Markdown text={step.text} />}
         </div>
       ))}
       <div ref={end} />
@@ -38,7 +41,17 @@ function resultsByCall(events: readonly Event[]): Map<string, eventsV1.ToolResul
   return results;
 }
 
-function EventView({ event, results }: { event: Event; results: Map<string, eventsV1.ToolResult> }): ReactNode {
+function EventView({
+  event,
+  results,
+  answers,
+  outputOf,
+}: {
+  event: Event;
+  results: Map<string, eventsV1.ToolResult>;
+  answers: Map<string, string>;
+  outputOf: (callId: string) => string;
+}): ReactNode {
   const body = event.body;
   switch (body.case) {
     case "userMessage":
@@ -54,11 +67,11 @@ function EventView({ event, results }: { event: Event; results: Map<string, even
     case "assistantMessage":
       return body.value.text ? (
         <div className="message assistant" data-testid="assistant-message">
-          {body.value.text}
+          <Markdown text={body.value.text} />
         </div>
       ) : null;
     case "toolCall":
-      return <ToolCallView call={body.value} result={results.get(body.value.callId)} />;
+      return <ToolRow call={body.value} result={results.get(body.value.callId)} answer={answers.get(body.value.callId)} liveOutput={outputOf(body.value.callId)} />;
     case "planMode":
       return (
         <div className="notice plan" data-testid="plan-event" data-active={body.value.active}>
@@ -92,17 +105,4 @@ function EventView({ event, results }: { event: Event; results: Map<string, even
 function tokens(count: bigint): string {
   const n = Number(count);
   return n >= 1000 ? `${Math.round(n / 1000)}k` : String(n);
-}
-
-function ToolCallView({ call, result }: { call: eventsV1.ToolCall; result: eventsV1.ToolResult | undefined }) {
-  const state = result === undefined ? "running" : result.ok ? "ok" : "failed";
-  return (
-    <details className={`tool-call ${state}`} data-testid="tool-call" data-tool={call.name} data-state={state}>
-      <summary>
-        {call.name} <span className="tool-state">{state}</span> {result?.display?.summary}
-      </summary>
-      <pre className="tool-args">{call.argsJson}</pre>
-      {result !== undefined && <pre data-testid="tool-result">{result.ok ? result.output : result.error}</pre>}
-    </details>
-  );
 }

@@ -51,6 +51,7 @@ from services.common.errors import UnknownModel
 from .base import ModelAdapter
 from .builtin import BuiltinAdapter, load_script
 from .factory import ENV_BUILTIN_SCRIPT, adapter_from_env
+from .factory import ENV_MODELS_FILE as ENV_MODELS_FILE  # where the catalog is named
 from .openai_compat import (
     ENV_BASE_URL,
     ENV_MODEL,
@@ -62,7 +63,6 @@ from .openai_compat import (
 
 log = logging.getLogger("agenthost.runtime")
 
-ENV_MODELS_FILE = "AGENTHOST_MODELS_FILE"
 MODELS_FILE_NAME = "models.toml"
 BUILTIN = "builtin"
 PROVIDER_KINDS = (OPENAI_COMPAT_NAME, BUILTIN)

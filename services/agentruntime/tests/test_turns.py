@@ -329,3 +329,46 @@ async def next_question(log: SessionLog, session_id: str) -> Question:
             if isinstance(item, ev.Event) and item.HasField("question_asked"):
                 return Question.from_event(item.question_asked)
     raise AssertionError("no question")
+
+
+async def test_an_edit_approval_shows_the_change_in_its_file_with_context(
+    session_log: SessionLog, session: str, tmp_path: Path
+) -> None:
+    source = "".join(f"line {n}\n" for n in range(1, 11))
+    (tmp_path / "app.py").write_text(source)
+    edit = ScriptedToolCall(
+        "edit_file", {"path": "app.py", "old_string": "line 5", "new_string": "    five"}
+    )
+    new = ScriptedToolCall("write_file", {"path": "new.py", "content": "x = 1\n" * 100})
+    model = BuiltinAdapter([ScriptedReply(tool_calls=[edit]), ScriptedReply(tool_calls=[new])])
+    runtime = AgentRuntime(session_log, model)
+    await runtime.prompt(session, "edit it")
+    question = await next_question(session_log, session)
+    # Three lines of context either side, the true line numbers, the indentation.
+    assert question.body.splitlines() == [
+        "--- a/app.py",
+        "+++ b/app.py",
+        "@@ -2,7 +2,7 @@",
+        *(f" line {n}" for n in (2, 3, 4)),
+        "-line 5",
+        "+    five",
+        *(f" line {n}" for n in (6, 7, 8)),
+    ]
+    await runtime.answer(session, question.question_id, ev.QuestionAnswer(allow_once=True))
+    # A new file: its first lines.
+    asked = await next_questions(session_log, session, 2)
+    body = asked[-1].body.splitlines()
+    assert body[:3] == ["--- /dev/null", "+++ b/new.py", "@@ -0,0 +1,100 @@"]
+    assert body[3:5] == ["+x = 1", "+x = 1"] and body[-1] == "… 60 more lines"
+    assert not (tmp_path / "new.py").exists()
+
+
+async def next_questions(log: SessionLog, session_id: str, count: int) -> list[Question]:
+    asked: list[Question] = []
+    async with asyncio.timeout(WAIT_S):
+        async for item in log.subscribe(session_id):
+            if isinstance(item, ev.Event) and item.HasField("question_asked"):
+                asked.append(Question.from_event(item.question_asked))
+                if len(asked) == count:
+                    return asked
+    raise AssertionError("too few questions")

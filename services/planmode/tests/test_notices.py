@@ -63,15 +63,31 @@ async def test_leaving_plan_mode_the_model_saw_is_noticed(
     assert await notices(log, session_id) == [LEFT_NOTICE]
 
 
-async def test_switching_back_before_the_model_saw_anything_is_not_noticed(
+async def test_switching_back_after_a_notice_is_noticed_too(
     controller: PlanModeController, runtime: RuntimeDriver, log: SessionLog, session_id: str
 ) -> None:
     await runtime.start_turn()
     await runtime.model_request()
     await runtime.end_turn()
     await controller.set(session_id, True)
-    await controller.set(session_id, False)  # the last request showed default mode
-    assert await notices(log, session_id) == [ENTERED_NOTICE]
+    await controller.set(session_id, False)  # the model was just told of plan mode
+    assert await notices(log, session_id) == [ENTERED_NOTICE, LEFT_NOTICE]
+
+
+async def test_notices_alternate_as_the_model_reads_them(
+    controller: PlanModeController, runtime: RuntimeDriver, log: SessionLog, session_id: str
+) -> None:
+    """On, off, on while idle: the model reads each switch once, never two
+    "switched to plan mode" in a row with the switch off between them unsaid."""
+    await runtime.start_turn()
+    await runtime.model_request()
+    await runtime.end_turn()
+    for active in (True, False, True):
+        await controller.set(session_id, active)
+    await runtime.start_turn()
+    await runtime.model_request()
+    await controller.set(session_id, True)  # the model saw it: nothing to say
+    assert await notices(log, session_id) == [ENTERED_NOTICE, LEFT_NOTICE, ENTERED_NOTICE]
 
 
 async def test_the_exit_tool_is_not_noticed(
