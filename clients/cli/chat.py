@@ -52,6 +52,7 @@ from clients.sdk import (
     PlanChanged,
     ProjectionChanged,
     PromptMode,
+    Question,
     QuestionClosed,
     Session,
     Settings,
@@ -62,9 +63,9 @@ from clients.sdk import (
     Update,
     Updates,
     UsageChanged,
+    committed_plan,
 )
 from clients.sdk.plan import PlanView
-from services.sessionlog.folds import Question
 
 from . import render
 
@@ -213,7 +214,7 @@ class Chat:
             or e.HasField("assistant_message")
             or e.HasField("compaction")
             # Every switch, so that two notices to the model in a row read right.
-            or e.HasField("plan_mode")
+            or committed_plan(e) is not None
         ]
         for event in messages[-HISTORY_SHOWN:]:
             self.show_event(event, history=True)
@@ -260,8 +261,9 @@ class Chat:
                 self.say(*ending)
         elif kind == "compaction":
             self.say(render.compaction_line(event.compaction), "dim")
-        elif kind == "plan_mode" and history:  # live, PlanChanged says it
-            self.say(f"plan mode {'on' if event.plan_mode.active else 'off'}", PLAN_STYLE)
+        elif history and (active := committed_plan(event)) is not None:
+            # Live, PlanChanged says it.
+            self.say(f"plan mode {'on' if active else 'off'}", PLAN_STYLE)
         elif kind == "command_done":
             done = event.command_done
             style = "red" if done.kind == ev.COMMAND_DONE_KIND_ERROR else "green"

@@ -69,6 +69,7 @@ from .session import (
     Updates,
     UsageChanged,
     assistant_texts,
+    committed_plan,
     last_title,
     user_texts,
 )
@@ -134,6 +135,7 @@ __all__ = [
     "Verdict",
     "WorkspaceSession",
     "assistant_texts",
+    "committed_plan",
     "last_title",
     "user_texts",
 ]

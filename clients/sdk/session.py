@@ -40,6 +40,9 @@ from services.sessionlog.folds import (
     Question as Question,  # re-exported: what QuestionAsked carries
 )
 from services.sessionlog.folds import (
+    committed_plan as committed_plan,  # re-exported: what a plan/mode event commits
+)
+from services.sessionlog.folds import (
     last_title as last_title,  # re-exported: the title events set, read by the one fold
 )
 

@@ -63,6 +63,11 @@ def _kind(event: Event) -> str:
     return event.WhichOneof("body") or ""
 
 
+def committed_plan(event: Event) -> bool | None:
+    """The plan mode a plan/mode event commits (None: the event is not one)."""
+    return event.plan_mode.active if _kind(event) == "plan_mode" else None
+
+
 def last_title(events: Iterable[Event]) -> str | None:
     """The title the last session/title of `events` sets (None: none)."""
     titles = [e.session_title.title for e in events if e.HasField("session_title")]
