@@ -16,7 +16,8 @@ import logging
 import uuid
 from collections.abc import Callable, Mapping
 
-from services.common.errors import InvalidRequest, LeaseLost, SessionOwnedElsewhere
+from services.common.config import seconds_from_env
+from services.common.errors import LeaseLost, SessionOwnedElsewhere
 from services.common.tasks import spawn
 from services.sessionlog.leases import Lease
 from services.sessionlog.port import SessionLogPort
@@ -31,16 +32,7 @@ RENEWALS_PER_LEASE = 3
 
 def lease_s_from_env(env: Mapping[str, str]) -> float:
     """AGENTHOST_LEASE_S: how long a session lease lasts unless renewed."""
-    raw = env.get(ENV_LEASE_S, "")
-    if not raw:
-        return DEFAULT_LEASE_S
-    try:
-        value = float(raw)
-    except ValueError:
-        value = 0.0
-    if not 0 < value <= 3600:
-        raise InvalidRequest(ENV_LEASE_S, "must be a number of seconds above 0, at most 3600")
-    return value
+    return seconds_from_env(env, ENV_LEASE_S, DEFAULT_LEASE_S, 3600)
 
 
 class SessionLeases:

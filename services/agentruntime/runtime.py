@@ -13,7 +13,8 @@ from typing import TypeVar
 
 from agenthost.sessionlog.v1 import events_pb2 as ev
 
-from services.common.errors import InvalidRequest, LeaseLost, NotFound, SessionOwnedElsewhere
+from services.common.config import seconds_from_env
+from services.common.errors import LeaseLost, NotFound, SessionOwnedElsewhere
 from services.common.tasks import spawn
 from services.sessionlog.folds import PermissionRule, SettingsFold
 from services.sessionlog.port import SessionLogPort
@@ -53,16 +54,7 @@ T = TypeVar("T")
 
 def idle_s_from_env(env: Mapping[str, str]) -> float:
     """AGENTHOST_AGENT_IDLE_S: how long an idle agent stays loaded."""
-    raw = env.get(ENV_IDLE_S, "")
-    if not raw:
-        return DEFAULT_IDLE_S
-    try:
-        value = float(raw)
-    except ValueError:
-        value = 0.0
-    if not 0 < value <= 86_400:
-        raise InvalidRequest(ENV_IDLE_S, "must be a number of seconds above 0, at most 86400")
-    return value
+    return seconds_from_env(env, ENV_IDLE_S, DEFAULT_IDLE_S, 86_400)
 
 
 class CommandNotFound(NotFound):

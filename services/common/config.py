@@ -9,6 +9,7 @@ from pathlib import Path
 
 import grpc
 
+from .errors import InvalidRequest
 from .internal_auth import token_from_env
 from .topology import ADVERTISE_HOST_ENV
 
@@ -120,3 +121,18 @@ def web_client_files(env: Mapping[str, str]) -> Path | None:
 def split_origins(text: str) -> tuple[str, ...]:
     """Origins from a comma-separated list."""
     return tuple(origin.strip() for origin in text.split(",") if origin.strip())
+
+
+def seconds_from_env(env: Mapping[str, str], name: str, default: float, most: float) -> float:
+    """A duration setting in seconds: `default` when unset, else a number in
+    (0, most]; anything else is refused naming the variable."""
+    raw = env.get(name, "")
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = 0.0
+    if not 0 < value <= most:
+        raise InvalidRequest(name, f"must be a number of seconds above 0, at most {most:g}")
+    return value
