@@ -1,6 +1,7 @@
 """A long session opened right after a restart: the services start from the
 log's state checkpoint and read only what follows it, yet the next turn's
-model request still carries the whole conversation."""
+model request still carries the whole conversation (to a model whose window
+holds it all, so no compaction stands in for its start)."""
 
 from __future__ import annotations
 
@@ -25,6 +26,8 @@ WAIT_S = 30.0
 TURN = 12  # events of one turn of a_working_session
 BATCH = 7 * TURN
 EVENTS = 119 * BATCH  # whole turns: the log ends idle
+# Tokens: room for every event's text, so the request is the whole log.
+WHOLE_WINDOW = 10_000_000
 
 
 def log_stats(stack: EmbeddedStack) -> LogStats:
@@ -59,7 +62,7 @@ async def test_a_cold_open_reads_the_checkpoint_tails_and_the_page(tmp_path: Pat
     cwd.mkdir()
     session_id = await a_long_session(tmp_path / "data", cwd)
 
-    model = BuiltinAdapter()
+    model = BuiltinAdapter(context_window=WHOLE_WINDOW)
     stack = EmbeddedStack(tmp_path / "data", port_override=0, model=model)
     await stack.start()
     channel = authorized_channel(stack.addresses["gateway"], stack.token())
