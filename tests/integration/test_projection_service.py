@@ -215,6 +215,7 @@ async def test_every_session_view_is_folded_and_changes_of_all_sessions_are_watc
                 "status": {"running": True, "queued": 0},
                 "usage": None,
                 "permissions": [],
+                "mcp": {"servers": []},
             },
         )
         # The model's usage: the last request's context and the session's sums.
