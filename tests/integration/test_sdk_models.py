@@ -99,7 +99,7 @@ async def test_a_session_lists_and_switches_models_and_sees_its_usage(
         await session.wait_until(
             lambda s: not s.running and any(e.HasField("turn_end") for e in s.events), WAIT_S
         )
-        assert len(models.alt.requests) == 1 and models.echo.requests == []
+        assert len(models.alt.requests) == 1 and not models.echo.requests
         # The built-in model's estimated usage, priced at alt's prices.
         await session.wait_until(lambda s: s.usage is not None, WAIT_S)
         usage = session.usage
