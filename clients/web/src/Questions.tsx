@@ -46,12 +46,19 @@ function PlanReview({ model, question }: { model: AppModel; question: QuestionVi
   );
 }
 
-// Keys that answer the first open approval while no text field has the focus.
+// Keys that answer the first open approval while no draft has the focus.
 const APPROVAL_KEYS: Record<string, Parameters<AppModel["answer"]>[1]> = {
   y: { case: "allowOnce", value: true },
   a: { case: "allowForSession", value: true },
   n: { case: "deny", value: "" },
 };
+
+/** Whether `target` is a text field holding a draft (its next keys are words). */
+function isDraft(target: EventTarget | null): boolean {
+  const field = target instanceof HTMLElement ? target.closest("input, textarea, [contenteditable]") : null;
+  if (field instanceof HTMLTextAreaElement || field instanceof HTMLInputElement) return field.value !== "";
+  return field !== null && (field.textContent ?? "") !== "";
+}
 
 function ToolApproval({ model, question, keys }: { model: AppModel; question: QuestionView; keys: boolean }) {
   const answer = (kind: Parameters<AppModel["answer"]>[1]) => void model.answer(question.question_id, kind);
@@ -61,12 +68,11 @@ function ToolApproval({ model, question, keys }: { model: AppModel; question: Qu
     if (!keys) return;
     // The question takes the focus (the turn waits for it): Enter allows once;
     // not from a text field with a draft in it, whose next keys are words.
-    const typing = document.activeElement;
-    const drafting = (typing instanceof HTMLTextAreaElement || typing instanceof HTMLInputElement) && typing.value !== "";
-    if (!drafting) allowOnce.current?.focus();
+    if (!isDraft(document.activeElement)) allowOnce.current?.focus();
     const onKey = (event: KeyboardEvent) => {
-      const target = event.target as HTMLElement | null;
-      if (event.ctrlKey || event.metaKey || event.altKey || target?.closest("input, textarea, [contenteditable]")) return;
+      // Judged at the key, not when the question came: an empty field (the
+      // composer just sent from) is no draft, so its keys answer.
+      if (event.ctrlKey || event.metaKey || event.altKey || isDraft(event.target)) return;
       const chosen = APPROVAL_KEYS[event.key.toLowerCase()];
       if (chosen === undefined) return;
       event.preventDefault();
