@@ -103,6 +103,17 @@ async def events_of(client: Client, session_id: str) -> list[ev.Event]:
     return list(opened.events)
 
 
+def turn_completed(session_id: str) -> Callable[[Frame], bool]:
+    """The frame of a turn/end that completed (an idle status frame may be the
+    state the reconnected stream starts with, before the prompt's turn ran)."""
+    return lambda f: (
+        f.HasField("session_event")
+        and f.session_event.session_id == session_id
+        and f.session_event.event.HasField("turn_end")
+        and f.session_event.event.turn_end.reason == ev.TURN_END_REASON_COMPLETED
+    )
+
+
 def shows_plan(header: ev.RequestHeader) -> bool:
     return any(section.id == "plan:policy" for section in header.sections)
 
@@ -141,7 +152,7 @@ async def test_a_pending_choice_is_the_same_everywhere_and_survives_every_restar
         await first.disconnect()
         await first.connect()
         await prompt(first, session_id, "next")
-        await first.next_frame(is_idle(session_id))
+        await first.next_frame(turn_completed(session_id))
         log = await events_of(first, session_id)
         ends = [e.turn_end.reason for e in log if e.HasField("turn_end")]
         assert ends == [ev.TURN_END_REASON_INTERRUPTED, ev.TURN_END_REASON_COMPLETED]
