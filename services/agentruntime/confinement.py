@@ -108,6 +108,9 @@ class Jail:
     # Files and folders mounted over with empty ones.
     hidden: tuple[Path, ...] = ()
     max_processes: int = DEFAULT_MAX_PROCESSES
+    # Folders under /tmp shown read-only through the private /tmp: where the
+    # program's own files are (an MCP server's code, its virtualenv).
+    shown: tuple[Path, ...] = ()
 
 
 @dataclass
@@ -191,6 +194,8 @@ def bwrap_argv(
     if jail.network:
         argv.append("--share-net")
     argv += ["--ro-bind", "/", "/", "--dev", "/dev", *proc, "--tmpfs", "/tmp"]
+    for path in jail.shown:
+        argv += ["--ro-bind", str(path), str(path)]
     inside = [p for p in jail.hidden if _within(p, cwd) and p != cwd]
     holding = [p for p in jail.hidden if _within(cwd, p) and p != cwd]
     argv += _hide(p for p in jail.hidden if p not in inside and p not in holding and p != cwd)

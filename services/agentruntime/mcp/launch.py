@@ -7,6 +7,8 @@ writable, the rest read-only, a private /tmp, the stack's data directory,
 tokens and other sessions' folders hidden, the process limit, and no
 network unless its entry says `"network": true`. `"sandbox": "full"` runs it
 unconfined. Where it cannot be confined it is not started (ServerUnconfinable).
+The folders under /tmp its command line names (its own code, a virtualenv
+it runs from) stay readable through the private /tmp.
 
 The hidden paths are those of the server's start: a session made later in
 another folder is hidden from the server once it restarts (its entry
@@ -23,6 +25,9 @@ from mcp.client.stdio import get_default_environment
 from ..confinement import BWRAP, Jail, Prepared, Unconfinable, prepare
 from ..gates import WORKSPACE_WRITE
 from .config import UNCONFINED, ServerConfig
+
+# What the jail mounts a tmpfs of its own over.
+PRIVATE_TMP = Path("/tmp")
 
 
 class ServerUnconfinable(Exception):
@@ -45,11 +50,30 @@ def stdio_launch(
     program = [server.command, *server.args]
     if server.sandbox == UNCONFINED:
         return Prepared(program)
-    jail = Jail(WORKSPACE_WRITE, cwd, network=server.network, hidden=tuple(hidden))
+    jail = Jail(
+        WORKSPACE_WRITE,
+        cwd,
+        network=server.network,
+        hidden=tuple(hidden),
+        shown=own_folders_in_tmp(program),
+    )
     prepared = prepare(jail, program, bwrap)
     if prepared.refused is not None:
         raise ServerUnconfinable(prepared.refused)
     return prepared
+
+
+def own_folders_in_tmp(program: Sequence[str]) -> tuple[Path, ...]:
+    """The top folders under /tmp that the command line names as existing
+    paths: the jail's private /tmp would hide the server's own files."""
+    roots: set[Path] = set()
+    for item in program:
+        path = Path(item)
+        if path.is_absolute() and path.exists() and path.is_relative_to(PRIVATE_TMP):
+            parts = path.relative_to(PRIVATE_TMP).parts
+            if parts:
+                roots.add(PRIVATE_TMP / parts[0])
+    return tuple(sorted(roots))
 
 
 def stdio_environment(server: ServerConfig) -> dict[str, str]:

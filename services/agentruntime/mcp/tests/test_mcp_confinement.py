@@ -270,3 +270,38 @@ async def test_a_root_runtimes_server_has_a_process_limit_removed_when_it_stops(
         await servers.close()
         await confinement.settled()
     assert set(root.glob(ours)) == before
+
+
+async def test_a_server_whose_files_are_under_tmp_still_runs_confined() -> None:
+    """The jail's private /tmp must not hide the server's own code: a checkout
+    (or virtualenv) under /tmp, named on its command line, stays readable,
+    while the rest of the host's /tmp stays hidden."""
+    from services.agentruntime.mcp.config import ServerConfig
+    from services.agentruntime.mcp.launch import stdio_launch
+
+    home = Path(tempfile.mkdtemp(prefix="agenthost-server-", dir="/tmp"))
+    stray = Path(tempfile.mkdtemp(prefix="agenthost-stray-", dir="/tmp"))
+    work = Path(tempfile.mkdtemp(prefix="agenthost-work-", dir="/var/tmp"))
+    try:
+        (stray / "secret").write_text("not for the server\n")
+        script = home / "server.py"
+        script.write_text(
+            "import pathlib, sys\n"
+            f"print(pathlib.Path({str(stray / 'secret')!r}).exists())\n"
+            "print('server code ran')\n"
+        )
+        config = ServerConfig("own", "deployment", command=sys.executable, args=(str(script),))
+        prepared = stdio_launch(config, work)
+        try:
+            import subprocess
+
+            ran = await asyncio.to_thread(
+                subprocess.run, prepared.argv, capture_output=True, text=True, timeout=30
+            )
+        finally:
+            await prepared.cleanup()
+        assert ran.returncode == 0, ran.stderr
+        assert ran.stdout.splitlines() == ["False", "server code ran"]
+    finally:
+        for folder in (home, stray, work):
+            shutil.rmtree(folder, ignore_errors=True)
