@@ -22,9 +22,13 @@ def authorized_channel(
     With `tls_roots` (PEM certificates to trust) the channel uses TLS."""
     chain = metadata_interceptors("authorization", f"Bearer {token}") if token else []
     chain.extend(interceptors)
+    # Its own connections, not the process's shared ones: a channel to a
+    # gateway that just started must not inherit another channel's back-off
+    # against what listened on that address before.
+    options = [*options, ("grpc.use_local_subchannel_pool", 1)]
     if tls_roots is not None:
         credentials = grpc.ssl_channel_credentials(root_certificates=tls_roots)
         return grpc.aio.secure_channel(
-            address, credentials, options=list(options), interceptors=chain
+            address, credentials, options=options, interceptors=chain
         )
-    return grpc.aio.insecure_channel(address, options=list(options), interceptors=chain)
+    return grpc.aio.insecure_channel(address, options=options, interceptors=chain)

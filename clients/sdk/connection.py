@@ -151,6 +151,10 @@ class AgentHostClient:
         self._channel = authorized_channel(address, token, interceptors, tls_roots=tls_roots)
         self.stub = gw_grpc.GatewayServiceStub(self._channel)
         self._request_id = 0
+        # Per session, the newest seq of a plan write this client saw
+        # acknowledged: its plan reads ask for that or later (another gateway
+        # replica may not have followed the write yet).
+        self._plan_written: dict[str, int] = {}
         self._sessions: dict[str, Session] = {}
         # The account's sessions as frames and lists show them.
         self.session_list = SessionList()
@@ -179,6 +183,17 @@ class AgentHostClient:
         return gw.RequestFence(
             client_id=self.client_id, generation=self.generation, request_id=self._request_id
         )
+
+    def plan_written(self, session_id: str, seq: int) -> None:
+        """A plan write of this client landed at `seq`."""
+        self._plan_written[session_id] = max(self._plan_written.get(session_id, -1), seq)
+
+    def plan_read(self, session_id: str) -> gw.PlanModeRequest:
+        """A plan read that reflects this client's own plan writes."""
+        request = gw.PlanModeRequest(fence=self.fence(), session_id=session_id)
+        if session_id in self._plan_written:
+            request.min_seq = self._plan_written[session_id]
+        return request
 
     # -- the stream ---------------------------------------------------------------------
 
@@ -614,9 +629,7 @@ class AgentHostClient:
 
     async def plan_mode(self, session_id: str) -> PlanAnswer:
         """A session's plan state, read without a session object."""
-        reply: gw.PlanModeResponse = await self.call(
-            self.stub.PlanMode, gw.PlanModeRequest(fence=self.fence(), session_id=session_id)
-        )
+        reply: gw.PlanModeResponse = await self.call(self.stub.PlanMode, self.plan_read(session_id))
         return PlanAnswer(plan_value(reply.plan), reply.seq)
 
     async def set_plan_mode(self, session_id: str, active: bool) -> PlanAnswer:
@@ -625,6 +638,7 @@ class AgentHostClient:
             self.stub.SetPlanMode,
             gw.SetPlanModeRequest(fence=self.fence(), session_id=session_id, active=active),
         )
+        self.plan_written(session_id, reply.seq)
         return PlanAnswer(plan_value(reply.plan), reply.seq, outcome_name(reply.outcome))
 
 

@@ -766,9 +766,7 @@ class Session:
         ticket = self.plan_tracker.begin(RequestKind.QUERY, client.generation)
         try:
             reply: gw.PlanModeResponse = await client.call(
-                client.stub.PlanMode,
-                gw.PlanModeRequest(fence=client.fence(), session_id=self.id),
-                deadline=deadline,
+                client.stub.PlanMode, client.plan_read(self.id), deadline=deadline
             )
             value = plan_value(reply.plan)
         except AgentHostError as error:
@@ -791,6 +789,7 @@ class Session:
                 gw.SetPlanModeRequest(fence=client.fence(), session_id=self.id, active=active),
                 deadline=deadline,
             )
+            client.plan_written(self.id, reply.seq)
             value = plan_value(reply.plan)
         except AgentHostError as error:
             self.plan_tracker.on_failure(ticket)

@@ -39,6 +39,11 @@ CHANNEL_OPTIONS = [
     ("grpc.service_config", ROUND_ROBIN),
     ("grpc.initial_reconnect_backoff_ms", RECONNECT_BACKOFF_MS[0]),
     ("grpc.max_reconnect_backoff_ms", RECONNECT_BACKOFF_MS[1]),
+    # Each channel keeps its own connections: gRPC otherwise shares them per
+    # address across the process, so a channel opened to a service that just
+    # started inherits the back-off another channel earned against whatever
+    # listened on that address before (a reused port: refused at once).
+    ("grpc.use_local_subchannel_pool", 1),
 ]
 
 

@@ -24,7 +24,9 @@ it folded that far) and seeds the view with the answer.
 
 A write made through another gateway replica is reflected once this
 gateway's follower delivers it, as every live frame is; each reply carries
-the seq it is as of.
+the seq it is as of. A client that saw such a write acknowledged names its
+seq (`at_least`), and the read waits for it or reads through the projection
+as of it.
 
 The plan view carries the whole fold (`{active, pending?}` is the fold's
 committed value and its pending selection), so seeding from it loses
@@ -93,20 +95,23 @@ class PlanViews:
         tracked = self._tracked(session_id)
         tracked.acknowledged = max(tracked.acknowledged, seq)
 
-    def known_seq(self, session_id: str) -> int:
-        """The newest seq this gateway knows the session has (-1: none)."""
+    def known_seq(self, session_id: str, at_least: int = -1) -> int:
+        """The newest seq this gateway knows the session has (-1: none), or
+        `at_least` when the caller knows of a newer one."""
         tracked = self._sessions.get(session_id)
-        return -1 if tracked is None else max(tracked.received, tracked.acknowledged)
+        known = -1 if tracked is None else max(tracked.received, tracked.acknowledged)
+        return max(known, at_least)
 
     async def read_soon(
-        self, session_id: str, within_s: float = CATCH_UP_S
+        self, session_id: str, at_least: int = -1, within_s: float = CATCH_UP_S
     ) -> tuple[dict[str, bool], int] | None:
-        """`read`, once the follower delivered what this gateway acknowledged
-        (it trails the write's reply by little): waited for at most
-        `within_s`, as long as the kept view can still catch up."""
+        """`read` as of `at_least` or later, once the follower delivered what
+        this gateway acknowledged (it trails the write's reply by little):
+        waited for at most `within_s`, as long as the kept view can still
+        catch up."""
         loop = asyncio.get_running_loop()
         until = loop.time() + within_s
-        while (kept := self.read(session_id)) is None:
+        while (kept := self.read(session_id, at_least)) is None:
             tracked = self._sessions.get(session_id)
             behind_only_the_follower = (
                 tracked is not None
@@ -121,13 +126,14 @@ class PlanViews:
                     await advanced.wait()
         return kept
 
-    def read(self, session_id: str) -> tuple[dict[str, bool], int] | None:
+    def read(self, session_id: str, at_least: int = -1) -> tuple[dict[str, bool], int] | None:
         """The plan view and the seq it is as of, when it is as new as
-        anything this gateway knows of the session; else None."""
+        anything this gateway (or the caller: `at_least`) knows of the
+        session; else None."""
         tracked = self._sessions.get(session_id)
         if tracked is None or tracked.plan is None:
             return None
-        if tracked.as_of < max(tracked.received, tracked.acknowledged):
+        if tracked.as_of < max(tracked.received, tracked.acknowledged, at_least):
             return None
         self._sessions.recall(session_id)  # now the most recently used
         return plan_view(tracked.plan), tracked.as_of

@@ -646,11 +646,12 @@ class GatewayServicer(gw_grpc.GatewayServiceServicer):
         if self.plan is None:
             return gw.PlanModeResponse(plan=gw.PlanModeValue(), seq=-1)
         session_id = request.session_id
-        kept = await self.plans.read_soon(session_id)
+        at_least = request.min_seq if request.HasField("min_seq") else -1
+        kept = await self.plans.read_soon(session_id, at_least)
         if kept is not None:
             return gw.PlanModeResponse(plan=_plan_value(kept[0]), seq=kept[1])
         block = await self._projections(
-            session_id, [PLAN_KEY], min_seq=self.plans.known_seq(session_id)
+            session_id, [PLAN_KEY], min_seq=self.plans.known_seq(session_id, at_least)
         )
         value = block.values.get(PLAN_KEY)
         view = None if value is None else _plan_view(value)

@@ -123,3 +123,27 @@ async def test_a_read_the_follower_cannot_answer_gives_up_at_once() -> None:
     views.seed(SESSION, {"active": False}, 1)
     views.on_event(numbered([user("a"), user("b"), user("c")])[2])  # a gap: seq 2 is unknown
     assert await asyncio.wait_for(views.read_soon(SESSION, within_s=30), 1) is None
+
+
+def test_a_write_another_replica_acknowledged_is_read_through_until_it_arrives() -> None:
+    events = numbered([plan_mode(False), plan_mode(True)])
+    views = PlanViews()
+    views.seed(SESSION, folded(events[:1]), 1)
+    # The client saw its write acknowledged at seq 2 by another gateway: this
+    # one's view (as of 1) is all it knows of, yet not what the client asks.
+    assert views.read(SESSION) == ({"active": False}, 1)
+    assert views.read(SESSION, at_least=2) is None
+    assert views.known_seq(SESSION, at_least=2) == 2
+    views.on_event(events[1])
+    assert views.read(SESSION, at_least=2) == ({"active": True}, 2)
+
+
+async def test_a_read_for_a_write_elsewhere_waits_for_the_follower_to_deliver_it() -> None:
+    events = numbered([plan_mode(False), plan_mode(True)])
+    views = PlanViews()
+    views.seed(SESSION, folded(events[:1]), 1)
+    reading = asyncio.ensure_future(views.read_soon(SESSION, at_least=2, within_s=30))
+    await asyncio.sleep(0)  # the read is waiting: nothing delivered seq 2 yet
+    assert not reading.done()
+    views.on_event(events[1])
+    assert await asyncio.wait_for(reading, 30) == ({"active": True}, 2)
