@@ -28,7 +28,5 @@ def authorized_channel(
     options = [*options, ("grpc.use_local_subchannel_pool", 1)]
     if tls_roots is not None:
         credentials = grpc.ssl_channel_credentials(root_certificates=tls_roots)
-        return grpc.aio.secure_channel(
-            address, credentials, options=options, interceptors=chain
-        )
+        return grpc.aio.secure_channel(address, credentials, options=options, interceptors=chain)
     return grpc.aio.insecure_channel(address, options=options, interceptors=chain)
