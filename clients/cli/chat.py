@@ -68,6 +68,7 @@ from clients.sdk import (
 from clients.sdk.plan import PlanView
 
 from . import render
+from .live_markdown import AnswerStream, has_markdown
 
 HELP = (
     "Type a message to send it. /plan enters plan mode, /plan <message> enters it and "
@@ -83,10 +84,6 @@ HISTORY_SHOWN = 10
 PLAN_STYLE = "bold magenta"
 SANDBOXES = ("read-only", "workspace-write", "full")
 APPROVAL_POLICIES = ("ask", "ask-for-commands", "never")
-
-
-# Text with any of these is rendered as markdown.
-MARKDOWN_MARKS = ("`", "**", "# ", "| ", "- ", "* ", "](")
 
 
 def _question_body(question: Question) -> Text | Markdown:
@@ -143,6 +140,8 @@ class Chat:
         self._streamed_steps: set[tuple[str, int]] = set()
         self._step: tuple[str, int] | None = None
         self._at_line_start = True
+        # The answer being streamed, rendered as markdown block by block.
+        self._answer_stream: AnswerStream | None = None
         self._spinner: Live | None = None
         self._lost = False
         self._draft = ""
@@ -170,6 +169,9 @@ class Chat:
 
     def _end_stream(self) -> None:
         self._stop_spinner()
+        if self._answer_stream is not None:
+            self._at_line_start = self._answer_stream.end()
+            self._answer_stream = None
         if not self._at_line_start:
             self.console.print()
             self._at_line_start = True
@@ -289,7 +291,7 @@ class Chat:
     def _show_markdown(self, text: str) -> None:
         """An answer not streamed here (history, a step that ended before this
         chat saw it): one plain line stays a line, anything more is markdown."""
-        if "\n" not in text.strip() and not any(mark in text for mark in MARKDOWN_MARKS):
+        if "\n" not in text.strip() and not has_markdown(text):
             self.say(f"assistant: {text}", "cyan")
         else:
             self.say("assistant:", "cyan")
@@ -350,8 +352,16 @@ class Chat:
             self._stream(("text", update.turn_id, str(update.step), "r"), "thinking: ", "dim")
             self._write(update.delta, "dim")
         else:
-            self._stream(("text", update.turn_id, str(update.step), "a"), "assistant: ", "cyan")
-            self._write(update.delta, "cyan")
+            key = ("text", update.turn_id, str(update.step), "a")
+            if self._streaming != key:
+                self._end_stream()
+                self._streaming = key
+                self._answer_stream = AnswerStream(self.console, "assistant: ", "cyan")
+                self._answer_stream.start()
+            assert self._answer_stream is not None
+            self._stop_spinner()
+            self._answer_stream.write(update.delta)
+            self._at_line_start = update.delta.endswith("\n")
 
     def _show_connection(self, update: ConnectionChanged) -> None:
         if not update.connected and not self._lost:
