@@ -10,6 +10,7 @@ import io
 import pyte
 from hypothesis import given
 from hypothesis import strategies as st
+from rich.console import Console
 
 from clients.cli.live_markdown import AnswerStream, complete_blocks, screen_rows
 
@@ -34,11 +35,7 @@ class Terminal:
         self.screen = pyte.Screen(WIDTH, HEIGHT)
         self.stream = pyte.Stream(self.screen)
         self.file = io.StringIO()
-        from rich.console import Console
-
-        self.console = Console(
-            file=self.file, force_terminal=True, width=WIDTH, color_system=None
-        )
+        self.console = Console(file=self.file, force_terminal=True, width=WIDTH, color_system=None)
 
     def shown(self) -> list[str]:
         # The tty turns each newline into CR LF (onlcr) before the terminal sees it.
@@ -87,8 +84,6 @@ def test_plain_text_is_left_as_it_streamed() -> None:
 
 def test_output_that_is_not_a_terminal_keeps_the_raw_text() -> None:
     file = io.StringIO()
-    from rich.console import Console
-
     answer = AnswerStream(Console(file=file, width=WIDTH), "assistant: ", "")
     answer.start()
     answer.write(ANSWER)
