@@ -80,7 +80,7 @@ function EventView({
       );
     case "commandDone":
       return body.value.message ? (
-        <div className="notice" data-testid="command-done">
+        <div className="notice command-done" data-testid="command-done">
           {body.value.message}
         </div>
       ) : null;
