@@ -9,70 +9,39 @@
 // is on a condition of the page, with a timeout.
 
 import assert from "node:assert/strict";
-import { existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
-import { chromium } from "playwright-core";
+import { WAIT_MS, byTestId, collectErrors, hasText, idle, keepFailureShots, launchBrowser, openNewSession, required, send, until } from "./page.mjs";
 
-const CHROMIUM = "/usr/bin/chromium";
-const CHROMIUM_FLAGS = [
-  "--headless",
-  "--no-sandbox",
-  "--disable-gpu",
-  "--disable-background-networking",
-  "--disable-quic",
-  "--no-first-run",
-  "--disable-component-update",
-  "--disable-sync",
-];
-const WAIT_MS = 20_000;
-const PAGE_URL = required("AGENTHOST_PAGE_URL");
-const WORKSPACE = required("AGENTHOST_WORKSPACE");
-const SHOTS = required("SCREENSHOT_DIR");
+const BY = "tests/integration/test_web_client.py";
+const PAGE_URL = required("AGENTHOST_PAGE_URL", BY);
+const WORKSPACE = required("AGENTHOST_WORKSPACE", BY);
+const SHOTS = required("SCREENSHOT_DIR", BY);
 
-function required(name) {
-  const value = process.env[name];
-  if (!value) throw new Error(`${name} is not set (tests/integration/test_web_client.py sets it)`);
-  return value;
-}
-
+let browser;
 let context;
-let profile;
 let tabA;
 let tabB;
 let sessionId;
 const pageErrors = [];
 
 before(async () => {
-  assert.ok(existsSync(CHROMIUM), `${CHROMIUM} is missing: install Debian's chromium (.ci/prepare-chromium runs apt-get install chromium)`);
   mkdirSync(SHOTS, { recursive: true });
-  profile = mkdtempSync(join(tmpdir(), "agenthost-chromium-"));
-  context = await chromium.launchPersistentContext(profile, { executablePath: CHROMIUM, headless: true, args: CHROMIUM_FLAGS });
+  keepFailureShots(SHOTS);
+  browser = await launchBrowser();
+  context = browser.context;
 });
 
 after(async () => {
-  await context?.close();
-  if (profile) rmSync(profile, { recursive: true, force: true });
+  await browser?.close();
 });
 
 // -- helpers --------------------------------------------------------------------------
 
-/** Waits until `condition(arg)` holds in the page; on timeout says what and keeps a screenshot. */
-async function until(page, what, condition, arg) {
-  try {
-    await page.waitForFunction(condition, arg, { timeout: WAIT_MS, polling: "raf" });
-  } catch (error) {
-    await shot(page, `failed-${what.replace(/\W+/g, "-")}`).catch(() => undefined);
-    throw new Error(`timed out waiting for ${what}: ${error.message}`);
-  }
-}
-
 function shot(page, name) {
   return page.screenshot({ path: join(SHOTS, `${name}.png`), fullPage: true });
 }
-
-const byTestId = (id) => `[data-testid="${id}"]`;
 
 /** The plan chip's state as the page shows it: {active, pending} ("none" when nothing waits). */
 function planChipIs(page, what, active, pending) {
@@ -89,33 +58,11 @@ function planChipIs(page, what, active, pending) {
 
 async function openPage() {
   const page = await context.newPage();
-  page.on("pageerror", (error) => pageErrors.push(String(error.stack ?? error)));
-  page.on("console", (message) => {
-    // Requests failing while a test keeps a tab offline are expected.
-    if (message.type() === "error" && !message.text().includes("ERR_INTERNET_DISCONNECTED")) pageErrors.push(message.text());
-  });
+  // Requests failing while a test keeps a tab offline are expected.
+  collectErrors(page, pageErrors, { consoleErrors: true, expected: (text) => text.includes("ERR_INTERNET_DISCONNECTED") });
   await page.goto(PAGE_URL);
   await until(page, "the stream to connect", () => document.querySelector('[data-testid="connection"]')?.getAttribute("data-state") === "connected");
   return page;
-}
-
-async function send(page, text) {
-  await page.fill(byTestId("composer-input"), text);
-  await page.press(byTestId("composer-input"), "Enter");
-  await until(page, `the composer to take "${text}"`, () => document.querySelector('[data-testid="composer-input"]')?.value === "");
-}
-
-function hasText(page, testId, text) {
-  return until(
-    page,
-    `${testId} with "${text}"`,
-    ([id, t]) => [...document.querySelectorAll(`[data-testid="${id}"]`)].some((e) => e.textContent.includes(t)),
-    [testId, text],
-  );
-}
-
-function idle(page) {
-  return until(page, "the turn to end", () => document.querySelector('[data-testid="session"]') && !document.querySelector('[data-testid="turn-running"]'));
 }
 
 function gone(page, testId) {
@@ -133,12 +80,8 @@ test("the page takes its token from the fragment and locks the composer until a 
 });
 
 test("New Session opens one reusable blank session per workspace", async () => {
-  await tabA.fill(byTestId("workspace-path"), WORKSPACE);
-  await tabA.click(byTestId("add-workspace"));
+  await openNewSession(tabA, WORKSPACE);
   const workspace = `[data-testid="workspace"][data-path="${WORKSPACE}"]`;
-  await tabA.waitForSelector(workspace, { timeout: WAIT_MS });
-  await tabA.click(`${workspace} ${byTestId("new-session")}`);
-  await tabA.waitForSelector(byTestId("session"), { timeout: WAIT_MS });
   sessionId = await tabA.getAttribute(byTestId("session"), "data-session-id");
   assert.equal(await tabA.getAttribute(byTestId("composer"), "data-locked"), "false");
   await tabA.click(`${workspace} ${byTestId("new-session")}`);

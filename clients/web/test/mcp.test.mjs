@@ -7,51 +7,39 @@
 // AGENTHOST_WORKSPACE and SCREENSHOT_DIR (as browser.test.mjs).
 
 import assert from "node:assert/strict";
-import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
-import { chromium } from "playwright-core";
+import { byTestId, collectErrors, hasText, launchBrowser, openNewSession, required, send } from "./page.mjs";
 
-const CHROMIUM = "/usr/bin/chromium";
-const CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run"];
+const BY = "tests/integration/test_web_mcp.py";
+const PAGE_URL = required("AGENTHOST_PAGE_URL", BY);
+const WORKSPACE = required("AGENTHOST_WORKSPACE", BY);
+const SHOTS = required("SCREENSHOT_DIR", BY);
+// Starting the reference server (npx) takes longer than a page update.
 const WAIT_MS = 30_000;
-const PAGE_URL = process.env.AGENTHOST_PAGE_URL;
-const WORKSPACE = process.env.AGENTHOST_WORKSPACE;
-const SHOTS = process.env.SCREENSHOT_DIR;
-const byTestId = (id) => `[data-testid="${id}"]`;
 
-let context;
-let profile;
+let browser;
 const pageErrors = [];
 
 before(async () => {
-  assert.ok(PAGE_URL && WORKSPACE && SHOTS, "tests/integration/test_web_mcp.py sets the environment");
   mkdirSync(SHOTS, { recursive: true });
-  profile = mkdtempSync(join(tmpdir(), "agenthost-chromium-"));
-  context = await chromium.launchPersistentContext(profile, { executablePath: CHROMIUM, headless: true, args: CHROMIUM_FLAGS });
+  browser = await launchBrowser();
 });
 
 after(async () => {
-  await context?.close();
-  if (profile) rmSync(profile, { recursive: true, force: true });
+  await browser?.close();
 });
 
 test("an MCP tool is approved in the page and the panel shows its server", async () => {
-  const page = await context.newPage();
-  page.on("pageerror", (error) => pageErrors.push(String(error.stack ?? error)));
+  const page = await browser.context.newPage();
+  collectErrors(page, pageErrors);
   await page.goto(PAGE_URL);
-  await page.fill(byTestId("workspace-path"), WORKSPACE);
-  await page.click(byTestId("add-workspace"));
-  const workspace = `[data-testid="workspace"][data-path="${WORKSPACE}"]`;
-  await page.waitForSelector(workspace, { timeout: WAIT_MS });
-  await page.click(`${workspace} ${byTestId("new-session")}`);
-  await page.waitForSelector(byTestId("session"), { timeout: WAIT_MS });
+  await openNewSession(page, WORKSPACE, WAIT_MS);
   // No server has been seen by a model request yet: no panel.
   assert.equal(await page.$(byTestId("mcp-panel")), null);
 
-  await page.fill(byTestId("composer-input"), "echo through the server");
-  await page.press(byTestId("composer-input"), "Enter");
+  await send(page, "echo through the server", { timeout: WAIT_MS });
   await page.waitForSelector(`${byTestId("tool-approval")}[data-tool="mcp__everything__echo"]`, { timeout: WAIT_MS });
   await page.click(byTestId("approval-allow-once"));
   await page.waitForSelector(`${byTestId("mcp-server")}[data-name="everything"][data-state="ready"]`, { timeout: WAIT_MS, state: "attached" });
@@ -59,7 +47,7 @@ test("an MCP tool is approved in the page and the panel shows its server", async
   const line = await page.textContent(`${byTestId("mcp-server")}[data-name="everything"]`);
   assert.match(line ?? "", /ready, 1\d tools/);
   assert.match(line ?? "", /stdio · workspace/);
-  await page.waitForFunction(() => [...document.querySelectorAll('[data-testid="assistant-message"]')].some((e) => e.textContent.includes("The server echoed it.")), undefined, { timeout: WAIT_MS });
+  await hasText(page, "assistant-message", "The server echoed it.", { timeout: WAIT_MS });
   await page.screenshot({ path: join(SHOTS, "mcp-panel.png"), fullPage: true });
   assert.deepEqual(pageErrors, []);
 });

@@ -8,74 +8,34 @@
 // screenshots the README shows are written (web-*.png).
 
 import assert from "node:assert/strict";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
-import { chromium } from "playwright-core";
+import { WAIT_MS, byTestId, collectErrors, hasText, idle, launchBrowser, openNewSession, required, send, until } from "./page.mjs";
 
-const CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run", "--disable-component-update", "--disable-sync"];
-const WAIT_MS = 20_000;
-const PAGE_URL = required("AGENTHOST_PAGE_URL");
-const WORKSPACE = required("AGENTHOST_WORKSPACE");
-const DOCS = required("DOCS_DIR");
+const BY = "tests/integration/test_web_client.py";
+const PAGE_URL = required("AGENTHOST_PAGE_URL", BY);
+const WORKSPACE = required("AGENTHOST_WORKSPACE", BY);
+const DOCS = required("DOCS_DIR", BY);
 
-function required(name) {
-  const value = process.env[name];
-  if (!value) throw new Error(`${name} is not set (tests/integration/test_web_client.py sets it)`);
-  return value;
-}
-
-let context;
-let profile;
+let browser;
 let page;
 const pageErrors = [];
-const byTestId = (id) => `[data-testid="${id}"]`;
 
 before(async () => {
-  profile = mkdtempSync(join(tmpdir(), "agenthost-chromium-"));
-  context = await chromium.launchPersistentContext(profile, {
-    executablePath: "/usr/bin/chromium",
-    headless: true,
-    args: CHROMIUM_FLAGS,
-    viewport: { width: 1100, height: 720 },
-  });
-  page = await context.newPage();
-  page.on("pageerror", (error) => pageErrors.push(String(error.stack ?? error)));
-  page.on("dialog", (dialog) => {
-    pageErrors.push(`a dialog opened: ${dialog.message()}`);
-    void dialog.dismiss();
-  });
+  browser = await launchBrowser({ viewport: { width: 1100, height: 720 } });
+  page = await browser.context.newPage();
+  collectErrors(page, pageErrors);
   await page.goto(PAGE_URL);
-  await until("the stream to connect", () => document.querySelector('[data-testid="connection"]')?.getAttribute("data-state") === "connected");
+  await until(page, "the stream to connect", () => document.querySelector('[data-testid="connection"]')?.getAttribute("data-state") === "connected");
 });
 
 after(async () => {
-  await context?.close();
-  if (profile) rmSync(profile, { recursive: true, force: true });
+  await browser?.close();
 });
-
-async function until(what, condition, arg) {
-  try {
-    await page.waitForFunction(condition, arg, { timeout: WAIT_MS, polling: "raf" });
-  } catch (error) {
-    throw new Error(`timed out waiting for ${what}: ${error.message}`);
-  }
-}
-
-async function send(text) {
-  await page.fill(byTestId("composer-input"), text);
-  await page.press(byTestId("composer-input"), "Enter");
-  await until(`the composer to take "${text}"`, () => document.querySelector('[data-testid="composer-input"]')?.value === "");
-}
-
-function idle() {
-  return until("the turn to end", () => document.querySelector('[data-testid="session"]') && !document.querySelector('[data-testid="turn-running"]'));
-}
 
 /** The last element with this test id, once one holds `text`. */
 async function lastWith(testId, text) {
-  await until(`${testId} with "${text}"`, ([id, t]) => [...document.querySelectorAll(`[data-testid="${id}"]`)].some((e) => e.textContent.includes(t)), [testId, text]);
+  await hasText(page, testId, text);
   return page.locator(byTestId(testId)).filter({ hasText: text }).last();
 }
 
@@ -85,39 +45,34 @@ function docsShot(name) {
 }
 
 test("markdown shows as formatted text: a highlighted code block and a table", async () => {
-  await page.fill(byTestId("workspace-path"), WORKSPACE);
-  await page.click(byTestId("add-workspace"));
-  const workspace = `[data-testid="workspace"][data-path="${WORKSPACE}"]`;
-  await page.waitForSelector(workspace, { timeout: WAIT_MS });
-  await page.click(`${workspace} ${byTestId("new-session")}`);
-  await page.waitForSelector(byTestId("session"), { timeout: WAIT_MS });
-  await send("Show me the fix");
+  await openNewSession(page, WORKSPACE);
+  await send(page, "Show me the fix");
   const message = await lastWith("assistant-message", "Here is");
   assert.equal(await message.locator("strong").textContent(), "the fix");
   assert.equal(await message.locator("p code").textContent(), "app.py");
   assert.equal(await message.locator("pre code").getAttribute("class"), "language-python");
   // The highlighter's chunk loads on demand, then colours the block.
-  await until("the code block highlighted", () => document.querySelector('[data-testid="assistant-message"] pre code .hljs-keyword')?.textContent === "def");
+  await until(page, "the code block highlighted", () => document.querySelector('[data-testid="assistant-message"] pre code .hljs-keyword')?.textContent === "def");
   assert.deepEqual(await message.locator("th").allTextContents(), ["file", "change"]);
   assert.deepEqual(await message.locator("td").allTextContents(), ["app.py", "return 2"]);
   assert.ok(!(await message.textContent()).includes("```"), "no fences shown");
-  await idle();
+  await idle(page);
   await docsShot("markdown");
 });
 
 test("a reply holding <script> and <img onerror> executes nothing and shows them as text", async () => {
-  await send("Say something risky");
+  await send(page, "Say something risky");
   const message = await lastWith("assistant-message", "Careful");
   assert.match(await message.textContent(), /<script>window.__pwned = 'script'<\/script>/);
   assert.match(await message.textContent(), /<img src=x onerror=/);
   assert.equal(await message.locator("script, img, [onerror]").count(), 0);
   assert.equal(await message.locator('a[href^="javascript:"]').count(), 0);
   assert.equal(await page.evaluate(() => window.__pwned), undefined);
-  await idle();
+  await idle(page);
 });
 
 test("an edit approval shows the change with its context lines; y from the keyboard allows it", async () => {
-  await send("Fix the answer");
+  await send(page, "Fix the answer");
   const approval = page.locator(byTestId("tool-approval"));
   await approval.waitFor({ timeout: WAIT_MS });
   const lines = await approval.locator('[data-testid="approval-diff"] .diff-line').allTextContents();
@@ -138,46 +93,46 @@ test("an edit approval shows the change with its context lines; y from the keybo
   await docsShot("approval");
   await page.keyboard.press("y");
   const row = page.locator(`${byTestId("tool-call")}[data-tool="edit_file"]`).last();
-  await until("the edit done", () => [...document.querySelectorAll('[data-testid="tool-call"][data-tool="edit_file"]')].some((e) => e.getAttribute("data-state") === "ok"));
+  await until(page, "the edit done", () => [...document.querySelectorAll('[data-testid="tool-call"][data-tool="edit_file"]')].some((e) => e.getAttribute("data-state") === "ok"));
   assert.match(await row.locator(byTestId("tool-summary")).textContent(), /edit app\.py \(\+1 -1\)/);
   assert.ok((await row.locator(byTestId("tool-diff")).textContent()).includes(" def answer():"));
   await lastWith("assistant-message", "Changed");
-  await idle();
+  await idle(page);
 });
 
 test("a command's row streams its output, then keeps its first lines with the rest a click away", async () => {
-  await send("Run it");
+  await send(page, "Run it");
   await page.locator(byTestId("tool-approval")).waitFor({ timeout: WAIT_MS });
   await page.keyboard.press("y");
-  await until("the output streaming", () => (document.querySelector('[data-testid="tool-live-output"]')?.textContent ?? "").includes("line-12"));
+  await until(page, "the output streaming", () => (document.querySelector('[data-testid="tool-live-output"]')?.textContent ?? "").includes("line-12"));
   const row = page.locator(`${byTestId("tool-call")}[data-tool="shell"]`).last();
-  await until("the command done", () => document.querySelector('[data-testid="tool-call"][data-tool="shell"]')?.getAttribute("data-state") === "ok");
+  await until(page, "the command done", () => document.querySelector('[data-testid="tool-call"][data-tool="shell"]')?.getAttribute("data-state") === "ok");
   const preview = await row.locator(byTestId("tool-result")).textContent();
   assert.ok(preview.includes("line-1\n") && !preview.includes("line-12"), preview);
   await row.locator(byTestId("tool-more")).click();
   assert.ok((await row.locator(byTestId("tool-result")).textContent()).includes("line-12"));
-  await idle();
+  await idle(page);
 });
 
 test("a denied call shows as denied, not failed; a plan sent back shows as kept planning", async () => {
-  await send("Clean up");
+  await send(page, "Clean up");
   await page.locator(byTestId("tool-approval")).waitFor({ timeout: WAIT_MS });
   await page.click(byTestId("approval-deny"));
-  await until("the call denied", () => [...document.querySelectorAll('[data-testid="tool-call"][data-tool="shell"]')].at(-1)?.getAttribute("data-state") === "denied");
+  await until(page, "the call denied", () => [...document.querySelectorAll('[data-testid="tool-call"][data-tool="shell"]')].at(-1)?.getAttribute("data-state") === "denied");
   const row = page.locator(`${byTestId("tool-call")}[data-tool="shell"]`).last();
   assert.equal(await row.locator(byTestId("tool-state")).textContent(), "denied");
   assert.match(await row.locator(byTestId("tool-summary")).textContent(), /\$ rm -rf tests/);
-  await idle();
-  await send("/plan Plan the tests");
+  await idle(page);
+  await send(page, "/plan Plan the tests");
   await page.locator(byTestId("plan-review")).waitFor({ timeout: WAIT_MS });
   const plan = page.locator(byTestId("plan-body"));
   assert.equal(await plan.locator("h1").textContent(), "Plan");
   assert.equal(await plan.locator("ol li code").first().textContent(), "answer()");
   await page.fill(byTestId("plan-feedback"), "Test the empty case too");
   await page.click(byTestId("plan-keep-planning"));
-  await until("the plan kept", () => document.querySelector('[data-testid="tool-call"][data-tool="exit_plan_mode"]')?.getAttribute("data-state") === "kept-planning");
+  await until(page, "the plan kept", () => document.querySelector('[data-testid="tool-call"][data-tool="exit_plan_mode"]')?.getAttribute("data-state") === "kept-planning");
   await lastWith("assistant-message", "I keep planning");
-  await idle();
+  await idle(page);
   await docsShot("tools");
 });
 
