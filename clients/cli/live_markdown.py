@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from rich.cells import cell_len
 from rich.console import Console
 from rich.markdown import Markdown
+from rich.segment import Segment, Segments
 from rich.text import Text
 
 # Text with any of these is rendered as markdown (else it is already right).
@@ -29,8 +30,9 @@ def has_markdown(text: str) -> bool:
 def complete_blocks(text: str) -> int:
     """How many leading characters of `text` form complete markdown blocks:
     up to a blank line outside a code block, or through a code block's
-    closing fence line. 0 while the first block is still under way."""
-    end, offset, fence = 0, 0, None
+    closing fence line. 0 while the first block is still under way (blank
+    lines alone are no block: they go with the block that follows)."""
+    end, offset, fence, content = 0, 0, None, False
     for line in text.splitlines(keepends=True):
         offset += len(line)
         if not line.endswith("\n"):
@@ -39,11 +41,14 @@ def complete_blocks(text: str) -> int:
         opens = next((mark for mark in FENCES if stripped.startswith(mark)), None)
         if fence is not None:
             if stripped.startswith(fence) and stripped.strip(fence[0]) == "":
-                fence, end = None, offset
+                fence, end, content = None, offset, False
         elif opens is not None:
             fence = opens
         elif not stripped:
-            end = offset
+            if content:
+                end, content = offset, False
+        else:
+            content = True
     return end
 
 
@@ -107,11 +112,24 @@ class AnswerStream:
         if not self.headed:
             self.console.print(Text(self.prefix.rstrip(), style=self.style))
             self.headed = True
-        self.console.print(Markdown(block.strip("\n")))
+        elif block.startswith("\n"):
+            self.console.print()  # the blank line before the block
+        self._print_rendered(block.strip("\n"))
         if block.endswith("\n\n"):
             self.console.print()  # the blank line that ended the block
         self.raw = ""
         self._print_raw(rest)
+
+    def _print_rendered(self, block: str) -> None:
+        """The block as markdown, without the blank rows rich pads code
+        blocks and tables with (the blank lines of the answer space them)."""
+        lines = self.console.render_lines(Markdown(block), pad=False, new_lines=False)
+        while lines and _blank(lines[0]):
+            lines.pop(0)
+        while lines and _blank(lines[-1]):
+            lines.pop()
+        for line in lines:
+            self.console.print(Segments([*line, Segment.line()]), end="", soft_wrap=True)
 
     def _print_raw(self, piece: str) -> None:
         if piece:
@@ -124,3 +142,7 @@ class AnswerStream:
         # To the first row's start, clearing each row on the way up.
         self.console.file.write("\r\x1b[2K" + "\x1b[1A\x1b[2K" * (rows - 1))
         self.console.file.flush()
+
+
+def _blank(line: list[Segment]) -> bool:
+    return not "".join(segment.text for segment in line).strip()

@@ -71,6 +71,9 @@ def test_finished_blocks_are_rendered_and_their_raw_rows_erased() -> None:
     assert "for item in items:" in screen and "    handle(item)" in screen
     assert any("parse.py" in line and "loop bound" in line for line in shown)
     assert any(set(line) & set("─━┃│") for line in shown), "the table has its borders"
+    # Blocks keep the answer's spacing: one blank row where it had a blank line.
+    rows = [line.rstrip() for line in terminal.screen.display]
+    assert rows[4] == "" and rows[5].strip() == "for item in items:"
     # Every raw row is gone: the prefix shows once, the sentence's words once.
     assert screen.count("assistant") == 1 and screen.count("several") == 1
 
@@ -96,6 +99,9 @@ def test_a_code_block_is_finished_only_by_its_closing_fence() -> None:
     text = "```\na\n\nb\n```\n"
     assert complete_blocks(text + "more") == len(text)
     assert complete_blocks("para\n\nnext") == len("para\n\n")
+    # Blank lines alone are no block: they go with the one that follows.
+    assert complete_blocks("```\na\n```\n\n") == len("```\na\n```\n")
+    assert complete_blocks("\n\npara") == 0
 
 
 @given(st.text(alphabet="ab \n", max_size=120), st.integers(5, 50))
