@@ -103,7 +103,7 @@ test: gen ts web acp-tests mcp-test-servers
 lint: gen
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy services clients tests tools bench examples conftest.py deploy
+	$(BIN)/mypy agenthost_core services clients tests tools bench examples conftest.py deploy
 	$(PY) tools/buf_check.py
 
 # The CLI on your PATH: ~/.local/bin/agenthost links to this checkout's.

@@ -16,6 +16,7 @@ from pathlib import Path
 import grpc
 from agenthost.projection.v1 import projection_pb2_grpc
 
+from agenthost_core.locations import TOKEN_FILE
 from services.agentruntime.confinement import describe as describe_confinement
 from services.agentruntime.leases import lease_s_from_env
 from services.agentruntime.mcp import McpServers
@@ -46,7 +47,6 @@ from services.workspace.client import WorkspaceClient
 from services.workspace.service import workspace_service
 
 DEFAULT_HOST = "127.0.0.1"
-TOKEN_FILE = "token"
 
 
 @dataclass

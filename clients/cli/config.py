@@ -6,26 +6,15 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
+from agenthost_core.locations import ENV_DATA_DIR, TOKEN_FILE, default_data_dir
+
 DEFAULT_GATEWAY = "127.0.0.1:7100"
-ENV_DATA_DIR = "AGENTHOST_DATA_DIR"
 ENV_GATEWAY = "AGENTHOST_GATEWAY"
 ENV_TOKEN = "AGENTHOST_TOKEN"
 # A PEM file of the certificates that sign a gateway served over TLS.
 ENV_GATEWAY_CA = "AGENTHOST_GATEWAY_CA"
-# The file `agenthost up` writes inside its data folder.
-TOKEN_FILE = "token"
-
-
-def default_data_dir(env: Mapping[str, str] | None = None) -> Path:
-    """Where `agenthost up` keeps its data and token, so the CLI finds them from
-    any folder: AGENTHOST_DATA_DIR, else the per-user state folder
-    ($XDG_STATE_HOME/agenthost, by default ~/.local/state/agenthost)."""
-    env = os.environ if env is None else env
-    if env.get(ENV_DATA_DIR):
-        return Path(env[ENV_DATA_DIR]).expanduser()
-    state = env.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(state).expanduser() / "agenthost"
-
+# Re-exported: the CLI's modules and tests name them here.
+__all__ = ["ENV_DATA_DIR", "TOKEN_FILE", "default_data_dir"]
 
 DEFAULT_DATA_DIR = default_data_dir()
 

@@ -10,8 +10,8 @@ from typing import Any
 from agenthost.sessionlog.v1 import events_pb2 as ev
 from rich.text import Text
 
+from agenthost_core.folds import Question
 from clients.sdk import ModelInfo, Usage
-from services.sessionlog.folds import Question
 
 APPROVAL_CHOICES = (
     "[y] allow once  [a] allow for this session  [s] always allow (session rule)  "

@@ -7,7 +7,7 @@ from typing import Any
 
 import grpc
 
-from services.common.call_metadata import metadata_interceptors
+from agenthost_core.call_metadata import metadata_interceptors
 
 
 def authorized_channel(

@@ -30,19 +30,19 @@ from agenthost.sessionlog.v1 import events_pb2
 from agenthost.sessionlog.v1 import session_log_pb2 as sl
 from google.protobuf import struct_pb2
 
-from services.sessionlog.folds import (
+from agenthost_core.folds import (
     APPROVAL_POLICIES,
     SANDBOXES,
     question_from_view,
     running_after,
 )
-from services.sessionlog.folds import (
+from agenthost_core.folds import (
     Question as Question,  # re-exported: what QuestionAsked carries
 )
-from services.sessionlog.folds import (
+from agenthost_core.folds import (
     committed_plan as committed_plan,  # re-exported: what a plan/mode event commits
 )
-from services.sessionlog.folds import (
+from agenthost_core.folds import (
     last_title as last_title,  # re-exported: the title events set, read by the one fold
 )
 

@@ -11,7 +11,7 @@ from agenthost.planmode.v1 import plan_mode_pb2 as pm
 from agenthost.sessionlog.v1 import events_pb2
 from google.protobuf.message import Message
 
-from services.sessionlog.folds import APPROVAL_POLICIES, SANDBOXES
+from agenthost_core.folds import APPROVAL_POLICIES, SANDBOXES
 
 from .errors import INVALID_REPLY, InvalidReplyError
 from .history import well_formed

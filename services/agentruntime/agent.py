@@ -1,7 +1,7 @@
 """One live agent: its turns, steps and tool calls, all recorded in the log.
 
 What the agent knows of its session is the one fold of the log
-(services/sessionlog/folds.py) plus the conversation the model sees
+(agenthost_core/folds.py) plus the conversation the model sees
 (transcript.py): whether a turn is open, the tool calls of the open step that
 wait for results, the inputs that wait to run, the open questions and what
 "allow for this session" granted, the sandbox and approval settings. So a
@@ -41,9 +41,7 @@ from pathlib import Path
 
 from agenthost.sessionlog.v1 import events_pb2 as ev
 
-from services.common.errors import FailedPrecondition, LeaseLost, WrongExpectedSeq
-from services.common.tasks import spawn
-from services.sessionlog.folds import (
+from agenthost_core.folds import (
     SESSION_SCOPE,
     WORKSPACE_SCOPE,
     Approval,
@@ -60,6 +58,8 @@ from services.sessionlog.folds import (
     settings_event,
     title_from_message,
 )
+from services.common.errors import FailedPrecondition, LeaseLost, WrongExpectedSeq
+from services.common.tasks import spawn
 from services.sessionlog.port import AppendResult, Direction, SessionLogPort
 
 from . import gates, spill

@@ -1,7 +1,7 @@
 """Questions an agent asks its user: the plan review and tool approvals.
 
 A question is a log value (question/asked, question/answered, folded by
-services/sessionlog/folds.py), so it survives a runtime restart and reaches
+agenthost_core/folds.py), so it survives a runtime restart and reaches
 every client, including one that was away when it was asked. The first
 answer wins (appended with the expected seq); a second one is refused with
 QUESTION_ANSWERED. Here live only the runtime's waits for answers.
@@ -13,8 +13,8 @@ import asyncio
 
 from agenthost.sessionlog.v1 import events_pb2
 
+from agenthost_core.folds import Question
 from services.common.errors import FailedPrecondition, InvalidArgument, NotFound
-from services.sessionlog.folds import Question
 
 PLAN_REVIEW = "plan-review"
 TOOL_APPROVAL = "tool-approval"

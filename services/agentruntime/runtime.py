@@ -13,10 +13,10 @@ from typing import TypeVar
 
 from agenthost.sessionlog.v1 import events_pb2 as ev
 
+from agenthost_core.folds import PermissionRule, SettingsFold
 from services.common.config import seconds_from_env
 from services.common.errors import LeaseLost, NotFound, SessionOwnedElsewhere
 from services.common.tasks import spawn
-from services.sessionlog.folds import PermissionRule, SettingsFold
 from services.sessionlog.port import SessionLogPort
 
 from . import confinement

@@ -8,7 +8,7 @@ import grpc
 from agenthost.runtime.v1 import runtime_pb2 as pb
 from agenthost.runtime.v1 import runtime_pb2_grpc as pb_grpc
 
-from services.sessionlog.folds import APPROVAL_POLICIES, SANDBOXES, settings_event
+from agenthost_core.folds import APPROVAL_POLICIES, SANDBOXES, settings_event
 
 from .agent import AgentStatus, PromptMode
 from .live import ANSWER, LiveDelta, TextDelta

@@ -21,7 +21,7 @@ from typing import Any
 
 from agenthost.sessionlog.v1 import events_pb2
 
-from services.sessionlog.folds import Approval
+from agenthost_core.folds import Approval
 
 from .gates import Effect
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import difflib
 from typing import Any
 
-from services.sessionlog.folds import Approval
+from agenthost_core.folds import Approval
 
 from . import gates
 from . import workspace_tools as wt

@@ -28,7 +28,8 @@ from pathlib import Path
 
 import grpc
 
-from .call_metadata import metadata_interceptors
+from agenthost_core.call_metadata import metadata_interceptors
+
 from .errors import Unauthenticated
 
 METADATA_KEY = "x-agenthost-internal-token"

@@ -41,9 +41,9 @@ from agenthost.runtime.v1 import runtime_pb2 as rt
 from agenthost.sessionlog.v1 import events_pb2
 from google.protobuf import struct_pb2
 
+from agenthost_core.folds import running_after
 from services.common.recent import Recent
 from services.common.tasks import spawn
-from services.sessionlog.folds import running_after
 from services.sessionlog.port import CaughtUp, Heartbeat, SessionLogPort
 from services.workspace.client import WorkspaceClient
 

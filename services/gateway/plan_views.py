@@ -9,7 +9,7 @@ event of every session in log order (its hub relays them to clients), so it
 joins a snapshot to that stream the way Kubernetes' list+watch does by
 resource version: the projection's `plan` value as of seq V is the seed, and
 the relayed events after V fold into it with the one plan fold
-(`services.sessionlog.folds.fold_plan`).
+(`agenthost_core.folds.fold_plan`).
 
 A kept value answers only while it is provably as new as anything this
 gateway knows of the session:
@@ -41,8 +41,8 @@ from dataclasses import dataclass
 
 from agenthost.sessionlog.v1 import events_pb2
 
+from agenthost_core.folds import PlanFold, fold_plan, plan_view
 from services.common.recent import Recent
-from services.sessionlog.folds import PlanFold, fold_plan, plan_view
 
 # Sessions whose plan (or last received seq) the gateway keeps, recently used
 # first; a forgotten one is read through the projection again.

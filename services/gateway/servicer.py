@@ -27,12 +27,12 @@ from agenthost.workspace.v1 import workspace_pb2 as ws
 from google.protobuf import json_format, struct_pb2
 from google.protobuf.timestamp_pb2 import Timestamp
 
+from agenthost_core.folds import fork_title
 from services.common.client import call_timeout, peer_call
 from services.common.errors import DomainError, InvalidArgument, SessionNotFound
 from services.common.recent import Recent
 from services.common.tasks import spawn
 from services.planmode.client import PlanModeClient
-from services.sessionlog.folds import fork_title
 from services.sessionlog.port import Direction, SessionLogPort, SessionSummary, TailPage
 from services.workspace.client import WorkspaceClient
 

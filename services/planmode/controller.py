@@ -2,7 +2,7 @@
 
 Stateless over the session log: the committed state is the last plan/mode
 event, a selection made while a turn runs is the plan/selection recorded
-after it, and both are read with the one fold of services/sessionlog/folds.py.
+after it, and both are read with the one fold of agenthost_core/folds.py.
 So any replica serves any session, and a pending choice survives every
 restart because the log does. The folded state is only a cache: calls for
 one session are serialised in-process by a lock, and other writers of the
@@ -27,8 +27,8 @@ from typing import NamedTuple, TypeVar
 
 from agenthost.sessionlog.v1 import events_pb2
 
+from agenthost_core.folds import SessionState, fold_events
 from services.common.errors import DomainError, WrongExpectedSeq
-from services.sessionlog.folds import SessionState, fold_events
 from services.sessionlog.port import SessionLogPort
 
 from .command import PlanCommand, parse_plan_args

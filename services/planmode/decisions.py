@@ -7,7 +7,7 @@ import enum
 
 from agenthost.sessionlog.v1 import events_pb2
 
-from services.sessionlog.folds import PLAN_POLICY_SECTION_ID, PlanFold
+from agenthost_core.folds import PLAN_POLICY_SECTION_ID, PlanFold
 
 from .config import PlanModeConfig
 from .events import plan_mode_event, plan_selection_event, switch_notice_event

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from agenthost.sessionlog.v1 import events_pb2
 
-from services.sessionlog.folds import PLAN_NOTICE_PLUGIN
+from agenthost_core.folds import PLAN_NOTICE_PLUGIN
 
 from .command import PLAN_COMMAND_NAME
 

@@ -9,8 +9,8 @@ import json
 
 from agenthost.sessionlog.v1 import events_pb2
 
+from agenthost_core.folds import PlanFold, dump_state, fold_plan, load_plan, plan_view
 from services.projection.unit import View
-from services.sessionlog.folds import PlanFold, dump_state, fold_plan, load_plan, plan_view
 
 PLAN_KEY = "plan"
 

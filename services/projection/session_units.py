@@ -1,7 +1,7 @@
 """The projection units every deployment folds: open questions, the
 sandbox, approval, model and network settings, the turn status, the model
 usage, the permission rules and the MCP servers. Each is a fold of
-services/sessionlog/folds.py wrapped as a unit, so the views clients see are
+agenthost_core/folds.py wrapped as a unit, so the views clients see are
 computed by the same code the runtime acts on."""
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ from typing import Any, Generic, TypeVar
 
 from agenthost.sessionlog.v1 import events_pb2
 
-from services.sessionlog import folds, usage
+from agenthost_core import folds
+from services.sessionlog import usage
 
 from .unit import View
 

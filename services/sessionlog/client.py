@@ -13,6 +13,7 @@ from agenthost.sessionlog.v1 import session_log_pb2 as pb
 from agenthost.sessionlog.v1 import session_log_pb2_grpc as pb_grpc
 from google.protobuf.message import Message
 
+from agenthost_core import folds
 from services.common.client import (
     DEFAULT_TIMEOUT_S,
     call_timeout,
@@ -22,7 +23,6 @@ from services.common.client import (
 from services.common.errors import NotReady
 from services.common.status import error_info
 
-from . import folds
 from .leases import Lease
 from .port import (
     DEFAULT_HEARTBEAT_S,

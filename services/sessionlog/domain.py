@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
+from agenthost_core import folds
 from services.common import ranges
 from services.common.errors import (
     BadPageToken,
@@ -32,7 +33,7 @@ from services.common.errors import (
 from services.common.ranges import INT64_MAX
 from services.common.recent import Recent
 
-from . import folds, leases
+from . import leases
 from .leases import Lease
 from .pending import MemoryPendingSessions, PendingSessions
 from .port import (

@@ -16,7 +16,8 @@ from typing import Protocol
 
 from agenthost.sessionlog.v1 import events_pb2, session_log_pb2
 
-from .folds import SessionState
+from agenthost_core.folds import SessionState
+
 from .leases import Lease
 
 Event = events_pb2.Event

@@ -9,9 +9,9 @@ from agenthost.sessionlog.v1 import session_log_pb2 as pb
 from agenthost.sessionlog.v1 import session_log_pb2_grpc as pb_grpc
 from google.protobuf.timestamp_pb2 import Timestamp
 
+from agenthost_core import folds
 from services.common.server import MAX_MESSAGE_BYTES
 
-from . import folds
 from .domain import SessionLog
 from .leases import Lease
 from .port import DEFAULT_HEARTBEAT_S, DEFAULT_MESSAGE_LIMIT, CaughtUp, Direction, Heartbeat

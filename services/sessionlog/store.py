@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from agenthost.sessionlog.v1 import events_pb2, session_log_pb2
 
-from .folds import summary_change
+from agenthost_core.folds import summary_change
+
 from .leases import Lease, LeaseChange
 from .port import AppendResult, Direction, ReadResult, TailPage
 

@@ -1,5 +1,5 @@
 """The log is the one source of truth, written down once: each fold of a
-session's log lives in services/sessionlog/folds.py, the SDK is typed and
+session's log lives in agenthost_core/folds.py, the SDK is typed and
 documented, and nothing of the old duplicates comes back."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 
 from tests.support.hosts import REPO
 
-FOLDS = REPO / "services" / "sessionlog" / "folds.py"
+FOLDS = REPO / "agenthost_core" / "folds.py"
 # Event kinds whose meaning is folded (plan mode, turns, questions, settings,
 # title): only the fold module may look at them.
 FOLDED_KINDS = (

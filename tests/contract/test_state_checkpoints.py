@@ -10,8 +10,8 @@ from collections.abc import Iterator
 import pytest
 from agenthost.sessionlog.v1 import events_pb2 as ev
 
+from agenthost_core import folds
 from services.common.errors import SessionNotFound
-from services.sessionlog import folds
 from services.sessionlog.domain import CHECKPOINT_EVERY, SessionLog
 from services.sessionlog.port import Direction
 from services.sessionlog.store import StateCheckpoint

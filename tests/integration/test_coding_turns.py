@@ -18,6 +18,7 @@ import pytest
 from agenthost.runtime.v1 import runtime_pb2 as rt
 from agenthost.sessionlog.v1 import events_pb2 as ev
 
+from agenthost_core.folds import Approval, shows_plan_policy
 from clients.sdk import (
     EventAppended,
     FailedPreconditionError,
@@ -31,7 +32,6 @@ from clients.sdk import (
 )
 from services.agentruntime.models.base import ToolResultMessage
 from services.agentruntime.models.builtin import ScriptedReply
-from services.sessionlog.folds import Approval, shows_plan_policy
 from tests.support.coding import (
     WAIT_S,
     Coding,

@@ -14,6 +14,7 @@ from agenthost.planmode.v1 import plan_mode_pb2 as pm
 from agenthost.runtime.v1 import runtime_pb2 as rt
 from agenthost.sessionlog.v1 import events_pb2 as ev
 
+from agenthost_core.folds import PLAN_POLICY_SECTION_ID
 from services.agentruntime.compaction import SUMMARY_HEADING
 from services.agentruntime.models.openai_compat import OpenAICompatAdapter, OpenAICompatConfig
 from services.agentruntime.models.tests.fake_provider import (
@@ -25,7 +26,6 @@ from services.agentruntime.models.tests.fake_provider import (
     text_chunk,
     usage_chunk,
 )
-from services.sessionlog.folds import PLAN_POLICY_SECTION_ID
 from tests.support.stack import Stack, running_stack
 from tests.support.windowed_model import READ_ME, READ_PATH, WindowedModel
 

@@ -15,11 +15,11 @@ from agenthost.planmode.v1 import plan_mode_pb2 as pm
 from agenthost.runtime.v1 import runtime_pb2 as rt
 from agenthost.sessionlog.v1 import events_pb2 as ev
 
+from agenthost_core.folds import PLAN_POLICY_SECTION_ID, SessionState, fold_events
 from services.agentruntime.models.base import ModelError
 from services.agentruntime.models.builtin import BuiltinAdapter, ScriptedReply, ScriptedToolCall
 from services.agentruntime.plan_tools import DISMISSED, NOT_A_PLAN, NOT_IN_PLAN_MODE, NOT_UNDERSTOOD
 from services.planmode.config import DEFAULT_SECTION
-from services.sessionlog.folds import PLAN_POLICY_SECTION_ID, SessionState, fold_events
 from tests.support.rpc import expect_rpc_error, reason_of
 from tests.support.stack import WAIT_S, Stack, running_stack
 

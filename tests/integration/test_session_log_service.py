@@ -16,6 +16,7 @@ from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from grpc_health.v1 import health_pb2
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
+from agenthost_core.folds import SessionState, fold_events
 from services.common.client import open_channel
 from services.common.config import ServiceConfig
 from services.common.errors import SessionConflict, SessionNotFound, WrongExpectedSeq
@@ -23,7 +24,6 @@ from services.common.interceptors import violations_of
 from services.common.server import ServiceDefinition, ServiceHost
 from services.common.status import MAX_VIOLATIONS, error_info
 from services.sessionlog.client import SessionLogClient
-from services.sessionlog.folds import SessionState, fold_events
 from services.sessionlog.port import CaughtUp
 from services.sessionlog.service import session_log_service
 from tests.support.events import assistant, plan_mode, title, turn_start, user

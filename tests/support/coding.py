@@ -25,11 +25,11 @@ from agenthost.runtime.v1 import runtime_pb2_grpc
 from agenthost.sessionlog.v1 import events_pb2 as ev
 from google.protobuf import json_format
 
+from agenthost_core.folds import Question
 from clients.sdk import AgentHostClient, Backoff, Session
 from services.agentruntime.models.base import ModelRequest, ToolResultMessage
 from services.agentruntime.models.builtin import ScriptedReply, ScriptedToolCall
 from services.sessionlog.client import SessionLogClient
-from services.sessionlog.folds import Question
 from tests.support.gateway import ALICE, GatewayHarness, running_gateway
 
 WAIT_S = 10.0

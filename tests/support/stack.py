@@ -15,13 +15,13 @@ from agenthost.planmode.v1 import plan_mode_pb2_grpc
 from agenthost.runtime.v1 import runtime_pb2 as rt
 from agenthost.runtime.v1 import runtime_pb2_grpc
 
+from agenthost_core.folds import Question
 from services.agentruntime.models.base import ModelAdapter
 from services.agentruntime.models.builtin import BuiltinAdapter
 from services.agentruntime.models.catalog import ModelCatalog
 from services.embedded import EmbeddedStack
 from services.planmode.tests.failing_log import AppendOutage
 from services.sessionlog.client import SessionLogClient
-from services.sessionlog.folds import Question
 from services.sessionlog.port import Event, SessionLogPort
 
 WAIT_S = 10.0

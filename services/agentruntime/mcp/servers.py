@@ -22,8 +22,8 @@ from pathlib import Path
 
 import mcp_types as types
 
+from agenthost_core.folds import Approval, McpServerView
 from services.common.tasks import spawn
-from services.sessionlog.folds import Approval, McpServerView
 
 from ..confinement import BWRAP
 from ..gates import Effect

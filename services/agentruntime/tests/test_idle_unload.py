@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 from agenthost.sessionlog.v1 import events_pb2 as ev
 
+from agenthost_core.folds import Question
 from services.agentruntime.models.base import AssistantMessage, UserMessage
 from services.agentruntime.models.builtin import BuiltinAdapter, ScriptedReply, ScriptedToolCall
 from services.agentruntime.runtime import AgentRuntime, idle_s_from_env
 from services.common.errors import InvalidRequest
 from services.sessionlog.domain import SessionLog
-from services.sessionlog.folds import Question
 
 WAIT_S = 10.0
 IDLE_S = 0.05

@@ -10,6 +10,7 @@ from typing import cast
 import pytest
 from agenthost.sessionlog.v1 import events_pb2 as ev
 
+from agenthost_core.folds import Question
 from services.agentruntime.agent import INTERRUPTED, AgentBusy, AgentStatus, PromptMode
 from services.agentruntime.models.base import ModelError
 from services.agentruntime.models.builtin import BuiltinAdapter, ScriptedReply, ScriptedToolCall
@@ -18,7 +19,6 @@ from services.agentruntime.runtime import AgentRuntime
 from services.agentruntime.transcript import ENDED_EARLY_MARK
 from services.common.errors import SessionNotFound
 from services.sessionlog.domain import SessionLog
-from services.sessionlog.folds import Question
 from services.sessionlog.port import AppendResult, Event, SessionLogPort
 from tests.support.events import kinds
 

@@ -10,8 +10,8 @@ from agenthost.sessionlog.v1 import events_pb2 as ev
 from hypothesis import given
 from hypothesis import strategies as st
 
+from agenthost_core.folds import PlanFold, fold_plan, plan_view
 from services.gateway.plan_views import PlanViews
-from services.sessionlog.folds import PlanFold, fold_plan, plan_view
 from tests.support.events import plan_mode, user
 
 SESSION = "s"

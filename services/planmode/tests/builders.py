@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from agenthost.sessionlog.v1 import events_pb2
 
-from services.sessionlog.folds import PLAN_POLICY_SECTION_ID
+from agenthost_core.folds import PLAN_POLICY_SECTION_ID
 
 Event = events_pb2.Event
 

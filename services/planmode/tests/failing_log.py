@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import AsyncIterator, Sequence
 
+from agenthost_core.folds import SessionState
 from services.common.errors import Unavailable
-from services.sessionlog.folds import SessionState
 from services.sessionlog.leases import Lease
 from services.sessionlog.port import (
     DEFAULT_HEARTBEAT_S,

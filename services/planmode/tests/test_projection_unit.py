@@ -3,6 +3,7 @@ shape of PlanModeState (`pending` only while it differs from `active`)."""
 
 from __future__ import annotations
 
+from agenthost_core.folds import PlanFold
 from services.planmode.projection_unit import PlanProjectionUnit
 from services.planmode.tests.builders import (
     Event,
@@ -18,7 +19,6 @@ from services.planmode.tests.builders import (
 )
 from services.projection.service import default_registry
 from services.projection.unit import ProjectionUnit, View
-from services.sessionlog.folds import PlanFold
 
 UNIT = PlanProjectionUnit()
 

@@ -13,7 +13,7 @@ from google.protobuf.message import Message
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from services.sessionlog.folds import (
+from agenthost_core.folds import (
     ANSWERED_KEPT,
     PLAN_POLICY_SECTION_ID,
     Approval,

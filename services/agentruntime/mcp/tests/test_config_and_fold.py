@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from agenthost.sessionlog.v1 import events_pb2 as ev
 
+from agenthost_core.folds import McpFold, McpServerView, fold_mcp, mcp_status_event
 from services.agentruntime.mcp import config
 from services.agentruntime.mcp.config import McpConfigError, ServerConfig
 from services.agentruntime.mcp.servers import tool_name
@@ -22,7 +23,6 @@ from services.agentruntime.models.base import (
 )
 from services.agentruntime.models.openai_compat import request_body
 from services.projection.session_units import MCP_UNIT
-from services.sessionlog.folds import McpFold, McpServerView, fold_mcp, mcp_status_event
 
 
 def write(path: Path, servers: object) -> Path:

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from agenthost.sessionlog.v1 import events_pb2 as ev
 
+from agenthost_core.folds import Question
 from services.agentruntime.mcp import McpServers
 from services.agentruntime.mcp.connection import State
 from services.agentruntime.models.builtin import BuiltinAdapter, ScriptedReply, ScriptedToolCall
@@ -33,7 +34,6 @@ from services.agentruntime.models.tests.fake_provider import (
 from services.agentruntime.runtime import AgentRuntime
 from services.projection.session_units import MCP_UNIT
 from services.sessionlog.domain import SessionLog
-from services.sessionlog.folds import Question
 from tests.support.hosts import REPO
 
 WAIT_S = 30.0
