@@ -28,6 +28,8 @@ from typing import Any
 
 from agenthost.sessionlog.v1 import events_pb2 as ev
 
+from .plan import PlanState
+
 Event = ev.Event
 
 # The id of the system-prompt section plan mode contributes while active.
@@ -150,42 +152,31 @@ def _waiting_after(event: Event) -> str | None:
 # -- plan mode ----------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class PlanFold:
-    # The value of the last plan/mode event; False when there is none.
-    committed: bool = False
-    # The last plan/selection since that plan/mode (None: none since).
-    selection: bool | None = None
-    # The plan state the model's view last showed: whether the last
-    # request/header carried the plan policy, or what a later switch notice
-    # told it (it reads that notice too); None before any request, when
-    # there is no model view to notify about.
-    header_plan: bool | None = None
-
-    @property
-    def pending(self) -> bool | None:
-        """The selected target waiting for the next boundary, present only
-        while it differs from the committed value."""
-        if self.selection is None or self.selection == self.committed:
-            return None
-        return self.selection
-
-
-def fold_plan(state: PlanFold, event: Event) -> PlanFold:
+def fold_plan(state: PlanState, event: Event) -> PlanState:
+    """The plan state after one more event (the same object when unchanged)."""
     kind = _kind(event)
     if kind == "plan_mode":
         # A commit outdates every selection made before it, whoever made it.
-        new = replace(state, committed=event.plan_mode.active, selection=None)
+        new = PlanState(event.plan_mode.active)
     elif kind == "plan_selection":
-        new = replace(state, selection=event.plan_selection.active)
-    elif kind == "request_header":
-        new = replace(state, header_plan=shows_plan_policy(event.request_header))
-    elif kind == "user_message" and is_plan_notice(event.user_message):
-        # Recorded with the switch it tells of: the model reads the state just committed.
-        new = replace(state, header_plan=state.committed)
+        new = state.selecting(event.plan_selection.active)
     else:
         return state
     return state if new == state else new
+
+
+def fold_model_saw_plan(saw: bool | None, plan: PlanState, event: Event) -> bool | None:
+    """The plan state the model's view last showed: whether the last
+    request/header carried the plan policy, or what a later switch notice
+    told it (it reads that notice too); None before any request, when there
+    is no model view to notify about."""
+    kind = _kind(event)
+    if kind == "request_header":
+        return shows_plan_policy(event.request_header)
+    if kind == "user_message" and is_plan_notice(event.user_message):
+        # Recorded with the switch it tells of: the model reads the state just committed.
+        return plan.active
+    return saw
 
 
 # The plugin whose notices tell the model of the user's plan-mode switches.
@@ -199,15 +190,6 @@ def is_plan_notice(message: ev.UserMessage) -> bool:
 
 def shows_plan_policy(header: ev.RequestHeader) -> bool:
     return any(section.id == PLAN_POLICY_SECTION_ID for section in header.sections)
-
-
-def plan_view(state: PlanFold) -> dict[str, bool]:
-    """The `plan` projection value: the shape of PlanModeState."""
-    pending = state.pending
-    view = {"active": state.committed}
-    if pending is not None:
-        view["pending"] = pending
-    return view
 
 
 # -- the turn -----------------------------------------------------------------------
@@ -623,7 +605,7 @@ def load_mcp(data: dict[str, Any]) -> McpFold:
 
 @dataclass(frozen=True)
 class SessionState:
-    plan: PlanFold = field(default_factory=PlanFold)
+    plan: PlanState = field(default_factory=PlanState)
     turn: TurnFold = field(default_factory=TurnFold)
     questions: QuestionsFold = field(default_factory=QuestionsFold)
     settings: SettingsFold = field(default_factory=SettingsFold)
@@ -636,6 +618,8 @@ class SessionState:
     # every other fold reads the whole log, compacted or not.
     last_compaction_seq: int = -1
     permissions: PermissionsFold = field(default_factory=PermissionsFold)
+    # The plan state the model's view last showed (fold_model_saw_plan).
+    model_saw_plan: bool | None = None
 
 
 def fold(state: SessionState, event: Event) -> SessionState:
@@ -650,12 +634,13 @@ def fold_events(state: SessionState, events: Iterable[Event]) -> SessionState:
     plan, turn, questions, settings = state.plan, state.turn, state.questions, state.settings
     title, blank, last_seq = state.title, state.blank, state.last_seq
     compaction = state.last_compaction_seq
-    permissions = state.permissions
+    permissions, model_saw_plan = state.permissions, state.model_saw_plan
     folded = False
     for event in events:
         folded = True
         kind = _kind(event)
         plan = fold_plan(plan, event)
+        model_saw_plan = fold_model_saw_plan(model_saw_plan, plan, event)
         turn = fold_turn(turn, event)
         questions = fold_questions(questions, event)
         settings = fold_settings(settings, event)
@@ -667,7 +652,16 @@ def fold_events(state: SessionState, events: Iterable[Event]) -> SessionState:
     if not folded:
         return state
     return SessionState(
-        plan, turn, questions, settings, title, blank, last_seq, compaction, permissions
+        plan,
+        turn,
+        questions,
+        settings,
+        title,
+        blank,
+        last_seq,
+        compaction,
+        permissions,
+        model_saw_plan,
     )
 
 
@@ -675,7 +669,7 @@ def fold_events(state: SessionState, events: Iterable[Event]) -> SessionState:
 
 # The format of a dumped SessionState: bump it when a fold changes what it
 # keeps, and checkpoints of the older format are refolded from the log.
-STATE_VERSION = 5
+STATE_VERSION = 6
 
 
 def dump_state(state: object) -> bytes:
@@ -693,12 +687,8 @@ def _plain(value: object) -> Any:
     return value
 
 
-def load_plan(data: dict[str, Any]) -> PlanFold:
-    return PlanFold(
-        committed=bool(data["committed"]),
-        selection=_optional_bool(data["selection"]),
-        header_plan=_optional_bool(data["header_plan"]),
-    )
+def load_plan(data: dict[str, Any]) -> PlanState:
+    return PlanState.from_view(data)
 
 
 def load_turn(data: dict[str, Any]) -> TurnFold:
@@ -751,6 +741,7 @@ def load_state(raw: bytes) -> SessionState:
         last_seq=int(data["last_seq"]),
         last_compaction_seq=int(data["last_compaction_seq"]),
         permissions=load_permissions(data["permissions"]),
+        model_saw_plan=_optional_bool(data["model_saw_plan"]),
     )
 
 

@@ -65,7 +65,7 @@ from clients.sdk import (
     UsageChanged,
     committed_plan,
 )
-from clients.sdk.plan import PlanView
+from clients.sdk.plan import SessionPlan
 
 from . import render
 from .live_markdown import AnswerStream, has_markdown
@@ -97,7 +97,7 @@ def _question_body(question: Question) -> Text | Markdown:
     return Text(body)
 
 
-def plan_line(view: PlanView) -> str:
+def plan_line(view: SessionPlan) -> str:
     return f"plan: {view.describe()}"
 
 

@@ -40,8 +40,8 @@ from .plan import (
     PlanTicket,
     PlanTracker,
     PlanValue,
-    PlanView,
     RequestKind,
+    SessionPlan,
     Verdict,
 )
 from .projection import ProjectionStore
@@ -107,7 +107,6 @@ __all__ = [
     "PlanTicket",
     "PlanTracker",
     "PlanValue",
-    "PlanView",
     "ProjectionChanged",
     "ProjectionStore",
     "PromptMode",
@@ -119,6 +118,7 @@ __all__ = [
     "RequestKind",
     "Session",
     "SessionList",
+    "SessionPlan",
     "Settings",
     "SettingsChanged",
     "StaleRequestError",

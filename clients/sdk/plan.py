@@ -24,38 +24,11 @@ import enum
 from collections import deque
 from dataclasses import dataclass, field
 
+# The SDK's plan state is the one plan type (re-exported).
+from agenthost_core.plan import PlanState as PlanState
+
 # Decisions kept for inspection (tests, debugging).
 DECISIONS_KEPT = 512
-
-
-@dataclass(frozen=True)
-class PlanState:
-    """`active` is the committed value; `pending`, when not None, is the
-    selected target waiting for the next model-request boundary (and then
-    always differs from `active`)."""
-
-    active: bool
-    pending: bool | None = None
-
-    def __post_init__(self) -> None:
-        if self.pending is not None and self.pending == self.active:
-            raise ValueError("pending must differ from active")
-
-    @property
-    def is_pending(self) -> bool:
-        """Whether a selection waits for the next boundary."""
-        return self.pending is not None
-
-    def describe(self) -> str:
-        """`off`, `on`, or `off → on (pending)`."""
-        now = _on_off(self.active)
-        if self.pending is None:
-            return now
-        return f"{now} → {_on_off(self.pending)} (pending)"
-
-
-def _on_off(active: bool) -> str:
-    return "on" if active else "off"
 
 
 @dataclass(frozen=True)
@@ -75,7 +48,7 @@ UNAVAILABLE = PlanValue(None)
 
 
 @dataclass(frozen=True)
-class PlanView:
+class SessionPlan:
     """The snapshot a session shows. `available` is None until a reply said
     whether the deployment has plan mode; `state` is None unless it has."""
 
@@ -161,9 +134,9 @@ class PlanTracker:
     # -- what the session shows ----------------------------------------------------
 
     @property
-    def view(self) -> PlanView:
+    def view(self) -> SessionPlan:
         """The snapshot: availability, state and the seq it reflects."""
-        return PlanView(self._available, self._state, self._state_seq)
+        return SessionPlan(self._available, self._state, self._state_seq)
 
     @property
     def generation(self) -> int:
@@ -256,7 +229,7 @@ class PlanTracker:
         verdict: Verdict,
         ticket: PlanTicket | None = None,
         seq: int | None = None,
-        before: PlanView | None = None,
+        before: SessionPlan | None = None,
     ) -> Decision:
         changed = before is not None and before != self.view
         decision = Decision(verdict, ticket, seq, changed)

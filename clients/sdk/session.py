@@ -65,8 +65,8 @@ from .plan import (
     PlanTicket,
     PlanTracker,
     PlanValue,
-    PlanView,
     RequestKind,
+    SessionPlan,
     Verdict,
 )
 from .projection import JsonValue, ProjectionStore
@@ -135,7 +135,7 @@ class EventAppended:
 class PlanChanged:
     """The plan view changed."""
 
-    plan: PlanView
+    plan: SessionPlan
 
 
 @dataclass(frozen=True)
@@ -382,7 +382,7 @@ class Session:
         return self.history.last_seq
 
     @property
-    def plan(self) -> PlanView:
+    def plan(self) -> SessionPlan:
         """The plan view behind the fences."""
         return self.plan_tracker.view
 

@@ -12,6 +12,7 @@ from agenthost.sessionlog.v1 import events_pb2
 from google.protobuf.message import Message
 
 from agenthost_core.folds import APPROVAL_POLICIES, SANDBOXES
+from agenthost_core.plan import InvalidPlanState
 
 from .errors import INVALID_REPLY, InvalidReplyError
 from .history import well_formed
@@ -35,21 +36,17 @@ def plan_value(value: gw.PlanModeValue) -> PlanValue:
         )
     if not value.HasField("state"):
         return UNAVAILABLE
-    state = value.state
-    return PlanValue(PlanState(state.active, state.pending if state.HasField("pending") else None))
+    return PlanValue(PlanState.from_proto(value.state))
 
 
 def plan_value_of_view(view: Any) -> PlanValue:
     """A `plan` projection value ({active, pending?}, PlanModeState's shape)."""
-    if not isinstance(view, dict) or not isinstance(view.get("active"), bool):
-        raise InvalidReplyError(f"plan value breaks the contract: {view!r}", reason=INVALID_REPLY)
-    pending = view.get("pending")
-    if pending is not None and (not isinstance(pending, bool) or pending == view["active"]):
+    try:
+        return PlanValue(PlanState.from_view(view if isinstance(view, dict) else {}))
+    except InvalidPlanState as error:
         raise InvalidReplyError(
-            f"plan value breaks the contract (pending must differ from active): {view!r}",
-            reason=INVALID_REPLY,
-        )
-    return PlanValue(PlanState(view["active"], pending))
+            f"plan value breaks the contract ({error}): {view!r}", reason=INVALID_REPLY
+        ) from None
 
 
 def sandbox_value(view: Any) -> str:

@@ -395,7 +395,7 @@ class Agent:
         the model before the prompt rather than after it."""
         if self._plan is not None and self._state.plan.pending is not None:
             await self._plan.boundary_sections(
-                self.session_id, self._state.plan.committed, self._lease_token
+                self.session_id, self._state.plan.active, self._lease_token
             )
             await self._catch_up()
 
@@ -611,7 +611,7 @@ class Agent:
         """Run one step; True when its tool calls owe the model another request."""
         plan_sections = (
             await self._plan.boundary_sections(
-                self.session_id, self._state.plan.committed, self._lease_token
+                self.session_id, self._state.plan.active, self._lease_token
             )
             if self._plan
             else []

@@ -16,7 +16,7 @@ Followers:
   text of running steps and commands, ordered against the logged records by
   LiveTexts.
 
-Every event also goes to the gateway's plan views (plan_views.py), which
+Every event also goes to the gateway's plan views (kept_plans.py), which
 answer `PlanMode` reads without a call.
 
 Each reconnects on its own when the service behind it restarts; a client
@@ -47,8 +47,8 @@ from services.common.tasks import spawn
 from services.sessionlog.port import CaughtUp, Heartbeat, SessionLogPort
 from services.workspace.client import WorkspaceClient
 
+from .kept_plans import KeptPlans
 from .live import LiveTexts
-from .plan_views import PlanViews
 from .runtimes import RESOLVE_EVERY_S, RuntimeReplicas
 
 log = logging.getLogger("agenthost.gateway")
@@ -104,7 +104,7 @@ class Hub:
         runtime: RuntimeReplicas,
         projection: projection_pb2_grpc.ProjectionServiceStub,
         workspaces: WorkspaceClient,
-        plans: PlanViews,
+        plans: KeptPlans,
     ) -> None:
         self._log = log
         self._plans = plans

@@ -28,6 +28,7 @@ from google.protobuf import json_format, struct_pb2
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from agenthost_core.folds import fork_title
+from agenthost_core.plan import PlanState
 from services.common.client import call_timeout, peer_call
 from services.common.errors import DomainError, InvalidArgument, SessionNotFound
 from services.common.recent import Recent
@@ -41,7 +42,7 @@ from .accounts import current_account
 from .fencing import Fence, Fences
 from .hub import Connection, Frame, Hub, projection_frame
 from .internal_errors import restating_internal_errors
-from .plan_views import PlanViews
+from .kept_plans import KeptPlans
 from .runtimes import RuntimeReplicas
 from .session_ids import scoped_session_id
 
@@ -86,23 +87,14 @@ def _fence(message: gw.RequestFence, present: bool = True) -> Fence | None:
     return Fence(current_account.get(), message.client_id, message.generation, message.request_id)
 
 
-def _plan_view(value: struct_pb2.Value) -> dict[str, bool]:
-    """The `plan` projection value (a JSON object) as its view `{active, pending?}`."""
-    fields = value.struct_value.fields
-    view = {"active": fields["active"].bool_value}
-    if "pending" in fields:
-        view["pending"] = fields["pending"].bool_value
-    return view
+def _plan_state(value: struct_pb2.Value) -> PlanState:
+    """The `plan` projection value (a JSON object) as the plan state."""
+    return PlanState.from_view(json_format.MessageToDict(value))
 
 
-def _plan_value(view: dict[str, bool] | None) -> gw.PlanModeValue:
-    """A plan view as the RPC's PlanModeValue (None: no plan mode)."""
-    if view is None:
-        return gw.PlanModeValue()
-    state = pm.PlanModeState(active=view["active"])
-    if "pending" in view:
-        state.pending = view["pending"]
-    return gw.PlanModeValue(state=state)
+def _plan_value(state: PlanState | None) -> gw.PlanModeValue:
+    """The RPC's PlanModeValue (None: no plan mode)."""
+    return gw.PlanModeValue() if state is None else gw.PlanModeValue(state=state.to_proto())
 
 
 @restating_internal_errors
@@ -124,7 +116,7 @@ class GatewayServicer(gw_grpc.GatewayServiceServicer):
         self.plan = plan
         self.heartbeat_s = heartbeat_s
         self.fences = fences if fences is not None else Fences()
-        self.plans = PlanViews()
+        self.plans = KeptPlans()
         self.hub = Hub(log, runtime, projection, workspaces, self.plans)
         self._access: Recent[tuple[str, str], bool] = Recent(ACCESS_KEPT)
         self._resuming: dict[str, asyncio.Task[rt.AgentStatus]] = {}
@@ -654,10 +646,10 @@ class GatewayServicer(gw_grpc.GatewayServiceServicer):
             session_id, [PLAN_KEY], min_seq=self.plans.known_seq(session_id, at_least)
         )
         value = block.values.get(PLAN_KEY)
-        view = None if value is None else _plan_view(value)
-        if view is not None:
-            self.plans.seed(session_id, view, block.as_of_seq)
-        return gw.PlanModeResponse(plan=_plan_value(view), seq=block.as_of_seq)
+        state = None if value is None else _plan_state(value)
+        if state is not None:
+            self.plans.seed(session_id, state, block.as_of_seq)
+        return gw.PlanModeResponse(plan=_plan_value(state), seq=block.as_of_seq)
 
     async def SetPlanMode(
         self, request: gw.SetPlanModeRequest, context: grpc.aio.ServicerContext

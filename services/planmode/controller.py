@@ -28,6 +28,7 @@ from typing import NamedTuple, TypeVar
 from agenthost.sessionlog.v1 import events_pb2
 
 from agenthost_core.folds import SessionState, fold_events
+from agenthost_core.plan import PlanState
 from services.common.errors import DomainError, WrongExpectedSeq
 from services.sessionlog.port import SessionLogPort
 
@@ -55,14 +56,6 @@ class SetOutcome(enum.Enum):
     QUEUED = "queued"
     CANCELLED = "cancelled"
     NOOP = "noop"
-
-
-@dataclass(frozen=True)
-class PlanState:
-    # The committed value (the last plan/mode of the log).
-    active: bool
-    # Present only while a selection waits for a boundary; then != active.
-    pending: bool | None = None
 
 
 class PlanSnapshot(NamedTuple):
@@ -184,7 +177,7 @@ class PlanModeController:
     async def _set_once(self, session_id: str, slot: _Slot, active: bool) -> SetResult:
         state = slot.state
         action = decide_set(state.plan, state.turn.open, active)
-        events = set_events(state.plan, action, active)
+        events = set_events(state.model_saw_plan, action, active)
         if events:
             await self._append_folded(session_id, slot, events)
         else:
@@ -201,20 +194,19 @@ class PlanModeController:
         return await self._set_once(session_id, slot, active)
 
     async def _apply_once(self, session_id: str, slot: _Slot, lease_token: int | None) -> None:
-        plan = slot.state.plan
-        if plan.pending is not None:
-            await self._append_folded(
-                session_id, slot, switch_events(plan, plan.pending, by_user=True), lease_token
-            )
+        state = slot.state
+        if state.plan.pending is not None:
+            events = switch_events(state.model_saw_plan, state.plan.pending, by_user=True)
+            await self._append_folded(session_id, slot, events, lease_token)
         else:
             await self._confirm(session_id, slot)
 
     async def _exit_once(self, session_id: str, slot: _Slot, lease_token: int | None) -> None:
-        plan = slot.state.plan
-        if not plan.committed:
+        state = slot.state
+        if not state.plan.active:
             await self._confirm(session_id, slot)
             raise PlanModeInactive(session_id)
-        events = switch_events(plan, False, by_user=False)
+        events = switch_events(state.model_saw_plan, False, by_user=False)
         await self._append_folded(session_id, slot, events, lease_token)
 
     # -- the log -----------------------------------------------------------------------
@@ -356,8 +348,7 @@ class _Slot:
     users: int = 0
 
     def snapshot(self) -> PlanSnapshot:
-        plan = self.state.plan
-        return PlanSnapshot(PlanState(plan.committed, plan.pending), self.state.last_seq)
+        return PlanSnapshot(self.state.plan, self.state.last_seq)
 
 
 class _SessionSlots:

@@ -7,7 +7,8 @@ import enum
 
 from agenthost.sessionlog.v1 import events_pb2
 
-from agenthost_core.folds import PLAN_POLICY_SECTION_ID, PlanFold
+from agenthost_core.folds import PLAN_POLICY_SECTION_ID
+from agenthost_core.plan import PlanState
 
 from .config import PlanModeConfig
 from .events import plan_mode_event, plan_selection_event, switch_notice_event
@@ -23,34 +24,38 @@ class SetAction(enum.Enum):
     NOOP = "noop"
 
 
-def decide_set(plan: PlanFold, turn_open: bool, active: bool) -> SetAction:
+def decide_set(plan: PlanState, turn_open: bool, active: bool) -> SetAction:
     """The outcome table of Set (DESIGN.md, plan-mode)."""
     waiting = plan.pending
-    if waiting is not None and active == plan.committed:
+    if waiting is not None and active == plan.active:
         return SetAction.CANCEL
     if turn_open:
-        effective = plan.committed if waiting is None else waiting
+        effective = plan.active if waiting is None else waiting
         return SetAction.NOOP if active == effective else SetAction.QUEUE
     # Idle: no boundary is coming before the next prompt, so commit now.
-    return SetAction.NOOP if active == plan.committed else SetAction.COMMIT
+    return SetAction.NOOP if active == plan.active else SetAction.COMMIT
 
 
-def set_events(plan: PlanFold, action: SetAction, active: bool) -> list[events_pb2.Event]:
+def set_events(
+    model_saw_plan: bool | None, action: SetAction, active: bool
+) -> list[events_pb2.Event]:
     """What a decided Set records: the switch when committing, the selection
     (or the reverting one) when it waits for a boundary, nothing for a noop."""
     if action is SetAction.COMMIT:
-        return switch_events(plan, active, by_user=True)
+        return switch_events(model_saw_plan, active, by_user=True)
     if action in (SetAction.QUEUE, SetAction.CANCEL):
         return [plan_selection_event(active)]
     return []
 
 
-def switch_events(plan: PlanFold, active: bool, *, by_user: bool) -> list[events_pb2.Event]:
+def switch_events(
+    model_saw_plan: bool | None, active: bool, *, by_user: bool
+) -> list[events_pb2.Event]:
     """plan/mode, plus a notice when the user's change contradicts what the
-    last request showed the model (never before the first request, never for
-    the exit tool, which the model itself asked for)."""
+    last request showed the model (`model_saw_plan`: None before the first
+    request; never for the exit tool, which the model itself asked for)."""
     events = [plan_mode_event(active)]
-    model_saw_other = plan.header_plan is not None and plan.header_plan != active
+    model_saw_other = model_saw_plan is not None and model_saw_plan != active
     if by_user and model_saw_other:
         events.append(switch_notice_event(active))
     return events

@@ -9,7 +9,8 @@ import json
 
 from agenthost.sessionlog.v1 import events_pb2
 
-from agenthost_core.folds import PlanFold, dump_state, fold_plan, load_plan, plan_view
+from agenthost_core.folds import dump_state, fold_plan, load_plan
+from agenthost_core.plan import PlanState
 from services.projection.unit import View
 
 PLAN_KEY = "plan"
@@ -18,19 +19,20 @@ PLAN_KEY = "plan"
 class PlanProjectionUnit:
     key = PLAN_KEY
     # 2: the view became PlanModeState's shape and selections plan/selection events.
-    state_version = 2
+    # 3: the state is the plan state itself (what the model saw is not kept).
+    state_version = 3
 
-    def init(self) -> PlanFold:
-        return PlanFold()
+    def init(self) -> PlanState:
+        return PlanState()
 
-    def apply(self, state: PlanFold, event: events_pb2.Event) -> PlanFold:
+    def apply(self, state: PlanState, event: events_pb2.Event) -> PlanState:
         return fold_plan(state, event)
 
-    def view(self, state: PlanFold) -> View:
-        return plan_view(state)
+    def view(self, state: PlanState) -> View:
+        return state.view()
 
-    def dump(self, state: PlanFold) -> bytes:
+    def dump(self, state: PlanState) -> bytes:
         return dump_state(state)
 
-    def load(self, data: bytes) -> PlanFold:
+    def load(self, data: bytes) -> PlanState:
         return load_plan(json.loads(data))

@@ -6,7 +6,7 @@ import grpc
 from agenthost.planmode.v1 import plan_mode_pb2 as pb
 from agenthost.planmode.v1 import plan_mode_pb2_grpc as pb_grpc
 
-from .controller import PlanModeController, PlanState, SetOutcome
+from .controller import PlanModeController, SetOutcome
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["PlanModeService"].full_name
 
@@ -18,13 +18,6 @@ OUTCOMES = {
 }
 
 
-def state_pb(state: PlanState) -> pb.PlanModeState:
-    message = pb.PlanModeState(active=state.active)
-    if state.pending is not None:
-        message.pending = state.pending
-    return message
-
-
 class PlanModeServicer(pb_grpc.PlanModeServiceServicer):
     def __init__(self, controller: PlanModeController) -> None:
         self.controller = controller
@@ -33,7 +26,7 @@ class PlanModeServicer(pb_grpc.PlanModeServiceServicer):
         self, request: pb.GetPlanModeRequest, context: grpc.aio.ServicerContext
     ) -> pb.GetPlanModeResponse:
         snapshot = await self.controller.get(request.session_id)
-        return pb.GetPlanModeResponse(state=state_pb(snapshot.state), as_of_seq=snapshot.as_of_seq)
+        return pb.GetPlanModeResponse(state=snapshot.state.to_proto(), as_of_seq=snapshot.as_of_seq)
 
     async def SetPlanMode(
         self, request: pb.SetPlanModeRequest, context: grpc.aio.ServicerContext
@@ -44,7 +37,7 @@ class PlanModeServicer(pb_grpc.PlanModeServiceServicer):
             return pb.SetPlanModeResponse(deferred=True)
         return pb.SetPlanModeResponse(
             outcome=OUTCOMES[result.outcome],
-            state=state_pb(result.state),
+            state=result.state.to_proto(),
             as_of_seq=result.as_of_seq,
         )
 
@@ -55,7 +48,7 @@ class PlanModeServicer(pb_grpc.PlanModeServiceServicer):
             request.session_id, request.lease_token if request.HasField("lease_token") else None
         )
         return pb.ApplyAtBoundaryResponse(
-            state=state_pb(result.state),
+            state=result.state.to_proto(),
             sections=result.sections,
             applied=result.applied,
             as_of_seq=result.as_of_seq,
@@ -67,7 +60,9 @@ class PlanModeServicer(pb_grpc.PlanModeServiceServicer):
         snapshot = await self.controller.exit_plan_mode(
             request.session_id, request.lease_token if request.HasField("lease_token") else None
         )
-        return pb.ExitPlanModeResponse(state=state_pb(snapshot.state), as_of_seq=snapshot.as_of_seq)
+        return pb.ExitPlanModeResponse(
+            state=snapshot.state.to_proto(), as_of_seq=snapshot.as_of_seq
+        )
 
     async def RunPlanCommand(
         self, request: pb.RunPlanCommandRequest, context: grpc.aio.ServicerContext
@@ -80,7 +75,7 @@ class PlanModeServicer(pb_grpc.PlanModeServiceServicer):
         reply = pb.RunPlanCommandResponse(
             ok=result.ok,
             message=result.message,
-            state=state_pb(result.state),
+            state=result.state.to_proto(),
             as_of_seq=result.as_of_seq,
         )
         if result.steer_text is not None:

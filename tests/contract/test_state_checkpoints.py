@@ -78,7 +78,7 @@ async def test_a_checkpoint_of_another_state_version_is_refolded(log: SessionLog
     stale = StateCheckpoint(1, folds.STATE_VERSION + 1, b'{"from": "another release"}')
     await log._store.save_checkpoint("s", stale)
     state = await log.load_state("s")
-    assert state.plan.committed and not state.blank and state.last_seq == 1
+    assert state.plan.active and not state.blank and state.last_seq == 1
 
 
 async def test_a_store_keeps_the_newest_checkpoint_and_none_for_unknown_sessions(

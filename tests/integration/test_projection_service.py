@@ -177,7 +177,7 @@ async def test_units_and_key_selection(log: SessionLogClient, client: Projection
     await log.create_session("s", "/w")
     await log.append("s", [select(True)])
 
-    assert await client.units() == [UnitInfo("plan", 2)]
+    assert await client.units() == [UnitInfo("plan", 3)]
     assert await client.get("s", keys=["plan"]) == (0, {"plan": ENTERING})
     # A unit this deployment does not mount has no value; the seq is still served.
     assert await client.get("s", keys=["title"]) == (0, {})

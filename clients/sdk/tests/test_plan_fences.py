@@ -15,8 +15,8 @@ from clients.sdk.plan import (
     PlanTicket,
     PlanTracker,
     PlanValue,
-    PlanView,
     RequestKind,
+    SessionPlan,
     Verdict,
 )
 
@@ -47,8 +47,8 @@ def test_pending_equal_to_active_is_not_a_state() -> None:
     assert PlanState(False, True).describe() == "off → on (pending)"
     assert PlanState(True, False).describe() == "on → off (pending)"
     assert PlanState(True).describe() == "on"
-    assert PlanView(None, None).describe() == "unknown"
-    assert PlanView(False, None).describe() == "unavailable"
+    assert SessionPlan(None, None).describe() == "unknown"
+    assert SessionPlan(False, None).describe() == "unavailable"
 
 
 # -- request fence: one monotonic number for queries and selections --------------------
@@ -100,7 +100,7 @@ def test_an_open_superseded_by_a_reconnect_is_dropped_even_when_it_is_newest() -
     opened = tracker.begin(OPEN)
     tracker.reconnected(3)
     assert tracker.on_reply(opened, value(True), 4).verdict is Verdict.SUPERSEDED
-    assert tracker.view == PlanView(None, None)
+    assert tracker.view == SessionPlan(None, None)
 
 
 def test_a_failure_of_a_superseded_request_is_not_reported_as_a_failure() -> None:
@@ -147,11 +147,11 @@ def test_an_older_projection_value_changes_nothing() -> None:
 def test_a_block_without_plan_says_unavailable_and_a_plan_value_says_available() -> None:
     tracker = PlanTracker()
     tracker.on_projection(UNAVAILABLE, 3)
-    assert tracker.view == PlanView(False, None)
+    assert tracker.view == SessionPlan(False, None)
     assert tracker.view.describe() == "unavailable"
     other = PlanTracker()
     other.on_projection(value(False, True), 3)
-    assert other.view == PlanView(True, PlanState(False, True))
+    assert other.view == SessionPlan(True, PlanState(False, True))
 
 
 def test_a_replaced_history_lets_a_lower_seq_count() -> None:

@@ -10,14 +10,14 @@ from agenthost.sessionlog.v1 import events_pb2 as ev
 from google.protobuf import struct_pb2
 
 from services.gateway.hub import Connection, Frame, Hub
-from services.gateway.plan_views import PlanViews
+from services.gateway.kept_plans import KeptPlans
 
 SESSION, ACCOUNT = "s-1", "alice"
 
 
 def hub_with_a_client() -> tuple[Hub, Connection]:
     unused = cast(Any, None)  # no follower runs: events and changes are fed by hand
-    hub = Hub(unused, unused, unused, unused, PlanViews())
+    hub = Hub(unused, unused, unused, unused, KeptPlans())
     hub.set_owner(SESSION, ACCOUNT)
     connection = Connection(ACCOUNT, "client", 0)
     hub.attach(connection)

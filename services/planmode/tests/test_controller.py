@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 from agenthost.sessionlog.v1 import events_pb2
 
+from agenthost_core.plan import PlanState
 from services.common.errors import LeaseLost, SessionNotFound
 from services.planmode.config import DEFAULT_SECTION, PlanModeConfig
-from services.planmode.controller import PlanModeController, PlanState, SetOutcome
+from services.planmode.controller import PlanModeController, SetOutcome
 from services.planmode.errors import PlanModeInactive
 from services.planmode.tests.builders import plan_mode
 from services.planmode.tests.failing_log import AppendOutage

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from agenthost.sessionlog.v1 import events_pb2
 
-from services.planmode.controller import PlanModeController, PlanState
+from agenthost_core.plan import PlanState
+from services.planmode.controller import PlanModeController
 from services.planmode.projection_unit import PlanProjectionUnit
 from services.planmode.tests.harness import RuntimeDriver, plan_mode_values, read_all
 from services.projection.unit import View

@@ -3,7 +3,7 @@ shape of PlanModeState (`pending` only while it differs from `active`)."""
 
 from __future__ import annotations
 
-from agenthost_core.folds import PlanFold
+from agenthost_core.plan import PlanState
 from services.planmode.projection_unit import PlanProjectionUnit
 from services.planmode.tests.builders import (
     Event,
@@ -31,8 +31,8 @@ def view_after(*events: Event) -> View:
 
 
 def test_it_is_the_plan_unit_of_the_projection_registry() -> None:
-    unit: ProjectionUnit[PlanFold] = UNIT
-    assert (unit.key, unit.state_version) == ("plan", 2)
+    unit: ProjectionUnit[PlanState] = UNIT
+    assert (unit.key, unit.state_version) == ("plan", 3)
     assert "plan" in default_registry()
     assert "plan" not in default_registry(with_plan_mode=False)
 

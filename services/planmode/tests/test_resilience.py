@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from services.planmode.controller import PlanModeController, PlanState, SetOutcome
+from agenthost_core.plan import PlanState
+from services.planmode.controller import PlanModeController, SetOutcome
 from services.planmode.events import ENTERED_NOTICE
 from services.planmode.tests.builders import plan_mode, turn_start
 from services.planmode.tests.failing_log import AppendOutage

@@ -20,7 +20,6 @@ from agenthost_core.folds import (
     PendingCall,
     PermissionRule,
     PermissionsFold,
-    PlanFold,
     Question,
     QuestionsFold,
     QueuedInput,
@@ -42,11 +41,11 @@ from agenthost_core.folds import (
     load_state,
     load_turn,
     permissions_view,
-    plan_view,
     questions_view,
     settings_event,
     status_view,
 )
+from agenthost_core.plan import PlanState
 
 
 def numbered(events: Iterable[ev.Event]) -> list[ev.Event]:
@@ -149,16 +148,16 @@ COMMAND_RUN = ev.Event(command_run=ev.CommandRun(command_id="c", name="plan"))
 
 
 def test_committed_is_false_without_a_plan_mode() -> None:
-    assert folded(selection(True), header()).plan.committed is False
+    assert folded(selection(True), header()).plan.active is False
 
 
 def test_committed_is_the_last_plan_mode() -> None:
-    assert folded(plan_mode(True)).plan.committed is True
-    assert folded(plan_mode(True), plan_mode(False)).plan.committed is False
+    assert folded(plan_mode(True)).plan.active is True
+    assert folded(plan_mode(True), plan_mode(False)).plan.active is False
 
 
 def test_a_selection_after_the_plan_mode_is_kept() -> None:
-    assert folded(plan_mode(True), selection(False)).plan.selection is False
+    assert folded(plan_mode(True), selection(False)).plan.pending is False
 
 
 def test_pending_is_present_only_while_the_selection_differs_from_committed() -> None:
@@ -170,23 +169,19 @@ def test_pending_is_present_only_while_the_selection_differs_from_committed() ->
 
 def test_a_plan_mode_clears_an_earlier_selection() -> None:
     plan = folded(selection(True), plan_mode(False)).plan
-    assert plan.selection is None
     assert plan.pending is None
 
 
-def test_header_plan_is_whether_the_last_request_showed_the_plan_policy() -> None:
-    assert folded().plan.header_plan is None
-    assert folded(header("base", PLAN_POLICY_SECTION_ID)).plan.header_plan is True
-    assert folded(header(PLAN_POLICY_SECTION_ID), header("base")).plan.header_plan is False
+def test_model_saw_plan_is_whether_the_last_request_showed_the_plan_policy() -> None:
+    assert folded().model_saw_plan is None
+    assert folded(header("base", PLAN_POLICY_SECTION_ID)).model_saw_plan is True
+    assert folded(header(PLAN_POLICY_SECTION_ID), header("base")).model_saw_plan is False
 
 
 def test_plan_view_has_pending_only_when_pending() -> None:
-    assert plan_view(PlanFold()) == {"active": False}
-    assert plan_view(PlanFold(committed=True, selection=True)) == {"active": True}
-    assert plan_view(PlanFold(committed=True, selection=False)) == {
-        "active": True,
-        "pending": False,
-    }
+    assert PlanState().view() == {"active": False}
+    assert PlanState(True).selecting(True).view() == {"active": True}
+    assert PlanState(True).selecting(False).view() == {"active": True, "pending": False}
 
 
 # -- the turn -----------------------------------------------------------------------
@@ -515,9 +510,9 @@ SubFold = tuple[Callable[[Any, ev.Event], Any], object, Callable[[Any], Any], fr
 SUB_FOLDS: list[SubFold] = [
     (
         fold_plan,
-        PlanFold(),
+        PlanState(),
         load_plan,
-        frozenset({"plan_mode", "plan_selection", "request_header"}),
+        frozenset({"plan_mode", "plan_selection"}),
     ),
     (
         fold_turn,
@@ -609,7 +604,7 @@ def test_pending_is_never_present_right_after_a_plan_mode(events: list[ev.Event]
         state = fold_events(state, [event])
         if event.HasField("plan_mode"):
             assert state.plan.pending is None
-            assert "pending" not in plan_view(state.plan)
+            assert "pending" not in state.plan.view()
 
 
 MANY_QUESTION_IDS = st.integers(0, 99).map(lambda n: f"q{n}")

@@ -28,9 +28,8 @@ the seq it is as of. A client that saw such a write acknowledged names its
 seq (`at_least`), and the read waits for it or reads through the projection
 as of it.
 
-The plan view carries the whole fold (`{active, pending?}` is the fold's
-committed value and its pending selection), so seeding from it loses
-nothing the view shows.
+The projection's `plan` value is the whole plan state the fold keeps
+(`{active, pending?}`), so seeding from it loses nothing.
 """
 
 from __future__ import annotations
@@ -41,7 +40,8 @@ from dataclasses import dataclass
 
 from agenthost.sessionlog.v1 import events_pb2
 
-from agenthost_core.folds import PlanFold, fold_plan, plan_view
+from agenthost_core.folds import fold_plan
+from agenthost_core.plan import PlanState
 from services.common.recent import Recent
 
 # Sessions whose plan (or last received seq) the gateway keeps, recently used
@@ -59,11 +59,11 @@ class _Tracked:
     # The highest seq of a write this gateway acknowledged (-1: none).
     acknowledged: int = -1
     # The plan folded through `as_of` (None: not known here).
-    plan: PlanFold | None = None
+    plan: PlanState | None = None
     as_of: int = -1
 
 
-class PlanViews:
+class KeptPlans:
     def __init__(self, kept: int = KEPT) -> None:
         self._sessions: Recent[str, _Tracked] = Recent(kept)
         # Set (and replaced) on every event the follower delivers.
@@ -104,7 +104,7 @@ class PlanViews:
 
     async def read_soon(
         self, session_id: str, at_least: int = -1, within_s: float = CATCH_UP_S
-    ) -> tuple[dict[str, bool], int] | None:
+    ) -> tuple[PlanState, int] | None:
         """`read` as of `at_least` or later, once the follower delivered what
         this gateway acknowledged (it trails the write's reply by little):
         waited for at most `within_s`, as long as the kept view can still
@@ -126,7 +126,7 @@ class PlanViews:
                     await advanced.wait()
         return kept
 
-    def read(self, session_id: str, at_least: int = -1) -> tuple[dict[str, bool], int] | None:
+    def read(self, session_id: str, at_least: int = -1) -> tuple[PlanState, int] | None:
         """The plan view and the seq it is as of, when it is as new as
         anything this gateway (or the caller: `at_least`) knows of the
         session; else None."""
@@ -136,9 +136,9 @@ class PlanViews:
         if tracked.as_of < max(tracked.received, tracked.acknowledged, at_least):
             return None
         self._sessions.recall(session_id)  # now the most recently used
-        return plan_view(tracked.plan), tracked.as_of
+        return tracked.plan, tracked.as_of
 
-    def seed(self, session_id: str, view: dict[str, bool], as_of: int) -> None:
+    def seed(self, session_id: str, plan: PlanState, as_of: int) -> None:
         """The projection's plan view as of `as_of`: kept when nothing newer
         reached this gateway already (else it would miss those events)."""
         tracked = self._tracked(session_id)
@@ -146,5 +146,5 @@ class PlanViews:
             return
         if tracked.plan is not None and as_of <= tracked.as_of:
             return
-        tracked.plan = PlanFold(committed=view["active"], selection=view.get("pending"))
+        tracked.plan = plan
         tracked.as_of = as_of

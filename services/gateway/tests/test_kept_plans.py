@@ -10,8 +10,9 @@ from agenthost.sessionlog.v1 import events_pb2 as ev
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agenthost_core.folds import PlanFold, fold_plan, plan_view
-from services.gateway.plan_views import PlanViews
+from agenthost_core.folds import fold_plan
+from agenthost_core.plan import PlanState
+from services.gateway.kept_plans import KeptPlans
 from tests.support.events import plan_mode, user
 
 SESSION = "s"
@@ -28,11 +29,11 @@ def numbered(events: list[ev.Event]) -> list[ev.Event]:
     return copies
 
 
-def folded(events: list[ev.Event]) -> dict[str, bool]:
-    state = PlanFold()
+def folded(events: list[ev.Event]) -> PlanState:
+    state = PlanState()
     for event in events:
         state = fold_plan(state, event)
-    return plan_view(state)
+    return state
 
 
 plan_events = st.lists(
@@ -52,7 +53,7 @@ def test_a_seed_plus_the_events_after_it_reads_as_the_fold_of_the_whole_log(
 ) -> None:
     events = numbered(raw)
     at = data.draw(st.integers(0, len(events)))
-    views = PlanViews()
+    views = KeptPlans()
     for event in events[:at]:
         views.on_event(event)  # the gateway saw these before anyone read
     views.seed(SESSION, folded(events[:at]), at)
@@ -63,7 +64,7 @@ def test_a_seed_plus_the_events_after_it_reads_as_the_fold_of_the_whole_log(
 
 def test_a_seed_older_than_an_event_already_received_is_not_kept() -> None:
     events = numbered([plan_mode(True), plan_mode(False)])
-    views = PlanViews()
+    views = KeptPlans()
     for event in events:
         views.on_event(event)
     views.seed(SESSION, folded(events[:1]), 1)  # the snapshot missed seq 2
@@ -73,7 +74,7 @@ def test_a_seed_older_than_an_event_already_received_is_not_kept() -> None:
 
 def test_a_gap_in_the_events_drops_the_view() -> None:
     events = numbered([plan_mode(True), user("a"), plan_mode(False)])
-    views = PlanViews()
+    views = KeptPlans()
     views.seed(SESSION, folded(events[:1]), 1)
     views.on_event(events[2])  # seq 2 never arrived
     assert views.read(SESSION) is None
@@ -81,69 +82,69 @@ def test_a_gap_in_the_events_drops_the_view() -> None:
 
 def test_a_write_acknowledged_past_the_view_is_read_through_until_it_arrives() -> None:
     events = numbered([plan_mode(False), plan_mode(True)])
-    views = PlanViews()
+    views = KeptPlans()
     views.seed(SESSION, folded(events[:1]), 1)
     views.acknowledged(SESSION, 2)  # this gateway's SetPlanMode landed at seq 2
     assert views.read(SESSION) is None
     assert views.known_seq(SESSION) == 2
     views.on_event(events[1])
-    assert views.read(SESSION) == ({"active": True}, 2)
+    assert views.read(SESSION) == (PlanState(True), 2)
 
 
 def test_an_older_seed_never_replaces_a_newer_view() -> None:
     events = numbered([plan_mode(True), user("a")])
-    views = PlanViews()
+    views = KeptPlans()
     views.seed(SESSION, folded(events), 2)
     views.seed(SESSION, folded([]), 0)
-    assert views.read(SESSION) == ({"active": True}, 2)
+    assert views.read(SESSION) == (PlanState(True), 2)
 
 
 def test_a_forgotten_session_is_read_through_again() -> None:
-    views = PlanViews(kept=1)
-    views.seed("a", {"active": True}, 1)
-    views.seed("b", {"active": False}, 1)
+    views = KeptPlans(kept=1)
+    views.seed("a", PlanState(True), 1)
+    views.seed("b", PlanState(False), 1)
     assert views.read("a") is None
-    assert views.read("b") == ({"active": False}, 1)
+    assert views.read("b") == (PlanState(False), 1)
 
 
 async def test_a_read_right_after_a_write_waits_for_the_follower_to_deliver_it() -> None:
     events = numbered([plan_mode(False), plan_mode(True)])
-    views = PlanViews()
+    views = KeptPlans()
     views.seed(SESSION, folded(events[:1]), 1)
     views.acknowledged(SESSION, 2)
     reading = asyncio.ensure_future(views.read_soon(SESSION, within_s=30))
     await asyncio.sleep(0)  # the read is waiting: nothing delivered seq 2 yet
     assert not reading.done()
     views.on_event(events[1])
-    assert await asyncio.wait_for(reading, 30) == ({"active": True}, 2)
+    assert await asyncio.wait_for(reading, 30) == (PlanState(True), 2)
 
 
 async def test_a_read_the_follower_cannot_answer_gives_up_at_once() -> None:
-    views = PlanViews()
-    views.seed(SESSION, {"active": False}, 1)
+    views = KeptPlans()
+    views.seed(SESSION, PlanState(False), 1)
     views.on_event(numbered([user("a"), user("b"), user("c")])[2])  # a gap: seq 2 is unknown
     assert await asyncio.wait_for(views.read_soon(SESSION, within_s=30), 1) is None
 
 
 def test_a_write_another_replica_acknowledged_is_read_through_until_it_arrives() -> None:
     events = numbered([plan_mode(False), plan_mode(True)])
-    views = PlanViews()
+    views = KeptPlans()
     views.seed(SESSION, folded(events[:1]), 1)
     # The client saw its write acknowledged at seq 2 by another gateway: this
     # one's view (as of 1) is all it knows of, yet not what the client asks.
-    assert views.read(SESSION) == ({"active": False}, 1)
+    assert views.read(SESSION) == (PlanState(False), 1)
     assert views.read(SESSION, at_least=2) is None
     assert views.known_seq(SESSION, at_least=2) == 2
     views.on_event(events[1])
-    assert views.read(SESSION, at_least=2) == ({"active": True}, 2)
+    assert views.read(SESSION, at_least=2) == (PlanState(True), 2)
 
 
 async def test_a_read_for_a_write_elsewhere_waits_for_the_follower_to_deliver_it() -> None:
     events = numbered([plan_mode(False), plan_mode(True)])
-    views = PlanViews()
+    views = KeptPlans()
     views.seed(SESSION, folded(events[:1]), 1)
     reading = asyncio.ensure_future(views.read_soon(SESSION, at_least=2, within_s=30))
     await asyncio.sleep(0)  # the read is waiting: nothing delivered seq 2 yet
     assert not reading.done()
     views.on_event(events[1])
-    assert await asyncio.wait_for(reading, 30) == ({"active": True}, 2)
+    assert await asyncio.wait_for(reading, 30) == (PlanState(True), 2)
