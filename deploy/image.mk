@@ -50,13 +50,13 @@ WHEEL_STAGE := build/wheel-stage
 STAMP_WHEELHOUSE := $(WHEELHOUSE)/.complete
 BASE_IMAGE_FILE := build/base-image
 BASE_ROOTFS := build/base-rootfs
-PROJECT_SOURCES = $(shell find services clients -name '*.py' -not -path '*/__pycache__/*' 2>/dev/null)
+PROJECT_SOURCES = $(shell find agenthost_core services clients -name '*.py' -not -path '*/__pycache__/*' 2>/dev/null)
 
 .PHONY: wheelhouse base-image image postgres-image lb-image compose-up compose-down k8s-render deploy-manifests test-containers
 
 # The project wheel is built by setuptools from a staging copy of the sources
 # (so nothing is written into the work tree), exactly as pyproject.toml says:
-# services* and clients*. The generated gen/ packages (agenthost, buf) are then
+# agenthost_core*, services* and clients*. The generated gen/ packages (agenthost, buf) are then
 # added to that wheel with `wheel unpack` / `wheel pack`, which rewrites RECORD,
 # so one wheel carries everything and pyproject.toml stays as it is.
 # Dependencies come from PyPI pinned by constraints.txt, as cp311 wheels only.
@@ -64,7 +64,7 @@ $(STAMP_WHEELHOUSE): $(STAMP_GEN) $(STAMP_DEPS) pyproject.toml constraints.txt $
 	rm -rf $(WHEELHOUSE) $(WHEEL_STAGE)
 	mkdir -p $(WHEEL_STAGE)/src $(WHEEL_STAGE)/dist $(WHEELHOUSE)
 	set -o pipefail; tar -c --exclude=__pycache__ --exclude='*.egg-info' --exclude=tests --exclude=conftest.py \
-		pyproject.toml services clients \
+		pyproject.toml agenthost_core services clients \
 		| tar -x -C $(WHEEL_STAGE)/src
 	$(PY) -m pip wheel --quiet --no-deps --no-build-isolation \
 		--wheel-dir $(WHEEL_STAGE)/dist $(WHEEL_STAGE)/src

@@ -30,7 +30,7 @@ import asyncio
 import contextlib
 import logging
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 
 import grpc
@@ -165,6 +165,15 @@ class Hub:
                 await asyncio.sleep(delay)
 
     # -- connections -------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def attached(self, connection: Connection) -> Iterator[Connection]:
+        """The connection gets frames for the block's duration."""
+        self.attach(connection)
+        try:
+            yield connection
+        finally:
+            self.detach(connection)
 
     def attach(self, connection: Connection) -> None:
         """Add a connection; an older generation of the same client is ended."""

@@ -1,4 +1,5 @@
-"""What a session list shows, and its pages (plain functions, no I/O).
+"""What a session list shows, and its pages (plain functions), and the
+summaries it is made of, read from the session log.
 
 A list shows every session of the account's workspaces, most recently
 updated first, except blank ones: of those, only the session each workspace
@@ -12,13 +13,15 @@ someone pages moves to the top instead of shifting every page after it.
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 from collections.abc import Iterable, Mapping, Sequence
 
 from agenthost.sessionlog.v1 import session_log_pb2 as sl
 from agenthost.workspace.v1 import workspace_pb2 as ws
 
-from services.common.errors import BadPageToken
+from services.common.errors import BadPageToken, SessionNotFound
+from services.sessionlog.port import SessionLogPort
 
 DEFAULT_PAGE_SIZE = 50
 
@@ -88,3 +91,30 @@ def _decode(token: str) -> tuple[int, str]:
     if not isinstance(first, int) or not isinstance(second, str):
         raise BadPageToken(token)
     return first, second
+
+
+# Session ids per list request to the session log (its limit).
+LIST_CHUNK = 1000
+
+
+async def summaries(log: SessionLogPort, session_ids: list[str]) -> list[sl.SessionSummary]:
+    """The summaries of these sessions (durable ones by pages of the log's
+    list, lazy ones one by one); unknown ids are left out."""
+    durable: list[sl.SessionSummary] = []
+    for start in range(0, len(session_ids), LIST_CHUNK):
+        chunk = session_ids[start : start + LIST_CHUNK]
+        token = ""
+        while True:
+            found, token = await log.list_sessions(
+                page_size=LIST_CHUNK, page_token=token, session_ids=chunk
+            )
+            durable += found
+            if not token:
+                break
+    listed = {s.id for s in durable}
+    lazy = []
+    for session_id in session_ids:
+        if session_id not in listed:
+            with contextlib.suppress(SessionNotFound):
+                lazy.append(await log.get_session(session_id))
+    return [*durable, *lazy]

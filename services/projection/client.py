@@ -7,7 +7,8 @@ compares equal).
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import AsyncGenerator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import cast
 
 import grpc
@@ -37,9 +38,48 @@ PEER = "projection"
 calls_peer = raising_peer_errors(PEER)
 
 
+@dataclass(frozen=True)
+class Block:
+    """A session's views as of `as_of_seq`, as the wire carries them (the
+    gateway relays them to clients untouched)."""
+
+    as_of_seq: int
+    values: Mapping[str, struct_pb2.Value]
+
+
 class ProjectionClient:
     def __init__(self, channel: grpc.aio.Channel) -> None:
         self._stub = pb_grpc.ProjectionServiceStub(channel)
+
+    @classmethod
+    def over(cls, stub: pb_grpc.ProjectionServiceStub) -> ProjectionClient:
+        """A client over a stub another part of the caller shares."""
+        client = cls.__new__(cls)
+        client._stub = stub
+        return client
+
+    @calls_peer
+    async def block(
+        self,
+        session_id: str,
+        keys: Sequence[str] = (),
+        *,
+        min_seq: int = -1,
+        within_s: float | None = None,
+    ) -> Block:
+        """The views of `keys` (every unit when empty) as of the log's end,
+        or as of `min_seq` or later (how far the caller read the log; -1:
+        not at all), answered within `within_s` (the default call timeout
+        when None). Raises SessionNotFound."""
+        request = pb.GetProjectionRequest(session_id=session_id, keys=keys)
+        if min_seq >= 0:
+            request.min_seq = min_seq
+        reply: pb.GetProjectionResponse = await self._stub.GetProjection(
+            request,
+            timeout=call_timeout(within_s) if within_s else call_timeout(),
+            wait_for_ready=True,
+        )
+        return Block(reply.as_of_seq, reply.values)
 
     @calls_peer
     async def get(self, session_id: str, keys: Sequence[str] = ()) -> Snapshot:
