@@ -15,8 +15,8 @@ from agenthost.planmode.v1 import plan_mode_pb2 as pm
 from agenthost.runtime.v1 import runtime_pb2 as rt
 
 from services.agentruntime.models.builtin import ScriptedReply, ScriptedToolCall
-from services.gateway import hub as hub_module
 from services.gateway import access as access_module
+from services.gateway import hub as hub_module
 from services.gateway.service import GatewayDefinition
 from tests.support.gateway import BOB, Client, GatewayHarness, running_gateway
 from tests.support.rpc import expect_rpc_error, reason_of, violated_fields
@@ -606,7 +606,9 @@ async def test_ownership_caches_stay_bounded_and_frames_still_reach_only_the_own
             await alice.next_frame(is_plan_event(session_id, active=True))
         servicer = gateway.stack.definitions["gateway"]
         assert isinstance(servicer, GatewayDefinition) and servicer.servicer is not None
-        assert len(servicer.servicer.access._checked) == 3 and len(servicer.servicer.hub._owners) <= 3
+        assert (
+            len(servicer.servicer.access._checked) == 3 and len(servicer.servicer.hub._owners) <= 3
+        )
 
         # The first session was forgotten by both: it still works for her
         # alone, and her frames of it still reach her, never him.
@@ -618,7 +620,9 @@ async def test_ownership_caches_stay_bounded_and_frames_still_reach_only_the_own
         await set_plan(bob, his, True)
         await bob.next_frame(is_plan_event(his, active=True))
         assert first not in session_seqs_by_session(bob.received)
-        assert len(servicer.servicer.access._checked) == 3 and len(servicer.servicer.hub._owners) <= 3
+        assert (
+            len(servicer.servicer.access._checked) == 3 and len(servicer.servicer.hub._owners) <= 3
+        )
 
 
 def session_seqs_by_session(frames: list[Frame]) -> dict[str, list[int]]:
