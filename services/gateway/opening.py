@@ -84,7 +84,7 @@ class SessionOpener:
             (page.last_seq if block is None else block.as_of_seq) < status.last_seq
         ):
             page, (block, error) = await self._page_and_block(session_id, limit)
-        return OpenedSession(page, block, error, _running(status, block))
+        return OpenedSession(page, block, error, running_of(status, block))
 
     async def _page_and_block(
         self, session_id: str, limit: int
@@ -104,7 +104,7 @@ class SessionOpener:
         return page, (block, error)
 
 
-def _running(status: rt.AgentStatus | None, block: Block | None) -> bool:
+def running_of(status: rt.AgentStatus | None, block: Block | None) -> bool:
     """The block's `status` value when it has one (as of the block), else the agent's."""
     shown = None if block is None else running_in(block)
     if shown is not None:
