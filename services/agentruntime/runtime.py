@@ -404,22 +404,22 @@ class AgentRuntime:
         ]
 
     async def execute_command(self, session_id: str, name: str, args: str | None) -> CommandResult:
-        if name == COMPACT_COMMAND.name:
-            # A call on the agent, so the idle check never unloads it mid-compaction.
-            async def compact(agent: Agent) -> CommandResult:
-                compacted = await agent.compact((args or "").strip())
-                return CommandResult(compacted.ok, compacted.message, agent.status().last_seq)
+        # A call on the agent: the idle check never unloads it while a
+        # command runs (a compaction, a /plan waiting for plan mode).
+        return await self._on_agent(session_id, lambda agent: self._command(agent, name, args))
 
-            return await self._on_agent(session_id, compact)
-        agent = await self.resume(session_id)
+    async def _command(self, agent: Agent, name: str, args: str | None) -> CommandResult:
+        if name == COMPACT_COMMAND.name:
+            compacted = await agent.compact((args or "").strip())
+            return CommandResult(compacted.ok, compacted.message, agent.status().last_seq)
         if name == PERMISSIONS_COMMAND.name:
             return await self._permissions_command(agent, (args or "").split())
         if name != PLAN_COMMAND.name or self._plan is None:
             raise CommandNotFound(name)
-        outcome = await self._plan.run_plan_command(session_id, args)
+        outcome = await self._plan.run_plan_command(agent.session_id, args)
         if outcome.ok and outcome.steer_text:
             await agent.prompt(outcome.steer_text, PromptMode.STEER)
-        last_seq = (await self._log.get_session(session_id)).last_seq
+        last_seq = (await self._log.get_session(agent.session_id)).last_seq
         return CommandResult(outcome.ok, outcome.message, last_seq)
 
     # -- questions and settings ------------------------------------------------------------

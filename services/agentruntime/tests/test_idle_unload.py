@@ -15,8 +15,11 @@ from agenthost.sessionlog.v1 import events_pb2 as ev
 from agenthost_core.folds import Question
 from services.agentruntime.models.base import AssistantMessage, UserMessage
 from services.agentruntime.models.builtin import BuiltinAdapter, ScriptedReply, ScriptedToolCall
+from services.agentruntime.plan_port import EmbeddedPlanMode
+from services.agentruntime.ports import PlanCommandOutcome
 from services.agentruntime.runtime import AgentRuntime, idle_s_from_env
 from services.common.errors import InvalidRequest
+from services.planmode.controller import PlanModeController
 from services.sessionlog.domain import SessionLog
 
 WAIT_S = 10.0
@@ -141,3 +144,48 @@ def test_the_idle_time_comes_from_the_environment() -> None:
     for bad in ("0", "-1", "soon", "100000"):
         with pytest.raises(InvalidRequest):
             idle_s_from_env({"AGENTHOST_AGENT_IDLE_S": bad})
+
+
+class HeldPlanMode(EmbeddedPlanMode):
+    """Plan mode whose /plan waits for `release` (a slow plan-mode service)."""
+
+    def __init__(self, controller: PlanModeController) -> None:
+        super().__init__(controller)
+        self.started, self.release = asyncio.Event(), asyncio.Event()
+
+    async def run_plan_command(self, session_id: str, args: str | None) -> PlanCommandOutcome:
+        self.started.set()
+        await self.release.wait()
+        return await super().run_plan_command(session_id, args)
+
+
+async def test_an_agent_running_a_command_is_not_unloaded_under_it(sessions: SessionLog) -> None:
+    log, unloads = sessions, Unloads()
+    plan = HeldPlanMode(PlanModeController(log))
+    runtime = AgentRuntime(
+        log, BuiltinAdapter(), plan=plan, lease_s=LEASE_S, idle_s=IDLE_S, on_unload=unloads
+    )
+    try:
+        await runtime.prompt("busy", "hello")
+        await idle(runtime, "busy")
+        command = asyncio.ensure_future(runtime.execute_command("busy", "plan", "read the code"))
+        async with asyncio.timeout(WAIT_S):
+            await plan.started.wait()
+        # Another agent, idle as long, is unloaded meanwhile: the check ran.
+        await runtime.prompt("idle", "hi")
+        await idle(runtime, "idle")
+        await unloads.of("idle")
+        assert "busy" not in unloads.sessions
+        plan.release.set()
+        async with asyncio.timeout(WAIT_S):
+            result = await command
+        assert result.ok
+        await idle(runtime, "busy")
+        events = (await log.read("busy")).events
+        texts = [e.user_message.text for e in events if e.HasField("user_message")]
+        assert "read the code" in texts  # steered by the agent that held its lease
+        assert [e.turn_end.reason for e in events if e.HasField("turn_end")][-1] == (
+            ev.TURN_END_REASON_COMPLETED
+        )
+    finally:
+        await runtime.close()
