@@ -20,7 +20,7 @@ import uuid
 from collections import OrderedDict, deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import grpc
 from agenthost.gateway.v1 import gateway_pb2 as gw
@@ -40,13 +40,12 @@ from .errors import (
     UnauthenticatedError,
     error_from_rpc,
 )
+from .feed import SessionFeed
 from .models import ModelInfo, model_info
 from .plan import PlanValue
+from .session import Session
 from .sessions import SessionList
 from .validation import outcome_name, plan_value
-
-if TYPE_CHECKING:
-    from .session import Session
 
 log = logging.getLogger("agenthost.sdk")
 
@@ -297,7 +296,7 @@ class AgentHostClient:
                 self._next_generation()
             self._set_state(ConnectionState.RECONNECTING)
             for session in list(self._sessions.values()):
-                session._on_disconnected()
+                session.on_disconnected()
             if confirmed:
                 attempt = 0
             if cut:
@@ -321,7 +320,7 @@ class AgentHostClient:
         the lost stream stay superseded."""
         self.generation += 1
         for session in list(self._sessions.values()):
-            session._on_generation(self.generation)
+            session.on_generation(self.generation)
 
     async def _stream_once(self) -> bool:
         """One Connect call until it ends; whether the gateway confirmed it."""
@@ -349,7 +348,7 @@ class AgentHostClient:
                     self._connected.set()
                     self._set_state(ConnectionState.CONNECTED)
                     for session in list(self._sessions.values()):
-                        session._on_connected(self.generation)
+                        session.on_connected(self.generation)
                     continue
                 self._dispatch(frame)
         except TimeoutError:
@@ -384,7 +383,7 @@ class AgentHostClient:
         session_id = frame_session_id(frame)
         session = self._sessions.get(session_id) if session_id else None
         if session is not None:
-            session._on_frame(frame)
+            session.on_frame(frame)
         elif session_id:
             self._keep_early(session_id, frame)
 
@@ -413,7 +412,7 @@ class AgentHostClient:
             else ConnectionState.CLOSED
         )
         for session in list(self._sessions.values()):
-            session._on_disconnected()
+            session.on_disconnected()
 
     async def close(self) -> None:
         """Stop the stream, close every open session and the channel."""
@@ -599,8 +598,6 @@ class AgentHostClient:
     async def open_session(self, session_id: str, *, message_limit: int | None = None) -> Session:
         """A live session object: history, then the full plan state, kept
         current from the stream (the stream is started when needed)."""
-        from .session import Session
-
         existing = self._sessions.get(session_id)
         if existing is not None:
             return existing
@@ -608,15 +605,16 @@ class AgentHostClient:
         session = Session(self, session_id, message_limit or self.message_limit)
         self._sessions[session_id] = session
         for frame in self._early.pop(session_id, ()):
-            session._on_frame(frame)
+            session.on_frame(frame)
         try:
-            await session._open()
+            await session.load()
         except BaseException:
             await session.close()
             raise
         return session
 
-    def _forget(self, session: Session) -> None:
+    def closed(self, session: SessionFeed) -> None:
+        """A session object stopped following its frames (SessionHost)."""
         if self._sessions.get(session.id) is session:
             del self._sessions[session.id]
 

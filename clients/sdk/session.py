@@ -22,7 +22,6 @@ import enum
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from agenthost.gateway.v1 import gateway_pb2 as gw
 from agenthost.runtime.v1 import runtime_pb2 as rt
@@ -56,6 +55,7 @@ from .errors import (
     StaleRequestError,
     TransportError,
 )
+from .feed import SessionHost
 from .history import History, HistoryGap
 from .live import LiveText, step_key
 from .models import ModelInfo, Usage, usage_value
@@ -82,9 +82,6 @@ from .validation import (
     wire_approvals,
     wire_sandbox,
 )
-
-if TYPE_CHECKING:
-    from .connection import AgentHostClient
 
 log = logging.getLogger("agenthost.sdk")
 
@@ -315,7 +312,7 @@ class CommandResult:
 class Session:
     """Created by `AgentHostClient.open_session`."""
 
-    def __init__(self, client: AgentHostClient, session_id: str, message_limit: int) -> None:
+    def __init__(self, client: SessionHost, session_id: str, message_limit: int) -> None:
         self._client = client
         self.id = session_id
         self.message_limit = message_limit
@@ -423,7 +420,8 @@ class Session:
 
     # -- opening and reloading -----------------------------------------------------------
 
-    async def _open(self) -> None:
+    async def load(self) -> None:
+        """The first load: history, projections, then the full plan state."""
         self._request_load(LoadMode.REPLACE)
         await asyncio.shield(self._first_load)
         await self._plan_settled()
@@ -563,20 +561,23 @@ class Session:
 
     # -- connection events -----------------------------------------------------------------
 
-    def _on_generation(self, generation: int) -> None:
+    def on_generation(self, generation: int) -> None:
         """A reconnect attempt begins: requests begun before are superseded."""
         self.plan_tracker.reconnected(generation)
 
-    def _on_connected(self, generation: int) -> None:
+    def on_connected(self, generation: int) -> None:
+        """The gateway confirmed the stream: reload what may have been missed."""
         self.plan_tracker.reconnected(generation)
         self._notify(ConnectionChanged(True, generation))
         if self.history.based:
             self._request_load(LoadMode.REFRESH)
 
-    def _on_disconnected(self) -> None:
+    def on_disconnected(self) -> None:
+        """The stream broke; the connection is reconnecting."""
         self._notify(ConnectionChanged(False, self._client.generation))
 
-    def _on_frame(self, frame: gw.ConnectResponse) -> None:
+    def on_frame(self, frame: gw.ConnectResponse) -> None:
+        """A frame of the stream about this session."""
         if self.closed:
             return
         kind = frame.WhichOneof("frame")
@@ -990,7 +991,7 @@ class Session:
         if self.closed:
             return
         self.closed = True
-        self._client._forget(self)
+        self._client.closed(self)
         tasks = [t for t in (self._loader, self._plan_task, self._repair_task) if t is not None]
         for task in tasks:
             task.cancel()

@@ -17,12 +17,12 @@ from google.protobuf import json_format
 from agenthost_core.plan import PlanState
 from services.common.errors import DomainError
 from services.planmode.client import PlanModeClient
+from services.planmode.projection_unit import PLAN_KEY
 from services.projection.client import ProjectionClient
 
 from .agent_loads import AgentLoads
 from .kept_plans import KeptPlans
 
-PLAN_KEY = "plan"
 T = TypeVar("T")
 
 

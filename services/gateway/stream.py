@@ -11,7 +11,6 @@ the log, so the client gets every event once and in order."""
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
@@ -24,8 +23,6 @@ from services.sessionlog.port import Direction, SessionLogPort
 from .access import SessionAccess
 from .hub import Connection, Frame, Hub, projection_frame
 from .opening import Projections
-
-log = logging.getLogger("agenthost.gateway")
 
 # A reconnect whose cursor is further behind than this reopens the session.
 MAX_CATCH_UP = 10_000

@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager, suppress
-from dataclasses import replace
+from functools import partial
 from typing import Any
 
 import psycopg
@@ -33,9 +33,10 @@ from psycopg import sql
 from psycopg.pq import TransactionStatus
 from psycopg.rows import dict_row
 
-from services.common.errors import SessionNotFound, StorageUnavailable
+from services.common.errors import StorageUnavailable
 from services.common.postgres import migrate, storage_errors
 
+from . import store_algorithms as algorithms
 from .append_plan import AppendRequest, Outcome, Stored, WavePlan, plan_wave, wanted_ids
 from .group_commit import CommitStats, GroupCommitter
 from .leases import Lease, LeaseChange
@@ -44,15 +45,11 @@ from .port import AppendResult, Direction, ReadResult, TailPage
 from .store import (
     EVERY_SESSION,
     Event,
-    EventRow,
     SessionHeader,
     SessionSummary,
     StateCheckpoint,
     event_from_row,
-    event_row,
-    session_row,
     summary_from_row,
-    touch_row,
 )
 
 CHANNEL = "agenthost_sessionlog"
@@ -316,64 +313,17 @@ class PostgresSessionStore:
 
     # -- reads -------------------------------------------------------------------------------
 
-    async def _last_seq(self, session_id: str) -> int:
-        rows = await self._fetch("SELECT last_seq FROM sessions WHERE id = %s", (session_id,))
-        if not rows:
-            raise SessionNotFound(session_id)
-        return int(rows[0]["last_seq"])
-
     async def read(
         self, session_id: str, from_seq: int | None, direction: Direction, limit: int
     ) -> ReadResult:
-        last_seq = await self._last_seq(session_id)
-        if direction is Direction.FORWARD:
-            query = (
-                f"SELECT {EVENT_COLUMNS} FROM events WHERE session_id = %s AND seq >= %s "
-                "ORDER BY seq LIMIT %s"
-            )
-            start = from_seq or 0
-        else:
-            query = (
-                f"SELECT {EVENT_COLUMNS} FROM events WHERE session_id = %s AND seq <= %s "
-                "ORDER BY seq DESC LIMIT %s"
-            )
-            start = last_seq if from_seq is None else from_seq
-        rows = await self._fetch(query, (session_id, start, limit))
-        return ReadResult([_to_event(r) for r in rows], last_seq)
+        algorithm = algorithms.read(session_id, from_seq, direction, limit)
+        return await algorithms.run_async(algorithm, partial(_answer, self._fetch))
 
     async def tail_page(
         self, session_id: str, before_seq: int | None, message_limit: int
     ) -> TailPage:
-        # The session's row gives last_seq and the summary in one read, so
-        # both describe the same position.
-        summary = await self.summary(session_id)
-        if summary is None:
-            raise SessionNotFound(session_id)
-        last_seq = summary.last_seq
-        end = last_seq + 1 if before_seq is None else min(before_seq, last_seq + 1)
-        start = await self._page_start(session_id, end, message_limit)
-        rows = await self._fetch(
-            f"SELECT {EVENT_COLUMNS} FROM events WHERE session_id = %s AND seq >= %s "
-            "AND seq < %s ORDER BY seq",
-            (session_id, start, end),
-        )
-        return TailPage([_to_event(r) for r in rows], start > 0, start, last_seq, summary)
-
-    async def _page_start(self, session_id: str, end: int, message_limit: int) -> int:
-        """The oldest of the page's messages, or 0 when no older message exists."""
-        rows = await self._fetch(
-            "SELECT seq FROM events WHERE session_id = %s AND is_message AND seq < %s "
-            "ORDER BY seq DESC LIMIT 1 OFFSET %s",
-            (session_id, end, message_limit - 1),
-        )
-        if not rows:
-            return 0
-        start = int(rows[0]["seq"])
-        older = await self._fetch(
-            "SELECT 1 FROM events WHERE session_id = %s AND is_message AND seq < %s LIMIT 1",
-            (session_id, start),
-        )
-        return start if older else 0
+        algorithm = algorithms.tail_page(session_id, before_seq, message_limit)
+        return await algorithms.run_async(algorithm, partial(_answer, self._fetch))
 
     async def read_all(self, after_position: int, limit: int) -> list[Event]:
         rows = await self._fetch(
@@ -395,7 +345,9 @@ class PostgresSessionStore:
             connection = self._connection(write=True)
             async with storage_errors(), connection.transaction():
                 await connection.execute("SELECT pg_advisory_xact_lock(%s)", (APPEND_LOCK,))
-                return await _fork(connection, source_id, up_to_seq, header, now_us)
+                algorithm = algorithms.fork(source_id, up_to_seq, header, now_us)
+                answer = partial(_answer, partial(_execute, connection), writing=connection)
+                return await algorithms.run_async(algorithm, answer)
 
         return await self._committer.alone(fork)
 
@@ -510,43 +462,71 @@ async def _write_plan(connection: psycopg.AsyncConnection[Row], plan: WavePlan) 
         )
 
 
-async def _fork(
-    connection: psycopg.AsyncConnection[Row],
-    source_id: str,
-    up_to_seq: int | None,
-    header: SessionHeader,
-    now_us: int,
-) -> SessionSummary:
-    source = await _one(connection, "SELECT last_seq FROM sessions WHERE id = %s", (source_id,))
-    if source is None:
-        raise SessionNotFound(source_id)
-    last = int(source["last_seq"]) if up_to_seq is None else min(up_to_seq, int(source["last_seq"]))
-    await connection.execute(
-        INSERT_SESSION, session_row(replace(header, forked_from=source_id), now_us)
-    )
-    cursor = await connection.execute(
-        f"SELECT {EVENT_COLUMNS} FROM events WHERE session_id = %s AND seq <= %s ORDER BY seq",
-        (source_id, last),
-    )
-    events = [_to_event(r) for r in await cursor.fetchall()]
-    if events:
-        async with connection.cursor() as writer:
-            await writer.executemany(INSERT_EVENT, _copies(header.id, events))
-        await connection.execute(
-            TOUCH_SESSION, touch_row(header.id, events, events[-1].seq, now_us)
-        )
-        await connection.execute("SELECT pg_notify(%s, %s)", (CHANNEL, header.id))
-    row = await _one(connection, "SELECT * FROM sessions WHERE id = %s", (header.id,))
-    assert row is not None
-    return summary_from_row(row)
-
-
-def _copies(session_id: str, events: Sequence[Event]) -> list[EventRow]:
-    """A fork's rows: the source's events under the same seqs, from 0."""
-    return [event_row(session_id, seq, e) for seq, e in enumerate(events)]
-
-
 Fetch = Callable[[str, Sequence[Any]], Awaitable[list[Row]]]
+
+
+async def _execute(
+    connection: psycopg.AsyncConnection[Row], query: str, params: Sequence[Any]
+) -> list[Row]:
+    """A statement on the connection of a transaction; its rows (none for a write)."""
+    cursor = await connection.execute(query, params)
+    return await cursor.fetchall() if cursor.description is not None else []
+
+
+async def _events(fetch: Fetch, where: str, params: Sequence[Any]) -> list[Event]:
+    rows = await fetch(f"SELECT {EVENT_COLUMNS} FROM events WHERE {where}", params)
+    return [_to_event(r) for r in rows]
+
+
+async def _answer(
+    fetch: Fetch, ask: algorithms.Ask, writing: psycopg.AsyncConnection[Row] | None = None
+) -> object:
+    """One ask of the shared store algorithms, in PostgreSQL's SQL (the
+    writes on `writing`, the connection of the write transaction)."""
+    match ask:
+        case algorithms.LastSeq(session_id):
+            rows = await fetch("SELECT last_seq FROM sessions WHERE id = %s", (session_id,))
+            return int(rows[0]["last_seq"]) if rows else None
+        case algorithms.Summary(session_id):
+            rows = await fetch("SELECT * FROM sessions WHERE id = %s", (session_id,))
+            return summary_from_row(rows[0]) if rows else None
+        case algorithms.EventsFrom(session_id, from_seq, limit):
+            where = "session_id = %s AND seq >= %s ORDER BY seq LIMIT %s"
+            return await _events(fetch, where, (session_id, from_seq, limit))
+        case algorithms.EventsBack(session_id, up_to_seq, limit):
+            where = "session_id = %s AND seq <= %s ORDER BY seq DESC LIMIT %s"
+            return await _events(fetch, where, (session_id, up_to_seq, limit))
+        case algorithms.EventsThrough(session_id, last_seq):
+            where = "session_id = %s AND seq <= %s ORDER BY seq"
+            return await _events(fetch, where, (session_id, last_seq))
+        case algorithms.EventsBetween(session_id, start, end):
+            where = "session_id = %s AND seq >= %s AND seq < %s ORDER BY seq"
+            return await _events(fetch, where, (session_id, start, end))
+        case algorithms.NthMessageBack(session_id, end, offset):
+            rows = await fetch(
+                "SELECT seq FROM events WHERE session_id = %s AND is_message AND seq < %s "
+                "ORDER BY seq DESC LIMIT 1 OFFSET %s",
+                (session_id, end, offset),
+            )
+            return int(rows[0]["seq"]) if rows else None
+        case algorithms.MessageBefore(session_id, seq):
+            rows = await fetch(
+                "SELECT 1 FROM events WHERE session_id = %s AND is_message AND seq < %s LIMIT 1",
+                (session_id, seq),
+            )
+            return bool(rows)
+        case algorithms.AddSession(session):
+            await fetch(INSERT_SESSION, session)
+        case algorithms.AddEvents(events):
+            assert writing is not None, "a write asked outside a write transaction"
+            async with writing.cursor() as writer:
+                await writer.executemany(INSERT_EVENT, events)
+        case algorithms.Touch(touch):
+            await fetch(TOUCH_SESSION, touch)
+        case algorithms.Forked(session_id):
+            # Subscribers on every replica follow the fork's events at once.
+            await fetch("SELECT pg_notify(%s, %s)", (CHANNEL, session_id))
+    return None
 
 
 class PostgresPendingSessions:

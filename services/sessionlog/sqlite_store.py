@@ -20,28 +20,25 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import suppress
-from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import TypeVar
 
-from services.common.errors import SessionNotFound, StorageUnavailable
+from services.common.errors import StorageUnavailable
 from services.common.sqlite import connect_wal, in_transaction
 
+from . import store_algorithms as algorithms
 from .append_plan import AppendRequest, Outcome, Stored, WavePlan, plan_wave, wanted_ids
 from .group_commit import CommitStats, GroupCommitter
 from .leases import Lease, LeaseChange
 from .port import AppendResult, Direction, ReadResult, TailPage
 from .store import (
     Event,
-    EventRow,
     SessionHeader,
     SessionSummary,
     StateCheckpoint,
     event_from_row,
-    event_row,
-    session_row,
     summary_from_row,
-    touch_row,
 )
 
 T = TypeVar("T")
@@ -286,44 +283,14 @@ class SqliteSessionStore:
     async def read(
         self, session_id: str, from_seq: int | None, direction: Direction, limit: int
     ) -> ReadResult:
-        def query(db: sqlite3.Connection) -> ReadResult:
-            last_seq = _last_seq(db, session_id)
-            if direction is Direction.FORWARD:
-                rows = db.execute(
-                    f"SELECT {EVENT_COLUMNS} FROM events WHERE session_id = ? AND seq >= ? "
-                    "ORDER BY seq LIMIT ?",
-                    (session_id, from_seq or 0, limit),
-                ).fetchall()
-            else:
-                start = last_seq if from_seq is None else from_seq
-                rows = db.execute(
-                    f"SELECT {EVENT_COLUMNS} FROM events WHERE session_id = ? AND seq <= ? "
-                    "ORDER BY seq DESC LIMIT ?",
-                    (session_id, start, limit),
-                ).fetchall()
-            return ReadResult([_to_event(tuple(r)) for r in rows], last_seq)
-
-        return await self._read(query)
+        algorithm = algorithms.read(session_id, from_seq, direction, limit)
+        return await self._read(lambda db: algorithms.run(algorithm, partial(_answer, db)))
 
     async def tail_page(
         self, session_id: str, before_seq: int | None, message_limit: int
     ) -> TailPage:
-        def query(db: sqlite3.Connection) -> TailPage:
-            # The session's row gives last_seq and the summary in one read,
-            # so both describe the same position.
-            summary = _summary(db, session_id)
-            last_seq = summary.last_seq
-            end = last_seq + 1 if before_seq is None else min(before_seq, last_seq + 1)
-            start = _page_start(db, session_id, end, message_limit)
-            rows = db.execute(
-                f"SELECT {EVENT_COLUMNS} FROM events WHERE session_id = ? AND seq >= ? "
-                "AND seq < ? ORDER BY seq",
-                (session_id, start, end),
-            ).fetchall()
-            events = [_to_event(tuple(r)) for r in rows]
-            return TailPage(events, start > 0, start, last_seq, summary)
-
-        return await self._read(query)
+        algorithm = algorithms.tail_page(session_id, before_seq, message_limit)
+        return await self._read(lambda db: algorithms.run(algorithm, partial(_answer, db)))
 
     async def read_all(self, after_position: int, limit: int) -> list[Event]:
         def query(db: sqlite3.Connection) -> list[Event]:
@@ -347,8 +314,9 @@ class SqliteSessionStore:
     async def fork(
         self, source_id: str, up_to_seq: int | None, header: SessionHeader, now_us: int
     ) -> SessionSummary:
+        algorithm = algorithms.fork(source_id, up_to_seq, header, now_us)
         return await self._committer.alone(
-            lambda: self._write(lambda db: _fork(db, source_id, up_to_seq, header, now_us))
+            lambda: self._write(lambda db: algorithms.run(algorithm, partial(_answer, db)))
         )
 
     async def delete(self, session_id: str) -> bool:
@@ -390,41 +358,58 @@ def _typed(work: Callable[[], T]) -> T:
         raise StorageUnavailable(str(error)) from error
 
 
-def _last_seq(db: sqlite3.Connection, session_id: str) -> int:
-    row = db.execute("SELECT last_seq FROM sessions WHERE id = ?", (session_id,)).fetchone()
-    if row is None:
-        raise SessionNotFound(session_id)
-    return int(row[0])
-
-
 def _summary_or_none(db: sqlite3.Connection, session_id: str) -> SessionSummary | None:
     row = db.execute("SELECT * FROM sessions WHERE id = ?", (session_id,)).fetchone()
     return None if row is None else summary_from_row(row)
 
 
-def _summary(db: sqlite3.Connection, session_id: str) -> SessionSummary:
-    summary = _summary_or_none(db, session_id)
-    if summary is None:
-        raise SessionNotFound(session_id)
-    return summary
+def _events(db: sqlite3.Connection, where: str, params: tuple[object, ...]) -> list[Event]:
+    rows = db.execute(f"SELECT {EVENT_COLUMNS} FROM events WHERE {where}", params).fetchall()
+    return [_to_event(tuple(r)) for r in rows]
 
 
-def _page_start(db: sqlite3.Connection, session_id: str, end: int, message_limit: int) -> int:
-    """First seq of the page ending before `end`: the oldest of its
-    `message_limit` messages, or 0 when no older message exists."""
-    row = db.execute(
-        "SELECT seq FROM events WHERE session_id = ? AND is_message = 1 AND seq < ? "
-        "ORDER BY seq DESC LIMIT 1 OFFSET ?",
-        (session_id, end, message_limit - 1),
-    ).fetchone()
-    if row is None:
-        return 0
-    start = int(row[0])
-    older = db.execute(
-        "SELECT 1 FROM events WHERE session_id = ? AND is_message = 1 AND seq < ? LIMIT 1",
-        (session_id, start),
-    ).fetchone()
-    return start if older is not None else 0
+def _answer(db: sqlite3.Connection, ask: algorithms.Ask) -> object:
+    """One ask of the shared store algorithms, in SQLite's SQL."""
+    match ask:
+        case algorithms.LastSeq(session_id):
+            row = db.execute("SELECT last_seq FROM sessions WHERE id = ?", (session_id,)).fetchone()
+            return None if row is None else int(row[0])
+        case algorithms.Summary(session_id):
+            return _summary_or_none(db, session_id)
+        case algorithms.EventsFrom(session_id, from_seq, limit):
+            where = "session_id = ? AND seq >= ? ORDER BY seq LIMIT ?"
+            return _events(db, where, (session_id, from_seq, limit))
+        case algorithms.EventsBack(session_id, up_to_seq, limit):
+            where = "session_id = ? AND seq <= ? ORDER BY seq DESC LIMIT ?"
+            return _events(db, where, (session_id, up_to_seq, limit))
+        case algorithms.EventsThrough(session_id, last_seq):
+            where = "session_id = ? AND seq <= ? ORDER BY seq"
+            return _events(db, where, (session_id, last_seq))
+        case algorithms.EventsBetween(session_id, start, end):
+            where = "session_id = ? AND seq >= ? AND seq < ? ORDER BY seq"
+            return _events(db, where, (session_id, start, end))
+        case algorithms.NthMessageBack(session_id, end, offset):
+            row = db.execute(
+                "SELECT seq FROM events WHERE session_id = ? AND is_message = 1 AND seq < ? "
+                "ORDER BY seq DESC LIMIT 1 OFFSET ?",
+                (session_id, end, offset),
+            ).fetchone()
+            return None if row is None else int(row[0])
+        case algorithms.MessageBefore(session_id, seq):
+            row = db.execute(
+                "SELECT 1 FROM events WHERE session_id = ? AND is_message = 1 AND seq < ? LIMIT 1",
+                (session_id, seq),
+            ).fetchone()
+            return row is not None
+        case algorithms.AddSession(session):
+            db.execute(INSERT_SESSION, session)
+        case algorithms.AddEvents(events):
+            db.executemany(INSERT_EVENT, events)
+        case algorithms.Touch(touch):
+            db.execute(TOUCH_SESSION, touch)
+        case algorithms.Forked():
+            pass  # one process writes the file: no other replica to wake
+    return None
 
 
 def _chunks(values: Sequence[str]) -> list[Sequence[str]]:
@@ -479,30 +464,3 @@ def _delete(db: sqlite3.Connection, session_id: str) -> bool:
     db.execute("DELETE FROM state_checkpoints WHERE session_id = ?", (session_id,))
     db.execute("DELETE FROM events WHERE session_id = ?", (session_id,))
     return db.execute("DELETE FROM sessions WHERE id = ?", (session_id,)).rowcount > 0
-
-
-def _fork(
-    db: sqlite3.Connection,
-    source_id: str,
-    up_to_seq: int | None,
-    header: SessionHeader,
-    now_us: int,
-) -> SessionSummary:
-    source_last = _last_seq(db, source_id)
-    last = source_last if up_to_seq is None else min(up_to_seq, source_last)
-    db.execute(INSERT_SESSION, session_row(replace(header, forked_from=source_id), now_us))
-    rows = db.execute(
-        f"SELECT {EVENT_COLUMNS} FROM events WHERE session_id = ? AND seq <= ? ORDER BY seq",
-        (source_id, last),
-    ).fetchall()
-    events = [_to_event(tuple(r)) for r in rows]
-    if events:
-        db.executemany(INSERT_EVENT, _copies(header.id, events))
-        db.execute(TOUCH_SESSION, touch_row(header.id, events, events[-1].seq, now_us))
-    row = db.execute("SELECT * FROM sessions WHERE id = ?", (header.id,)).fetchone()
-    return summary_from_row(row)
-
-
-def _copies(session_id: str, events: Sequence[Event]) -> list[EventRow]:
-    """A fork's rows: the source's events under the same seqs, from 0."""
-    return [event_row(session_id, seq, e) for seq, e in enumerate(events)]

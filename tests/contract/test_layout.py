@@ -48,3 +48,38 @@ def test_the_stack_launcher_plugs_into_the_command_line() -> None:
 
     commands = {entry.name: entry.value for entry in entry_points(group="agenthost.commands")}
     assert commands == {"up": "services.launcher:up"}
+
+
+def relative_imports(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text())
+    return {n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.level}
+
+
+def private_reaches(path: Path, names: set[str]) -> list[str]:
+    """`x._y` where `x` is one of `names` (or `self._client`): another object's private parts."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if not (isinstance(node, ast.Attribute) and node.attr.startswith("_")):
+            continue
+        if node.attr.startswith("__"):
+            continue
+        owner = node.value
+        if (isinstance(owner, ast.Name) and owner.id in names) or (
+            isinstance(owner, ast.Attribute) and owner.attr == "_client"
+        ):
+            found.append(f"{path.relative_to(REPO)}:{node.lineno} .{node.attr}")
+    return found
+
+
+def test_the_sdk_connection_and_sessions_meet_only_through_their_interfaces() -> None:
+    sdk = REPO / "clients" / "sdk"
+    assert "connection" not in relative_imports(sdk / "session.py")
+    assert "connection" not in relative_imports(sdk / "feed.py")
+    assert private_reaches(sdk / "connection.py", {"session", "existing"}) == []
+    assert private_reaches(sdk / "session.py", {"client"}) == []
+
+
+def test_the_typescript_session_never_names_its_connection() -> None:
+    source = (REPO / "clients" / "ts" / "src" / "session.ts").read_text()
+    assert '"./connection.js"' not in source  # it knows its host as feed.ts's SessionHost
+    assert "#client: SessionHost" in source

@@ -24,6 +24,7 @@ import type { Workspace } from "../gen/agenthost/workspace/v1/workspace_pb.js";
 import { AgentHostError, Reason } from "./errors.js";
 import { createGatewayClient, type GatewayClient } from "./gateway.js";
 import type { PlanValue } from "./plan.js";
+import type { SessionFeed, SessionHost } from "./feed.js";
 import { Session } from "./session.js";
 import { planValueOf } from "./validation.js";
 import { Changes, delay } from "./wait.js";
@@ -79,7 +80,7 @@ export interface PlanAnswer {
 }
 
 /** An async client of the gateway; see the module comment. */
-export class AgentHostClient {
+export class AgentHostClient implements SessionHost {
   /** Every RPC, typed, with the token, typed errors and reply validation. */
   readonly gateway: GatewayClient;
   readonly clientId: string;
@@ -337,8 +338,8 @@ export class AgentHostClient {
     return session;
   }
 
-  /** @internal the session closed. */
-  forget(session: Session): void {
+  /** @internal the session stopped following its frames (SessionHost). */
+  closed(session: SessionFeed): void {
     if (this.#sessions.get(session.id) === session) this.#sessions.delete(session.id);
   }
 

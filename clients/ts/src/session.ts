@@ -15,8 +15,8 @@ import { PromptMode, type AssistantDelta, type ToolOutputDelta } from "../gen/ag
 import { ApprovalPolicy, QuestionAnswerSchema, Sandbox, type Event, type QuestionAnswer } from "../gen/agenthost/sessionlog/v1/events_pb.js";
 import type { SessionSummary } from "../gen/agenthost/sessionlog/v1/session_log_pb.js";
 import type { MessageInitShape } from "@bufbuild/protobuf";
-import type { AgentHostClient } from "./connection.js";
 import { AgentHostError, Reason } from "./errors.js";
+import type { SessionFeed, SessionHost } from "./feed.js";
 import { History } from "./history.js";
 import { LiveText, TextKind } from "./live.js";
 import { PlanTracker, UNAVAILABLE, sameView, type Decision, type PlanTicket, type PlanValue, type PlanView } from "./plan.js";
@@ -58,7 +58,7 @@ const REPAIR_MESSAGE_LIMIT = 500;
 
 type LoadMode = "refresh" | "replace";
 
-export class Session {
+export class Session implements SessionFeed {
   readonly id: string;
   readonly messageLimit: number;
   summary: SessionSummary | undefined = undefined;
@@ -77,7 +77,7 @@ export class Session {
   droppedLoads = 0;
   loads = 0;
   repairs = 0;
-  readonly #client: AgentHostClient;
+  readonly #client: SessionHost;
   readonly #changes = new Changes();
   readonly #listeners = new Set<(update: Update) => void>();
   #runningSeq = -1n;
@@ -91,7 +91,7 @@ export class Session {
   #repairing = false;
 
   /** @internal created by AgentHostClient.openSession. */
-  constructor(client: AgentHostClient, id: string, messageLimit: number) {
+  constructor(client: SessionHost, id: string, messageLimit: number) {
     this.#client = client;
     this.id = id;
     this.messageLimit = messageLimit;
@@ -569,7 +569,7 @@ export class Session {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    this.#client.forget(this);
+    this.#client.closed(this);
     await Promise.allSettled([this.#loader, this.#planTask]);
     this.#listeners.clear();
     this.#changes.notify();
