@@ -7,23 +7,51 @@ read right after it reflects it."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple, TypeVar
+from typing import NamedTuple, Protocol, TypeVar
 
 from agenthost.planmode.v1 import plan_mode_pb2 as pm
+from agenthost.runtime.v1 import runtime_pb2 as rt
 from google.protobuf import json_format
 
 from agenthost_core.plan import PlanState
 from services.common.errors import DomainError
-from services.planmode.client import PlanModeClient
 from services.planmode.projection_unit import PLAN_KEY
-from services.projection.client import ProjectionClient
+from services.projection.client import Block
 
-from .agent_loads import AgentLoads
 from .kept_plans import KeptPlans
 
 T = TypeVar("T")
+
+
+class PlanModePeer(Protocol):
+    """Plan mode as the gateway calls it (PlanModeClient over gRPC)."""
+
+    async def get(self, session_id: str) -> pm.GetPlanModeResponse: ...
+
+    async def set(
+        self, session_id: str, active: bool, *, when_idle: bool = False
+    ) -> pm.SetPlanModeResponse: ...
+
+
+class ProjectionBlocks(Protocol):
+    """The projection service's values (ProjectionClient)."""
+
+    async def block(
+        self,
+        session_id: str,
+        keys: Sequence[str] = (),
+        *,
+        min_seq: int = -1,
+        within_s: float | None = None,
+    ) -> Block: ...
+
+
+class AgentLoader(Protocol):
+    """Loading a session's agent (AgentLoads)."""
+
+    async def load(self, session_id: str) -> rt.AgentStatus: ...
 
 
 class PlanRead(NamedTuple):
@@ -38,10 +66,10 @@ UNAVAILABLE = PlanRead(None, -1)
 @dataclass(frozen=True)
 class PlanChoices:
     # None: this deployment has no plan mode.
-    plan: PlanModeClient | None
+    plan: PlanModePeer | None
     kept: KeptPlans
-    projections: ProjectionClient
-    agents: AgentLoads
+    projections: ProjectionBlocks
+    agents: AgentLoader
 
     async def read(self, session_id: str, at_least: int = -1) -> PlanRead:
         """The plan state as of `at_least` or later (a write the client saw)."""
@@ -91,7 +119,7 @@ class PlanChoices:
             raise
 
     async def _set(
-        self, plan: PlanModeClient, session_id: str, active: bool, *, when_idle: bool = False
+        self, plan: PlanModePeer, session_id: str, active: bool, *, when_idle: bool = False
     ) -> pm.SetPlanModeResponse:
         reply = await plan.set(session_id, active, when_idle=when_idle)
         if not reply.deferred:
