@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from typing import NamedTuple, Protocol, TypeVar
 
 from agenthost.planmode.v1 import plan_mode_pb2 as pm
-from agenthost.runtime.v1 import runtime_pb2 as rt
 from google.protobuf import json_format
 
 from agenthost_core.plan import PlanState
@@ -49,9 +48,10 @@ class ProjectionBlocks(Protocol):
 
 
 class AgentLoader(Protocol):
-    """Loading a session's agent (AgentLoads)."""
+    """Loading a session's agent (AgentLoads), which ends a turn a stopped
+    runtime left open."""
 
-    async def load(self, session_id: str) -> rt.AgentStatus: ...
+    async def load(self, session_id: str) -> object: ...
 
 
 class PlanRead(NamedTuple):

@@ -60,7 +60,7 @@ class StreamFrames:
         for session_id, cursor in sorted(cursors.items()):
             async for frame in self._catch_up(connection.account, session_id, cursor, delivered):
                 yield frame
-        async for frame in self._live(connection, delivered):
+        async for frame in self.live(connection, delivered):
             yield frame
 
     async def _catch_up(
@@ -122,9 +122,10 @@ class StreamFrames:
                 )
             after = batch[-1].seq
 
-    async def _live(
-        self, connection: Connection, delivered: dict[str, int]
-    ) -> AsyncIterator[Frame]:
+    async def live(self, connection: Connection, delivered: dict[str, int]) -> AsyncIterator[Frame]:
+        """The hub's frames after the catch-up, which sent each session's
+        events through `delivered[session]`: an event sent already is
+        skipped, one past a gap comes after the events of the gap."""
         while True:
             try:
                 frame = await next_frame(connection.frames, self.heartbeat_s)

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any, cast
 
 import pytest
+from agenthost.gateway.v1 import gateway_pb2 as gw
 from agenthost.planmode.v1 import plan_mode_pb2 as pm
 from agenthost.runtime.v1 import runtime_pb2 as rt
 from agenthost.sessionlog.v1 import events_pb2 as ev
@@ -15,10 +16,14 @@ from google.protobuf import json_format, struct_pb2
 
 from agenthost_core.plan import PlanState
 from services.agentruntime.agent import AgentBusy
+from services.agentruntime.models.builtin import BuiltinAdapter
+from services.agentruntime.runtime import AgentRuntime
 from services.gateway import listing
+from services.gateway.hub import Connection, Frame
 from services.gateway.kept_plans import KeptPlans
 from services.gateway.opening import running_of
 from services.gateway.plan_choices import PlanChoices
+from services.gateway.stream import StreamFrames
 from services.planmode.controller import PlanModeController
 from services.planmode.servicer import PlanModeServicer
 from services.projection.client import Block
@@ -133,3 +138,64 @@ async def test_a_prompt_without_a_target_leaves_plan_mode_alone(session_log: Ses
 
     assert await choices.with_target("s", None, send) == "sent"
     assert (await session_log.read("s")).events == []
+
+
+class InProcessAgents:
+    """Agent loads answered by the real agent runtime in this process."""
+
+    def __init__(self, runtime: AgentRuntime) -> None:
+        self.runtime = runtime
+        self.loaded: list[str] = []
+
+    async def load(self, session_id: str) -> object:
+        self.loaded.append(session_id)
+        return await self.runtime.resume(session_id)
+
+
+async def test_a_choice_while_the_log_shows_a_turn_open_loads_the_agent_then_commits(
+    session_log: SessionLog,
+) -> None:
+    """The turn was left open by a runtime that stopped: loading the agent
+    ends it, so the choice commits instead of waiting for a boundary that
+    would never come."""
+    await session_log.create_session("s", "/w")
+    await session_log.append("s", [user("go"), ev.Event(turn_start=ev.TurnStart(turn_id="t"))])
+    runtime = AgentRuntime(session_log, BuiltinAdapter())
+    agents = InProcessAgents(runtime)
+    try:
+        choices = PlanChoices(InProcessPlanMode(session_log), KeptPlans(), Unused(), agents)
+        chosen = await choices.choose("s", True)
+        assert chosen is not None and chosen.outcome == pm.SET_OUTCOME_COMMITTED
+        assert agents.loaded == ["s"]
+        events = (await session_log.read("s")).events
+        ended = [e.turn_end.reason for e in events if e.HasField("turn_end")]
+        assert ended == [ev.TURN_END_REASON_INTERRUPTED]
+        assert events[-1].HasField("plan_mode") and events[-1].plan_mode.active
+    finally:
+        await runtime.close()
+
+
+async def test_a_choice_on_an_idle_agent_needs_no_agent(session_log: SessionLog) -> None:
+    await session_log.create_session("s", "/w")
+    choices = PlanChoices(InProcessPlanMode(session_log), KeptPlans(), Unused(), Unused())
+    chosen = await choices.choose("s", True)
+    assert chosen is not None and chosen.outcome == pm.SET_OUTCOME_COMMITTED
+
+
+async def test_live_events_after_a_catch_up_come_once_each_and_in_order(
+    session_log: SessionLog,
+) -> None:
+    """The catch-up sent seq 0..1; the hub then delivers 1 again (sent
+    already) and 4 (past a gap): 2 and 3 are read from the log first."""
+    await session_log.create_session("s", "/w")
+    await session_log.append("s", [user(f"m{n}") for n in range(5)])
+    logged = (await session_log.read("s")).events
+    unused: Any = Unused()  # the live part reads only the log
+    stream = StreamFrames(session_log, unused, unused, unused, heartbeat_s=60)
+    connection = Connection("alice", "c", 1)
+    for seq in (1, 4):
+        event = gw.SessionEvent(session_id="s", seq=seq, event=logged[seq])
+        connection.push(Frame(session_event=event))
+    connection.close()  # the hub ends the stream
+    frames = [frame async for frame in stream.live(connection, {"s": 1})]
+    assert [f.session_event.seq for f in frames] == [2, 3, 4]
