@@ -62,11 +62,6 @@ function StatusBar({ model }: { model: AppModel }) {
           {model.error}
         </span>
       )}
-      {model.notice !== undefined && (
-        <pre className="notice" data-testid="notice">
-          {model.notice}
-        </pre>
-      )}
     </div>
   );
 }
@@ -88,6 +83,11 @@ function OpenSession({ model }: { model: AppModel }) {
       <Transcript session={session} />
       <QuestionCards model={model} session={session} />
       <PermissionRules model={model} session={session} />
+      {model.notice !== undefined && (
+        <pre className="command-reply" data-testid="notice">
+          {model.notice}
+        </pre>
+      )}
     </section>
   );
 }

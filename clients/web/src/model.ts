@@ -163,6 +163,7 @@ export class AppModel {
   async submit(text: string): Promise<boolean> {
     const session = this.session;
     if (session === undefined) return false;
+    this.notice = undefined; // the last command's answer gives way to what comes next
     return this.#attempt(async () => {
       const command = /^\/(plan|compact|permissions)(?:\s+([\s\S]*))?$/.exec(text.trim());
       if (command !== null) {

@@ -192,6 +192,8 @@ test("always allow in the workspace: a permission rule both tabs list", async ()
   await idle(tabA);
   await send(tabA, "/permissions");
   await hasText(tabA, "notice", "echo ok >> checks.txt");
+  // Shown whole in the session, not cut to a line of the status bar.
+  await until(tabA, "/permissions' answer in the session", () => /^rule-\S+ +workspace +\$ echo ok >> checks\.txt …$/.test(document.querySelector('[data-testid="session"] pre[data-testid="notice"]')?.textContent ?? ""));
   await shot(tabA, "10-permission-rule");
 });
 
