@@ -4,8 +4,8 @@ connected by a supervising task that retries a failed or lost server with
 backoff, and its tool calls bounded so a bad server costs at most that call.
 
 The state is what the server looks like now (connecting, ready with its
-tools, failed with the reason); the agent snapshots it at a model-request
-boundary only (see servers.py).
+tools, failed with the reason until a retry gets it ready); the agent
+snapshots it at a model-request boundary only (see servers.py).
 """
 
 from __future__ import annotations
@@ -140,7 +140,11 @@ class McpConnection:
     async def _supervise(self) -> None:
         delay = BACKOFF_S[0]
         while True:
-            self.state = ServerState(State.CONNECTING)
+            if self.state.state is not State.FAILED:
+                # A failed server stays failed (its reason, retrying) until a
+                # retry succeeds: a model request between two attempts shows
+                # the failure, not a moment of "connecting".
+                self.state = ServerState(State.CONNECTING)
             try:
                 await self._connect_and_serve()
                 reason = "the server closed the connection"
