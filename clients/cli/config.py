@@ -6,16 +6,16 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from agenthost_core.locations import ENV_DATA_DIR, TOKEN_FILE, default_data_dir
+# Named here too: the CLI's modules and tests import them from this module.
+from agenthost_core.locations import ENV_DATA_DIR as ENV_DATA_DIR
+from agenthost_core.locations import TOKEN_FILE as TOKEN_FILE
+from agenthost_core.locations import default_data_dir as default_data_dir
 
 DEFAULT_GATEWAY = "127.0.0.1:7100"
 ENV_GATEWAY = "AGENTHOST_GATEWAY"
 ENV_TOKEN = "AGENTHOST_TOKEN"
 # A PEM file of the certificates that sign a gateway served over TLS.
 ENV_GATEWAY_CA = "AGENTHOST_GATEWAY_CA"
-# Re-exported: the CLI's modules and tests name them here.
-__all__ = ["ENV_DATA_DIR", "TOKEN_FILE", "default_data_dir"]
-
 DEFAULT_DATA_DIR = default_data_dir()
 
 

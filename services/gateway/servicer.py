@@ -284,9 +284,7 @@ class GatewayServicer(gw_grpc.GatewayServiceServicer):
         account = self.scope.account
         await self.scope.read(request)
         summary, reused = await self.workspaces.connect(account, request.workspace_id)
-        self.access.granted(account, summary.id) if reused else self.admin.announce(
-            account, summary
-        )
+        self.admin.joined(account, summary, reused)
         return gw.ConnectWorkspaceResponse(session=summary, reused=reused)
 
     async def RecentWorkspace(

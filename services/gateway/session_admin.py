@@ -38,6 +38,14 @@ class SessionAdmin:
         added = gw.SessionAdded(summary=summary, blank=summary.blank)
         self.hub.broadcast(account, Frame(session_added=added))
 
+    def joined(self, account: str, summary: SessionSummary, reused: bool) -> None:
+        """A session ConnectWorkspace chose: a reused one is the account's,
+        a new one is also announced."""
+        if reused:
+            self.access.granted(account, summary.id)
+        else:
+            self.announce(account, summary)
+
     async def create(
         self, account: str, workspace_id: str | None, cwd: str, chosen_id: str
     ) -> SessionSummary:

@@ -7,6 +7,7 @@ from the wire, the SDK and `agenthost_core`; the stack's launcher plugs its
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 from tests.support.hosts import REPO
@@ -83,3 +84,34 @@ def test_the_typescript_session_never_names_its_connection() -> None:
     source = (REPO / "clients" / "ts" / "src" / "session.ts").read_text()
     assert '"./connection.js"' not in source  # it knows its host as feed.ts's SessionHost
     assert "#client: SessionHost" in source
+
+
+def test_the_gateway_servicer_is_a_thin_adapter() -> None:
+    """Its workflows live in plain modules of the gateway: the servicer has
+    no error handling of its own and reads no projection value's fields."""
+    path = REPO / "services" / "gateway" / "servicer.py"
+    source = path.read_text()
+    assert len(source.splitlines()) < 300
+    tree = ast.parse(source)
+    assert not any(isinstance(node, ast.Try) for node in ast.walk(tree))
+    assert "json" not in {module for _, module in imported_modules(path)}
+    assert "struct_value" not in source and ".fields[" not in source
+
+
+def test_the_plan_state_is_defined_once() -> None:
+    pattern = re.compile(r"^\s*class (PlanState|PlanFold)\b|^\s*class \w*PlanView\w*\b", re.M)
+    found = [
+        f"{path.relative_to(REPO)}"
+        for top in ("agenthost_core", "services", "clients")
+        for path in (REPO / top).rglob("*.py")
+        if "node_modules" not in path.parts and pattern.search(path.read_text())
+    ]
+    assert found == ["agenthost_core/plan.py"]
+
+
+def test_each_session_store_leaves_reading_paging_and_fork_to_the_shared_algorithms() -> None:
+    for name in ("sqlite_store.py", "postgres_store.py"):
+        source = (REPO / "services" / "sessionlog" / name).read_text()
+        for algorithm in ("read", "tail_page", "fork"):
+            assert f"algorithms.{algorithm}(" in source, (name, algorithm)
+        assert "_page_start" not in source and "_copies" not in source, name
