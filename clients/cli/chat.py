@@ -167,10 +167,14 @@ class Chat:
         self.console.file.flush()
         self._at_line_start = piece.endswith("\n")
 
-    def _end_stream(self) -> None:
+    def _end_stream(self, finished: bool = False) -> None:
+        """End what streams; `finished`: the answer is whole (its logged
+        message or the turn's end), so its last block is rendered. A line
+        said in the middle of it leaves that block raw: the rest of the
+        answer continues below it, and half a code block is no block."""
         self._stop_spinner()
         if self._answer_stream is not None:
-            self._at_line_start = self._answer_stream.end()
+            self._at_line_start = self._answer_stream.end(render=finished)
             self._answer_stream = None
         if not self._at_line_start:
             self.console.print()
@@ -281,7 +285,7 @@ class Chat:
 
     def _show_answer(self, message: ev.AssistantMessage) -> None:
         if self._step is not None and self._step in self._streamed_steps:
-            self._end_stream()  # the deltas showed it already
+            self._end_stream(finished=True)  # the deltas showed it already
             return
         if message.reasoning:
             self.say(f"thinking: {message.reasoning}", "dim")
@@ -335,7 +339,7 @@ class Chat:
         elif isinstance(update, HistoryLoaded) and update.replaced:
             self.say("(history reloaded)", "dim")
         elif isinstance(update, StatusChanged) and not update.running:
-            self._end_stream()
+            self._end_stream(finished=True)
         self._spin_if_waiting()
 
     def _spin_if_waiting(self) -> None:

@@ -93,9 +93,15 @@ class AnswerStream:
             block, self._pending = self._pending[:done], self._pending[done:]
             self._finish(block)
 
-    def end(self) -> bool:
-        """Render what is left; True when the cursor is at a line's start."""
-        if self._pending.strip() and self.console.is_terminal and has_markdown(self._pending):
+    def end(self, render: bool = True) -> bool:
+        """Render what is left (unless not `render`: it stays raw); True
+        when the cursor is at a line's start."""
+        if (
+            render
+            and self._pending.strip()
+            and self.console.is_terminal
+            and has_markdown(self._pending)
+        ):
             block, self._pending = self._pending, ""
             self._finish(block)
             return True

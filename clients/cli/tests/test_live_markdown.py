@@ -113,3 +113,10 @@ def test_rows_are_counted_as_the_terminal_wraps_them(text: str, width: int) -> N
 
 def test_a_wide_character_that_does_not_fit_wraps_whole() -> None:
     assert screen_rows("a界界界", 6) == 2  # 1 + 2 + 2 cells, the third needs a new row
+
+
+def test_an_answer_cut_by_another_line_leaves_its_block_under_way_raw() -> None:
+    terminal = Terminal()
+    answer = stream_answer(terminal, "Here:\n\n```python\ndef f():\n")
+    answer.end(render=False)  # a line is said in the middle of the answer
+    assert terminal.shown()[-2:] == ["```python", "def f():"]
