@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from agenthost.planmode.v1 import plan_mode_pb2
 
@@ -57,8 +56,11 @@ class PlanState:
         return view
 
     @classmethod
-    def from_view(cls, view: Mapping[str, Any]) -> PlanState:
-        """A `plan` projection value; InvalidPlanState when it breaks the contract."""
+    def from_view(cls, view: object) -> PlanState:
+        """A `plan` projection value (decoded JSON); InvalidPlanState when it
+        breaks the contract."""
+        if not isinstance(view, Mapping):
+            raise InvalidPlanState(f"not a plan value: {view!r}")
         active, pending = view.get("active"), view.get("pending")
         if not isinstance(active, bool) or not isinstance(pending, bool | None):
             raise InvalidPlanState(f"not a plan value: {dict(view)!r}")

@@ -42,7 +42,7 @@ def plan_value(value: gw.PlanModeValue) -> PlanValue:
 def plan_value_of_view(view: Any) -> PlanValue:
     """A `plan` projection value ({active, pending?}, PlanModeState's shape)."""
     try:
-        return PlanValue(PlanState.from_view(view if isinstance(view, dict) else {}))
+        return PlanValue(PlanState.from_view(view))
     except InvalidPlanState as error:
         raise InvalidReplyError(
             f"plan value breaks the contract ({error}): {view!r}", reason=INVALID_REPLY

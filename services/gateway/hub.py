@@ -16,7 +16,7 @@ Followers:
   text of running steps and commands, ordered against the logged records by
   LiveTexts.
 
-Every event also goes to the gateway's plan views (kept_plans.py), which
+Every event also goes to the gateway's kept plan states (kept_plans.py), which
 answer `PlanMode` reads without a call.
 
 Each reconnects on its own when the service behind it restarts; a client

@@ -12,12 +12,11 @@ from dataclasses import dataclass
 from typing import NamedTuple, Protocol, TypeVar
 
 from agenthost.planmode.v1 import plan_mode_pb2 as pm
-from google.protobuf import json_format
 
 from agenthost_core.plan import PlanState
 from services.common.errors import DomainError
 from services.planmode.projection_unit import PLAN_KEY
-from services.projection.client import Block
+from services.projection.client import Block, view_from_value
 
 from .kept_plans import KeptPlans
 
@@ -84,7 +83,7 @@ class PlanChoices:
         value = block.values.get(PLAN_KEY)
         if value is None:
             return PlanRead(None, block.as_of_seq)
-        state = PlanState.from_view(json_format.MessageToDict(value.struct_value))
+        state = PlanState.from_view(view_from_value(value))
         self.kept.seed(session_id, state, block.as_of_seq)
         return PlanRead(state, block.as_of_seq)
 

@@ -20,8 +20,7 @@ from .access import SessionAccess
 from .hub import Frame, Hub
 from .runtime_port import RuntimePort
 from .session_ids import scoped_session_id
-
-READ_BATCH = 1000
+from .stream import READ_BATCH
 
 
 @dataclass(frozen=True)
