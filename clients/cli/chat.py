@@ -404,17 +404,16 @@ class Chat:
 
         return bindings
 
-    async def _keys_until_changed(self) -> bool:
+    async def _keys_while_running(self) -> bool:
         """While a turn runs there is no prompt, but the keys still work:
         Ctrl-C cancels the turn, Shift-Tab toggles plan mode (it applies at
         the next model request) and Ctrl-D leaves, the turn going on in the
         runtime. What is typed meanwhile is kept for the prompt: the line
         under way as its draft, finished lines to be sent when the turn is
-        over. True when the user left. Waits for the session's next change;
-        without a terminal, only for that."""
-        changed = asyncio.ensure_future(self._changed.wait())
+        over. True when the user left. Returns when the turn ends or asks a
+        question; without a terminal, at the session's next change."""
         if self._keys is None:
-            await changed
+            await self._changed.wait()
             return False
         left = asyncio.Event()
 
@@ -431,11 +430,14 @@ class Chat:
                     self._type_ahead(press.key, press.data)
 
         leaving = asyncio.ensure_future(left.wait())
-        # Raw mode: the keys arrive one by one and unechoed, Ctrl-C as a key.
-        with self._keys.raw_mode(), self._keys.attach(on_keys):
-            await asyncio.wait([changed, leaving], return_when="FIRST_COMPLETED")
-        for waiting in (changed, leaving):
-            waiting.cancel()
+        # The terminal is raw (see run): the keys arrive one by one and
+        # unechoed, Ctrl-C as a key.
+        with self._keys.attach(on_keys):
+            while self.session.running and not self._open_questions() and not left.is_set():
+                changed = asyncio.ensure_future(self._changed.wait())
+                await asyncio.wait([changed, leaving], return_when="FIRST_COMPLETED")
+                changed.cancel()
+        leaving.cancel()
         if left.is_set():
             self._stop_spinner()
             self.say("(the turn goes on; agenthost chat --continue comes back to it)", "dim")
@@ -730,7 +732,12 @@ class Chat:
             threading.Thread(target=self._read_in_thread, args=(loop,), daemon=True).start()
         printer = asyncio.ensure_future(self._print(updates))
         try:
-            await self._converse()
+            # The terminal stays raw for the whole chat (the prompt's own raw
+            # mode nests in it): a key pressed while nothing reads, as an
+            # answer is being sent, waits for the next reader as a key. A
+            # cooked terminal would drop a Ctrl-D and act on a Ctrl-C itself.
+            with self._keys.raw_mode() if self._keys else contextlib.nullcontext():
+                await self._converse()
         finally:
             loop.remove_signal_handler(signal.SIGINT)
             updates.close()
@@ -757,7 +764,7 @@ class Chat:
             return await self._ask(questions[0])
         if self.session.running:
             self._spin_if_waiting()
-            return not await self._keys_until_changed()
+            return not await self._keys_while_running()
         line = await self._read("> ", lambda: self.session.running or bool(self._open_questions()))
         if line is None:
             return False
