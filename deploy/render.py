@@ -24,6 +24,7 @@ from typing import Any
 
 import yaml
 
+from services.common.config import WEB_LISTEN_ENV
 from services.common.topology import ADDRESS_ENV
 
 REPO = Path(__file__).resolve().parents[1]
@@ -46,6 +47,8 @@ POSTGRES_LABEL = "agenthost/postgres"  # on what the postgres overlay turns stat
 FILES_DIR = "/etc/agenthost"  # where Kubernetes mounts the Secret agenthost-files
 LB_IMAGE = "agenthost-lb:dev"  # `make lb-image`: haproxy in front of the gateways
 LB_MONITOR_PORT = 8404  # haproxy's /healthz (deploy/docker/haproxy.cfg)
+LB_CHECK_PORT = 8080  # a gateway's web port, where haproxy checks its health
+LB_DRAIN_S = 4  # haproxy's checks (every 1 s, out after 2 failures) take <= 3 s
 COMPOSE_DSN = (
     "postgresql://agenthost:${AGENTHOST_POSTGRES_PASSWORD:-agenthost}@postgres:5432/agenthost"
 )
@@ -291,9 +294,10 @@ The scale profile: every service that can run as replicas over PostgreSQL
 load balancer (Debian's haproxy, `make lb-image`, gRPC over h2c) that alone
 is published, on 127.0.0.1:7100 (AGENTHOST_GATEWAY_PORT moves it). Internal
 peers: compose DNS returns each replica's address; the services' channels
-use the first that answers (gRPC's pick_first) and move on when it goes
-away, so a peer's replicas back each other up but do not share its load
-(round_robin did, but made a restart test flaky: not yet understood). The replicas keep
+balance round_robin over every address that is up, so a peer's replicas
+share its load and back each other up. haproxy checks each gateway's gRPC
+health (Check over HTTP on its unpublished web port, 8080): a stopping
+gateway says NOT_SERVING and gets no new calls while it drains. The replicas keep
 nothing in /data (a tmpfs), but the agent runtime's share its one volume (the
 projects its agents edit). A session's agent runs on the runtime replica that
 holds its lease; the gateways send its calls there and follow every runtime
@@ -321,6 +325,13 @@ def compose_scale_service(service: Service, registry: Registry) -> dict[str, Any
     for variable, file in service.secret_files.items():
         spec["environment"][variable] = f"/run/secrets/{file}"
         spec.setdefault("secrets", []).append(file)
+    if service.publish is not None:
+        # The load balancer asks each replica's health on its web port (HTTP,
+        # which haproxy can send) and a stopping one says NOT_SERVING for
+        # LB_DRAIN_S before it refuses calls: longer than the checks take
+        # to take it out (deploy/docker/haproxy.cfg).
+        spec["environment"][WEB_LISTEN_ENV] = f"0.0.0.0:{LB_CHECK_PORT}"
+        spec["environment"]["AGENTHOST_DRAIN_S"] = str(LB_DRAIN_S)
     return spec
 
 

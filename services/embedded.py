@@ -64,6 +64,8 @@ class EmbeddedStack:
     model: ModelAdapter | ModelCatalog | None = None
     tokens: TokenStore | None = None
     gateway_heartbeat_s: float = 15.0
+    # How long a stopping service says NOT_SERVING before refusing calls.
+    drain_s: float = 0.0
     # Plan mode's policy text; None: AGENTHOST_PLANMODE_CONFIG or the default.
     plan_config: PlanModeConfig | None = None
     # Lets a test put failure injection between plan mode and the log.
@@ -139,6 +141,7 @@ class EmbeddedStack:
             listen=self._listen(name),
             data_dir=self.data_dir,
             grace_s=2.0,
+            drain_s=self.drain_s,
             internal_token=self.internal_token,
             tls=self.gateway_tls if name == "gateway" else None,
             web_listen=self._web_listen() if name == "gateway" else None,

@@ -221,6 +221,17 @@ class ServiceHost:
         apps = await service_apps(
             self.definition.service_names, self.definition.register, self._interceptor
         )
+        # Health's Check over HTTP too (Connect: a JSON POST), so a load
+        # balancer that cannot speak gRPC (haproxy) still asks the service
+        # whether it serves, and sees a draining one say NOT_SERVING.
+        assert self.health is not None
+        servicer = self.health
+        apps |= await service_apps(
+            [health.SERVICE_NAME],
+            lambda server: health_pb2_grpc.add_HealthServicer_to_server(servicer, server),
+            self._interceptor,
+            only=("Check",),
+        )
         origins = expand_origins(self.config.web_origins, self.web.port, self.web.scheme)
         self.web.start(web_app(apps, origins, self.config.web_files))
         log.info("web listening", extra={"address": self.web.url, "origins": origins})

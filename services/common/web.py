@@ -43,7 +43,15 @@ import asyncio
 import errno
 import logging
 import socket
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Collection,
+    Iterable,
+    Mapping,
+    Sequence,
+)
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -272,10 +280,13 @@ class _ServiceApp(ConnectASGIApplication[None]):
 
 
 async def service_apps(
-    service_names: Sequence[str], register: Register, guard: ServiceInterceptor
+    service_names: Sequence[str],
+    register: Register,
+    guard: ServiceInterceptor,
+    only: Collection[str] | None = None,
 ) -> dict[str, ASGIApp]:
     """Each service's ASGI application, by its path prefix; every method
-    is the servicer's own handler behind `guard`."""
+    (or those named in `only`) is the servicer's own handler behind `guard`."""
     registrar = _Registrar()
     register(registrar)
     apps: dict[str, ASGIApp] = {}
@@ -283,6 +294,8 @@ async def service_apps(
         service = descriptor_pool.Default().FindServiceByName(service_name)
         endpoints: dict[str, ServedEndpoint] = {}
         for method in service.methods:
+            if only is not None and method.name not in only:
+                continue
             path = f"/{service.full_name}/{method.name}"
             handler = registrar.handlers[path]
 

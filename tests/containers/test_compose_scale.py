@@ -16,6 +16,7 @@ import re
 import secrets
 import shutil
 import subprocess
+import threading
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -36,6 +37,9 @@ UP_TIMEOUT_S = 240
 HEALTHY_TIMEOUT_S = 120
 WAIT_S = 60.0
 PROJECT_LABEL = "com.docker.compose.project"
+# haproxy's line when a check takes a server out (its reason: Layer4 for a
+# closed port, Layer7 for an answer that is not SERVING).
+LB_SERVER_DOWN = re.compile(r"Server gateways/\S+ is DOWN")
 SERVICE_LABEL = "com.docker.compose.service"
 
 
@@ -105,6 +109,30 @@ class ScaleCompose:
             "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}",
             container,
         ).strip()
+
+    def running(self, container: str) -> bool:
+        return self.docker("inspect", "--format", "{{.State.Running}}", container).strip() == "true"
+
+    def wait_for_line(self, container: str, pattern: re.Pattern[str], timeout: float) -> str:
+        """The first line of the container's log from now on that matches."""
+        follow = subprocess.Popen(
+            ["docker", "logs", "--follow", "--since", "0s", container],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        timer = threading.Timer(timeout, follow.kill)
+        timer.start()
+        try:
+            assert follow.stdout is not None
+            for line in follow.stdout:
+                if pattern.search(line):
+                    return line
+            raise AssertionError(f"no line matching {pattern.pattern} in {timeout} s")
+        finally:
+            timer.cancel()
+            follow.kill()
+            follow.wait()
 
     def wait_healthy(self) -> None:
         waited = subprocess.run(
@@ -207,7 +235,14 @@ async def test_scale_profile_serves_through_the_load_balancer_across_gateway_rep
         (serving,) = [c for c in containers["gateway"] if scale.address_of(c) == connects[-1]]
 
         old_generation = client.generation
-        await asyncio.to_thread(scale.docker, "stop", serving, timeout=60)
+        stopping = asyncio.create_task(asyncio.to_thread(scale.docker, "stop", serving, timeout=60))
+        # The load balancer takes the stopping gateway out on its health
+        # check (NOT_SERVING while it drains), before its port closes.
+        down = await asyncio.to_thread(
+            scale.wait_for_line, containers["lb"][0], LB_SERVER_DOWN, WAIT_S
+        )
+        assert "Layer7" in down and scale.running(serving), down
+        await stopping
         await client.wait_for(
             lambda: client.connected and client.generation > old_generation, WAIT_S
         )

@@ -25,6 +25,7 @@ REPO = Path(__file__).resolve().parents[2]
 K8S = REPO / "deploy" / "k8s"
 OVERLAYS = ["base", "overlays/postgres"]
 PORT = 7100
+LB_CHECK_PORT = 8080  # where deploy/render.py has the gateways serve HTTP in the scale profile
 REGISTRY = tomllib.loads((REPO / "deploy" / "services.toml").read_text())["services"]
 
 Manifest = dict[str, Any]
@@ -254,6 +255,13 @@ def test_compose_scale_profile_runs_replicas_behind_the_load_balancer() -> None:
     assert gateway["environment"]["AGENTHOST_TOKENS_FILE"] == "/run/secrets/tokens.json"
     assert gateway["secrets"] == ["tokens.json"]
     assert "tokens.json" in scale["secrets"]
+    # The load balancer checks each gateway's health on its web port, and a
+    # stopping gateway drains for longer than those checks take.
+    assert gateway["environment"]["AGENTHOST_WEB_LISTEN"] == f"0.0.0.0:{LB_CHECK_PORT}"
+    assert float(gateway["environment"]["AGENTHOST_DRAIN_S"]) > 2
+    haproxy = (REPO / "deploy" / "docker" / "haproxy.cfg").read_text()
+    assert f"check port {LB_CHECK_PORT} check-proto h1 inter 1s fall 2" in haproxy
+    assert "uri /grpc.health.v1.Health/Check" in haproxy
 
 
 def test_compose_publishes_only_on_loopback_and_checks_grpc_health() -> None:

@@ -85,6 +85,33 @@ async def test_a_unary_call_with_the_bearer_token(
     assert [s.id for s in listed.sessions] == [created.session.id]
 
 
+async def test_a_load_balancer_asks_health_over_http_and_sees_a_draining_gateway(
+    tmp_path: Path, http: httpx.AsyncClient
+) -> None:
+    """What haproxy's check does (deploy/docker/haproxy.cfg): health's Check
+    as a Connect JSON POST, with no token; a stopping gateway answers
+    NOT_SERVING for its drain, while it still takes calls."""
+    stack = EmbeddedStack(
+        tmp_path, port_override=0, model=BuiltinAdapter(), tokens=TokenStore({}), drain_s=2.0
+    )
+    await stack.start()
+    try:
+        assert stack.web_url is not None
+        check = f"{stack.web_url}/grpc.health.v1.Health/Check"
+        headers = {"content-type": "application/json"}
+        answer = await http.post(check, content=b"{}", headers=headers)
+        assert (answer.status_code, answer.json()) == (200, {"status": "SERVING"})
+        stopping = asyncio.create_task(stack.stop_service("gateway"))
+        async with asyncio.timeout(WAIT_S):
+            while answer.json() == {"status": "SERVING"}:
+                answer = await http.post(check, content=b"{}", headers=headers)
+        assert (answer.status_code, answer.json()) == (200, {"status": "NOT_SERVING"})
+        assert not stopping.done()  # draining: the balancer looks elsewhere first
+        await stopping
+    finally:
+        await stack.stop()
+
+
 async def test_a_call_without_a_token_is_unauthenticated(
     stack: EmbeddedStack, http: httpx.AsyncClient
 ) -> None:
