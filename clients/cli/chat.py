@@ -33,7 +33,8 @@ from typing import Any
 from agenthost.sessionlog.v1 import events_pb2 as ev
 from prompt_toolkit import PromptSession
 from prompt_toolkit.input import Input, create_input
-from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
+from prompt_toolkit.input.typeahead import get_typeahead
+from prompt_toolkit.key_binding import KeyBindings, KeyPress, KeyPressEvent
 from prompt_toolkit.keys import Keys
 from prompt_toolkit.patch_stdout import patch_stdout
 from rich.console import Console
@@ -415,11 +416,11 @@ class Chat:
         if self._keys is None:
             await self._changed.wait()
             return False
+        keys = self._keys
         left = asyncio.Event()
 
-        def on_keys() -> None:
-            assert self._keys is not None
-            for press in self._keys.read_keys():
+        def on_keys(presses: list[KeyPress]) -> None:
+            for press in presses:
                 if press.key == Keys.ControlC:
                     self._on_interrupt()
                 elif press.key == Keys.ControlD:
@@ -429,10 +430,13 @@ class Chat:
                 else:
                     self._type_ahead(press.key, press.data)
 
+        # Keys typed in one burst with the last prompt's Enter ("y", Enter,
+        # Ctrl-D) were read by the prompt, which keeps them for the next reader.
+        on_keys(get_typeahead(keys))
         leaving = asyncio.ensure_future(left.wait())
         # The terminal is raw (see run): the keys arrive one by one and
         # unechoed, Ctrl-C as a key.
-        with self._keys.attach(on_keys):
+        with keys.attach(lambda: on_keys(keys.read_keys())):
             while self.session.running and not self._open_questions() and not left.is_set():
                 changed = asyncio.ensure_future(self._changed.wait())
                 await asyncio.wait([changed, leaving], return_when="FIRST_COMPLETED")
