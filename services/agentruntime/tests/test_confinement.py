@@ -171,14 +171,17 @@ async def test_a_fork_bomb_meets_the_process_limit_and_the_call_ends(
     # Each level waits, so the bomb stays at the limit until the timeout.
     bomb = "bomb() { bomb & bomb & wait; }; bomb"
     root = confinement._pids_cgroup_root() if os.geteuid() == 0 else None
-    groups_before = set(root.glob(f"{confinement.CGROUP_PREFIX}*")) if root else set()
+    # This runtime's groups only: another on the machine (a second test run)
+    # makes and removes its own meanwhile.
+    ours = f"{confinement.CGROUP_PREFIX}{os.getpid()}-*"
+    groups_before = set(root.glob(ours)) if root else set()
     result = await run(machine, bomb, machine.jail(sandbox, max_processes=32), 2)
     assert result.timed_out
     assert "Resource temporarily unavailable" in result.output or "retry" in result.output
     # Nothing of it is left: the limit's cgroup (root) was removed.
     await confinement.settled()
     if root is not None:
-        assert set(root.glob(f"{confinement.CGROUP_PREFIX}*")) == groups_before
+        assert set(root.glob(ours)) == groups_before
 
 
 async def test_read_only_keeps_the_workspace_unchanged(machine: Machine) -> None:
