@@ -34,6 +34,7 @@ TS_TESTS = (
     "a resumed stream presents its cursor and delivers every event exactly once",
     "a request fenced while the client reconnects is applied after the reconnect, not STALE",
     "a request older than one applied is refused with a typed STALE error",
+    "a plan read after this client's own plan write asks for that write or later",
     "an invalid request is refused with its field violations",
     "a session lists the configured models and switches its model; an unknown one is UNKNOWN_MODEL",
     "the usage value reads as figures and as the status line",

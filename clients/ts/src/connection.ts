@@ -15,6 +15,7 @@ import {
   RequestFenceSchema,
   type CreateSessionRequestSchema,
   type ConnectResponse,
+  type PlanModeRequestSchema,
   type PlanModeResponse,
   type RequestFence,
   type SetPlanModeResponse,
@@ -98,6 +99,9 @@ export class AgentHostClient implements SessionHost {
   readonly #backoff: Backoff;
   readonly #idleTimeoutMs: number;
   #requestId = 0;
+  // The seq of this client's last plan write per session: its plan reads ask
+  // for that seq or later, whichever gateway replica answers them.
+  readonly #planWrittenAt = new Map<string, bigint>();
   #sessions = new Map<string, Session>();
   #early = new Map<string, ConnectResponse[]>();
   #listeners = new Set<FrameListener>();
@@ -123,6 +127,17 @@ export class AgentHostClient implements SessionHost {
       generation: BigInt(this.generation),
       requestId: BigInt(++this.#requestId),
     });
+  }
+
+  /** A plan write of this client landed at `seq`. */
+  planWritten(sessionId: string, seq: bigint): void {
+    const before = this.#planWrittenAt.get(sessionId);
+    if (before === undefined || seq > before) this.#planWrittenAt.set(sessionId, seq);
+  }
+
+  /** A plan read that reflects this client's own plan writes. */
+  planRead(sessionId: string): MessageInitShape<typeof PlanModeRequestSchema> {
+    return { fence: this.fence(), sessionId, minSeq: this.#planWrittenAt.get(sessionId) };
   }
 
   /** Call options with the client's deadline. */
@@ -365,13 +380,14 @@ export class AgentHostClient implements SessionHost {
 
   /** A session's plan state, read without a session object. */
   async planMode(sessionId: string): Promise<PlanAnswer> {
-    const reply: PlanModeResponse = await this.gateway.planMode({ fence: this.fence(), sessionId }, this.callOptions());
+    const reply: PlanModeResponse = await this.gateway.planMode(this.planRead(sessionId), this.callOptions());
     return { value: planValueOf(reply.plan), seq: reply.seq };
   }
 
   /** Selects plan mode for a session without a session object. */
   async setPlanMode(sessionId: string, active: boolean): Promise<PlanAnswer> {
     const reply: SetPlanModeResponse = await this.gateway.setPlanMode({ fence: this.fence(), sessionId, active }, this.callOptions());
+    this.planWritten(sessionId, reply.seq);
     return { value: planValueOf(reply.plan), seq: reply.seq, outcome: reply.outcome };
   }
 }

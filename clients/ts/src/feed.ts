@@ -4,7 +4,8 @@
 // its ups and downs); a session (session.ts) reaches the gateway only through
 // the `SessionHost` its connection is.
 
-import type { ConnectResponse, RequestFence } from "../gen/agenthost/gateway/v1/gateway_pb.js";
+import type { MessageInitShape } from "@bufbuild/protobuf";
+import type { ConnectResponse, PlanModeRequestSchema, RequestFence } from "../gen/agenthost/gateway/v1/gateway_pb.js";
 import type { AgentHostError } from "./errors.js";
 import type { GatewayClient } from "./gateway.js";
 
@@ -29,6 +30,9 @@ export interface SessionHost {
   readonly connected: boolean;
   readonly callTimeoutMs: number;
   fence(): RequestFence;
+  /** A plan read that reflects this client's own plan writes, and a write to remember. */
+  planRead(sessionId: string): MessageInitShape<typeof PlanModeRequestSchema>;
+  planWritten(sessionId: string, seq: bigint): void;
   callOptions(timeoutMs?: number): { timeoutMs: number };
   waitFor(holds: () => boolean, timeoutMs: number, what?: string): Promise<void>;
   /** The session stopped following its frames. */

@@ -432,7 +432,7 @@ export class Session implements SessionFeed {
     let value: PlanValue;
     let seq: bigint;
     try {
-      const reply = await client.gateway.planMode({ fence: client.fence(), sessionId: this.id }, client.callOptions(timeoutMs));
+      const reply = await client.gateway.planMode(client.planRead(this.id), client.callOptions(timeoutMs));
       [value, seq] = [planValueOf(reply.plan), reply.seq];
     } catch (error) {
       throw this.#planFailed(ticket, error);
@@ -451,6 +451,7 @@ export class Session implements SessionFeed {
     this.#selecting += 1;
     try {
       const reply = await client.gateway.setPlanMode({ fence: client.fence(), sessionId: this.id, active }, client.callOptions(timeoutMs));
+      client.planWritten(this.id, reply.seq);
       return this.#planReply(ticket, planValueOf(reply.plan), reply.seq, reply.outcome);
     } catch (error) {
       throw this.#planFailed(ticket, error);

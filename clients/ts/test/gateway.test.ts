@@ -8,7 +8,9 @@
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { after, before, describe, test } from "node:test";
-import { Code } from "@connectrpc/connect";
+import { Code, type Interceptor } from "@connectrpc/connect";
+import { createGrpcTransport } from "@connectrpc/connect-node";
+import type { PlanModeRequest } from "../gen/agenthost/gateway/v1/gateway_pb.js";
 import { PromptMode, TextKind } from "../gen/agenthost/runtime/v1/runtime_pb.js";
 import { SetOutcome } from "../gen/agenthost/planmode/v1/plan_mode_pb.js";
 import { AgentHostClient, AgentHostError, LiveText, Reason, codePointLength, jsonOf, sameJson, type Update } from "../src/index.js";
@@ -290,6 +292,29 @@ describe("against a running gateway", { timeout: 4 * TIMEOUT_MS }, () => {
     assert.ok(refused.stale);
     const { value } = await sdkPlan(sessionId);
     assert.deepEqual(value.state, { active: true }, "nothing was applied");
+  });
+
+  test("a plan read after this client's own plan write asks for that write or later", async () => {
+    // Whichever gateway replica answers, the read reflects the write (minSeq).
+    const asked: (bigint | undefined)[] = [];
+    const recorder: Interceptor = (next) => async (request) => {
+      if (request.method.name === "PlanMode") asked.push((request.message as PlanModeRequest).minSeq);
+      return await next(request);
+    };
+    const { address, token } = gatewayAddress();
+    const transport = createGrpcTransport({ baseUrl: `http://${address}`, interceptors: [recorder] });
+    const client = new AgentHostClient({ transport, token, clientId: `ts-min-seq-${process.pid}` });
+    try {
+      const sessionId = await newSession();
+      await client.planMode(sessionId);
+      const written = await client.setPlanMode(sessionId, true);
+      const read = await client.planMode(sessionId);
+      assert.deepEqual(asked, [undefined, written.seq]);
+      assert.ok(read.seq >= written.seq);
+      assert.deepEqual(read.value.state, { active: true });
+    } finally {
+      await client.close();
+    }
   });
 
   async function sdkPlan(sessionId: string) {
