@@ -494,7 +494,7 @@ class Session:
             if replaced:
                 self.plan_tracker.reset()
                 self.projections.clear()
-                self.live.clear()
+                self.live.restart()
             self.history.replace(
                 events, has_more=reply.has_more, before_seq=reply.before_seq, last_seq=reply.seq
             )

@@ -39,6 +39,7 @@ TS_TESTS = (
     "a session lists the configured models and switches its model; an unknown one is UNKNOWN_MODEL",
     "the usage value reads as figures and as the status line",
     "offsets count code points, not UTF-16 units (offline)",
+    "pieces relayed after OpenSession's text so far but read before it are not lost",
     "replies, values and commits in any order end at the state of the highest seq",
 )
 TIMEOUT_S = 60

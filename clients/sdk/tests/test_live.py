@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import random
 
 from agenthost.runtime.v1 import runtime_pb2 as rt
 from hypothesis import given
@@ -26,11 +27,31 @@ def test_a_snapshot_after_pieces_adds_only_what_is_new() -> None:
     assert live.text_of("t", 0) == "Hello world"
 
 
-def test_a_piece_beyond_a_gap_is_dropped_and_counted() -> None:
+def test_a_piece_beyond_what_is_held_waits_for_the_text_before_it() -> None:
     live = LiveText()
     live.add_text(delta(0, "ab"))
-    assert live.add_text(delta(5, "zz")) == ""
+    assert live.add_text(delta(5, "fg")) == ""
     assert live.gaps == 1 and live.text_of("t", 0) == "ab"
+    assert live.add_text(delta(2, "cde")) == "cdefg"
+    assert live.text_of("t", 0) == "abcdefg"
+
+
+def test_pieces_relayed_after_the_open_snapshot_but_read_before_it_are_not_lost() -> None:
+    """The gateway took OpenSession's text so far ("Alpha "), then relayed
+    two pieces, which the stream delivered before OpenSession's reply."""
+    live = LiveText()
+    assert live.add_text(delta(6, "bravo ")) == ""
+    assert live.add_text(delta(12, "charlie")) == ""
+    assert live.add_text(delta(0, "Alpha ")) == "Alpha bravo charlie"
+    assert live.add_text(delta(19, " delta")) == " delta"
+    assert live.text_of("t", 0) == "Alpha bravo charlie delta"
+
+
+def test_a_step_that_ends_drops_the_pieces_it_kept() -> None:
+    live = LiveText()
+    live.add_text(delta(4, "late"))
+    live.end_step("t", 0)
+    assert live.add_text(delta(0, "new")) == "new"
 
 
 @given(st.text(min_size=1, max_size=40), st.lists(st.integers(0, 40), max_size=8))
@@ -45,4 +66,20 @@ def test_any_cut_of_a_text_redelivered_with_overlaps_gives_it_once(
         shown += live.add_text(piece)
         if index % 2:  # a resumed stream re-sends the text so far
             shown += live.add_text(delta(0, text[: piece.offset + len(piece.text)]))
+    assert shown == text == live.text_of("t", 0)
+
+
+@given(st.text(min_size=1, max_size=40), st.lists(st.integers(0, 40), max_size=8), st.randoms())
+def test_pieces_in_any_order_with_a_late_snapshot_give_the_text_once(
+    text: str, cuts: list[int], order: random.Random
+) -> None:
+    bounds = sorted({0, len(text), *(c for c in cuts if c <= len(text))})
+    pieces = [delta(a, text[a:b]) for a, b in itertools.pairwise(bounds)]
+    snapshot_end = order.choice(bounds)
+    order.shuffle(pieces)
+    live = LiveText()
+    shown = ""
+    for piece in pieces:
+        shown += live.add_text(piece)
+    shown += live.add_text(delta(0, text[:snapshot_end]))
     assert shown == text == live.text_of("t", 0)

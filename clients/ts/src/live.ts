@@ -7,9 +7,10 @@
 // code points. Pieces may overlap what the client holds (a (re)connecting
 // client first gets the text so far at offset 0, and OpenSession's `live` /
 // `live_output` are the same snapshots), so only the part of a piece past
-// what is held is appended; a piece whose offset lies beyond what is held
-// leaves a gap and is dropped (the logged record completes the text). A
-// stream ends when the log records its whole value: the step's
+// what is held is appended. A piece may also arrive before the text it
+// follows (one relayed just after the gateway took OpenSession's text so far
+// reaches the stream before that reply does): it is kept, up to EARLY_KEPT a
+// stream, and added once the text before it is held. A stream ends when the log records its whole value: the step's
 // assistant/message, the command's tool/result, or the turn's turn/end.
 //
 // JavaScript strings count UTF-16 code units, not code points: "🙂" has
@@ -69,13 +70,24 @@ interface Held {
   length: number;
 }
 
+/** Pieces kept per stream while the text before them has not arrived. */
+export const EARLY_KEPT = 256;
+
+/** The pieces of one stream that arrived beyond what it held. */
+interface Early {
+  turnId: string;
+  pieces: { offset: number; text: string }[];
+}
+
 /** One session's live text: running steps' answer and reasoning, running commands' output. */
 export class LiveText {
   readonly sessionId: string | undefined;
-  /** Pieces dropped because they left a gap. */
+  /** Pieces that arrived beyond what was held (kept until the text before them arrives). */
   gaps = 0;
   #texts = new Map<string, Held & { step: number; kind: StepText["kind"] }>();
   #outputs = new Map<string, Held>();
+  #earlyTexts = new Map<string, Early>();
+  #earlyOutputs = new Map<string, Early>();
   #step: { turnId: string; step: number } | undefined = undefined;
   #seq = -1n;
 
@@ -90,7 +102,7 @@ export class LiveText {
     const kind = kindOf(delta.kind);
     const key = stepKey(delta.turnId, delta.step, kind);
     const held = this.#texts.get(key) ?? { turnId: delta.turnId, step: delta.step, kind, text: "", length: 0 };
-    const fresh = this.#append(held, delta);
+    const fresh = this.#append(held, delta, this.#earlyTexts, key);
     if (fresh) this.#texts.set(key, held);
     return fresh;
   }
@@ -99,7 +111,7 @@ export class LiveText {
   addOutput(delta: ToolOutputDelta): string {
     if (!this.#mine(delta.sessionId)) return "";
     const held = this.#outputs.get(delta.callId) ?? { turnId: delta.turnId, text: "", length: 0 };
-    const fresh = this.#append(held, delta);
+    const fresh = this.#append(held, delta, this.#earlyOutputs, delta.callId);
     if (fresh) this.#outputs.set(delta.callId, held);
     return fresh;
   }
@@ -121,24 +133,38 @@ export class LiveText {
 
   /** The step's assistant/message is logged: its answer and reasoning end. */
   end(turnId: string, step: number): void {
-    this.#texts.delete(stepKey(turnId, step, TextKind.ANSWER));
-    this.#texts.delete(stepKey(turnId, step, TextKind.REASONING));
+    for (const kind of [TextKind.ANSWER, TextKind.REASONING]) {
+      this.#texts.delete(stepKey(turnId, step, kind));
+      this.#earlyTexts.delete(stepKey(turnId, step, kind));
+    }
   }
 
   /** The command's tool/result is logged: its output ends. */
   endOutput(callId: string): void {
     this.#outputs.delete(callId);
+    this.#earlyOutputs.delete(callId);
   }
 
   /** The turn ended: every stream of it ends. */
   endTurn(turnId: string): void {
-    for (const [key, held] of this.#texts) if (held.turnId === turnId) this.#texts.delete(key);
-    for (const [key, held] of this.#outputs) if (held.turnId === turnId) this.#outputs.delete(key);
+    for (const streams of [this.#texts, this.#outputs, this.#earlyTexts, this.#earlyOutputs]) {
+      for (const [key, stream] of streams) if (stream.turnId === turnId) streams.delete(key);
+    }
     if (this.#step?.turnId === turnId) this.#step = undefined;
   }
 
   /** Forgets every stream. */
   clear(): void {
+    this.restart();
+    this.#earlyTexts.clear();
+    this.#earlyOutputs.clear();
+  }
+
+  /**
+   * The history was replaced: the streams begin again from the text so far
+   * the reply carries; pieces that arrived ahead of it wait for it.
+   */
+  restart(): void {
     this.#texts.clear();
     this.#outputs.clear();
     this.#step = undefined;
@@ -196,14 +222,38 @@ export class LiveText {
     return this.sessionId === undefined || sessionId === "" || sessionId === this.sessionId;
   }
 
-  #append(held: Held, delta: { offset: bigint; text: string }): string {
-    const fresh = freshPart(held.length, Number(delta.offset), delta.text);
+  #append(held: Held, delta: { turnId: string; offset: bigint; text: string }, early: Map<string, Early>, key: string): string {
+    const offset = Number(delta.offset);
+    const fresh = freshPart(held.length, offset, delta.text);
     if (fresh === undefined) {
       this.gaps++;
+      const kept = early.get(key) ?? { turnId: delta.turnId, pieces: [] };
+      kept.pieces.push({ offset, text: delta.text });
+      kept.pieces.splice(0, Math.max(0, kept.pieces.length - EARLY_KEPT));
+      early.set(key, kept);
       return "";
     }
-    held.text += fresh;
-    held.length += codePointLength(fresh);
-    return fresh;
+    return grow(held, fresh) + this.#reached(held, early, key);
   }
+
+  /** The early pieces of a stream that `held` now reaches, added in offset order. */
+  #reached(held: Held, early: Map<string, Early>, key: string): string {
+    const kept = early.get(key);
+    if (kept === undefined) return "";
+    kept.pieces.sort((a, b) => a.offset - b.offset);
+    let added = "";
+    while (kept.pieces.length > 0 && kept.pieces[0]!.offset <= held.length) {
+      const { offset, text } = kept.pieces.shift()!;
+      added += grow(held, freshPart(held.length, offset, text) ?? "");
+    }
+    if (kept.pieces.length === 0) early.delete(key);
+    return added;
+  }
+}
+
+/** Appends `fresh` to what a stream holds; returns it. */
+function grow(held: Held, fresh: string): string {
+  held.text += fresh;
+  held.length += codePointLength(fresh);
+  return fresh;
 }

@@ -232,7 +232,7 @@ export class Session implements SessionFeed {
   #forgetForReplace(): void {
     this.planTracker.reset();
     this.projections.clear();
-    this.live.clear();
+    this.live.restart();
   }
 
   #applyBlock(reply: OpenSessionResponse): Update[] {

@@ -52,7 +52,7 @@ describe("LiveText", () => {
     assert.equal(live.textOf("t1", 0), "Hello there");
   });
 
-  test("a piece beyond what is held is a gap, dropped", () => {
+  test("a piece beyond what is held waits for the text before it", () => {
     const live = new LiveText("s1");
     live.add(delta(0, "Hel"));
     assert.equal(live.add(delta(5, " world")), "");
@@ -60,6 +60,24 @@ describe("LiveText", () => {
     assert.equal(live.textOf("t1", 0), "Hel");
     // The next snapshot fills it.
     assert.equal(live.add(delta(0, "Hello world")), "lo world");
+  });
+
+  test("pieces relayed after OpenSession's text so far but read before it are not lost", () => {
+    const live = new LiveText("s1");
+    // The gateway took the snapshot ("Alpha "), then relayed two pieces that
+    // the stream delivered before OpenSession's reply.
+    assert.equal(live.add(delta(6, "bravo ")), "");
+    assert.equal(live.add(delta(12, "charlie")), "");
+    assert.equal(live.add(delta(0, "Alpha ")), "Alpha bravo charlie");
+    assert.equal(live.add(delta(19, " delta")), " delta");
+    assert.equal(live.textOf("t1", 0), "Alpha bravo charlie delta");
+  });
+
+  test("a step that ends drops the pieces it kept", () => {
+    const live = new LiveText("s1");
+    live.add(delta(4, "late"));
+    live.end("t1", 0);
+    assert.equal(live.add(delta(0, "new")), "new");
   });
 
   test("offsets count code points, not UTF-16 units (offline)", () => {
