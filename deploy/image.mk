@@ -117,11 +117,19 @@ local-base-image:
 		- $(LOCAL_BASE_IMAGE)
 	rm -rf $(BASE_ROOTFS)
 
+# Removes this kind's builds that lost their tag over an hour ago ($(1): the
+# agenthost.build label). Another build on the engine pruning at the same
+# moment is doing the same cleanup, so its "already running" is no failure.
+define prune_untagged
+out=$$(docker image prune --force --filter label=agenthost.build=$(1) --filter until=1h 2>&1) \
+	|| case "$$out" in *"prune operation is already running"*) ;; *) echo "$$out" >&2; exit 1;; esac
+endef
+
 image: base-image $(STAMP_WHEELHOUSE)
 	docker build --quiet --file deploy/docker/Dockerfile \
 		--build-arg BASE_IMAGE=$$(cat $(BASE_IMAGE_FILE)) --tag $(AGENTHOST_IMAGE) .
 	@# Earlier builds that lost their tag, kept an hour as build cache.
-	@docker image prune --force --filter label=agenthost.build=image --filter until=1h >/dev/null
+	@$(call prune_untagged,image)
 	@echo "image: $(AGENTHOST_IMAGE) (base $$(cat $(BASE_IMAGE_FILE)))"
 
 # PostgreSQL for the compose postgres profile: the official image when present
@@ -148,7 +156,7 @@ postgres-image: base-image
 lb-image: base-image
 	docker build --quiet --file deploy/docker/lb.Dockerfile \
 		--build-arg BASE_IMAGE=$$(cat $(BASE_IMAGE_FILE)) --tag $(LB_IMAGE) .
-	@docker image prune --force --filter label=agenthost.build=lb-image --filter until=1h >/dev/null
+	@$(call prune_untagged,lb-image)
 	@echo "lb image: $(LB_IMAGE) (base $$(cat $(BASE_IMAGE_FILE)))"
 
 # Starts the stack and returns once every container reports healthy (compose
