@@ -5,35 +5,9 @@ import { ToolRow, answersByCall } from "./ToolRow.js";
 
 type Event = Session["events"][number];
 
-// How near the end (in pixels) still counts as reading the end.
-const END_SLACK_PX = 24;
-
 /** The logged events of the window, then the text of the step running now. */
 export function Transcript({ session }: { session: Session }) {
   const end = useRef<HTMLDivElement>(null);
-  const box = useRef<HTMLDivElement>(null);
-  // Whether the reader is at the end: then the end stays in view when the
-  // transcript gets shorter (a command's answer shown below it), as when it grows.
-  const atEnd = useRef(true);
-  useEffect(() => {
-    const element = box.current;
-    if (element === null) return;
-    const onScroll = () => {
-      atEnd.current = element.scrollHeight - element.scrollTop - element.clientHeight < END_SLACK_PX;
-    };
-    // Scrolled in the next frame, and only this box: scrolling inside the
-    // observer's callback would resize what it observes in the same frame
-    // (the browser's "ResizeObserver loop" error).
-    const resized = new ResizeObserver(() => {
-      if (atEnd.current) requestAnimationFrame(() => element.scrollTo({ top: element.scrollHeight }));
-    });
-    element.addEventListener("scroll", onScroll);
-    resized.observe(element);
-    return () => {
-      element.removeEventListener("scroll", onScroll);
-      resized.disconnect();
-    };
-  }, []);
   const results = resultsByCall(session.events);
   const answers = answersByCall(session.events);
   const live = session.live.steps();
@@ -43,7 +17,7 @@ export function Transcript({ session }: { session: Session }) {
     void end.current?.scrollIntoView({ block: "end" });
   }, [lastSeq, live.length]);
   return (
-    <div className="transcript" data-testid="transcript" ref={box}>
+    <div className="transcript" data-testid="transcript">
       {session.events.map((event) => (
         <EventView key={String(event.seq)} event={event} results={results} answers={answers} outputOf={(callId) => session.live.outputOf(callId)} />
       ))}
