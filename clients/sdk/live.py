@@ -23,6 +23,9 @@ REASONING = "reasoning"
 _KINDS = {rt.TEXT_KIND_ANSWER: ANSWER, rt.TEXT_KIND_REASONING: REASONING}
 # Pieces kept per stream while the text before them has not arrived.
 EARLY_KEPT = 256
+# Streams remembered as ended, so a late piece of one (an OpenSession reply's
+# text so far read before the step's message was logged) does not start it again.
+ENDED_KEPT = 1024
 
 
 @dataclass(frozen=True)
@@ -54,6 +57,7 @@ class LiveText:
         self.gaps = 0
         # Those pieces, (offset, text) by stream (its text key or command id).
         self._early: dict[StepKey | str, list[tuple[int, str]]] = {}
+        self._ended: dict[StepKey | str, None] = {}
 
     def add_text(self, delta: rt.AssistantDelta) -> str:
         """What the piece adds to its step's text ("" when nothing)."""
@@ -71,12 +75,12 @@ class LiveText:
         """The step's message is logged: its streams end."""
         for kind in (ANSWER, REASONING):
             self.texts.pop(StepKey(turn_id, step, kind), None)
-            self._early.pop(StepKey(turn_id, step, kind), None)
+            self._end(StepKey(turn_id, step, kind))
 
     def end_output(self, call_id: str) -> None:
         """The command's result is logged: its output stream ends."""
         self.outputs.pop(call_id, None)
-        self._early.pop(call_id, None)
+        self._end(call_id)
 
     def clear(self) -> None:
         """Forget every stream (the turn ended)."""
@@ -90,7 +94,15 @@ class LiveText:
         self.texts.clear()
         self.outputs.clear()
 
+    def _end(self, key: StepKey | str) -> None:
+        self._early.pop(key, None)
+        self._ended[key] = None
+        while len(self._ended) > ENDED_KEPT:
+            del self._ended[next(iter(self._ended))]
+
     def _add(self, streams: dict[K, str], key: K, offset: int, text: str) -> str:
+        if key in self._ended:
+            return ""
         held = streams.get(key, "")
         if offset > len(held):
             self._keep_early(key, offset, text)
