@@ -10,8 +10,10 @@
 // what is held is appended. A piece may also arrive before the text it
 // follows (one relayed just after the gateway took OpenSession's text so far
 // reaches the stream before that reply does): it is kept, up to EARLY_KEPT a
-// stream, and added once the text before it is held. A stream ends when the log records its whole value: the step's
-// assistant/message, the command's tool/result, or the turn's turn/end.
+// stream, and added once the text before it is held. A stream ends when the
+// log records its whole value: the step's assistant/message, the command's
+// tool/result, or the turn's turn/end; a stream whose message or result is
+// logged takes no late piece (up to ENDED_KEPT streams are remembered).
 //
 // JavaScript strings count UTF-16 code units, not code points: "🙂" has
 // `length` 2 but is one code point, so offsets are never compared with
@@ -73,6 +75,12 @@ interface Held {
 /** Pieces kept per stream while the text before them has not arrived. */
 export const EARLY_KEPT = 256;
 
+/**
+ * Streams remembered as ended, so a late piece of one (an OpenSession reply's
+ * text so far read before the step's message was logged) does not start it again.
+ */
+export const ENDED_KEPT = 1024;
+
 /** The pieces of one stream that arrived beyond what it held. */
 interface Early {
   turnId: string;
@@ -88,6 +96,8 @@ export class LiveText {
   #outputs = new Map<string, Held>();
   #earlyTexts = new Map<string, Early>();
   #earlyOutputs = new Map<string, Early>();
+  /** Ended streams, oldest first: "text " + step key or "output " + call id. */
+  #ended = new Set<string>();
   #step: { turnId: string; step: number } | undefined = undefined;
   #seq = -1n;
 
@@ -101,6 +111,7 @@ export class LiveText {
     if (!this.#mine(delta.sessionId)) return "";
     const kind = kindOf(delta.kind);
     const key = stepKey(delta.turnId, delta.step, kind);
+    if (this.#ended.has(`text ${key}`)) return "";
     const held = this.#texts.get(key) ?? { turnId: delta.turnId, step: delta.step, kind, text: "", length: 0 };
     const fresh = this.#append(held, delta, this.#earlyTexts, key);
     if (fresh) this.#texts.set(key, held);
@@ -109,7 +120,7 @@ export class LiveText {
 
   /** Adds a piece of a command's output; returns what it adds ("" when nothing). */
   addOutput(delta: ToolOutputDelta): string {
-    if (!this.#mine(delta.sessionId)) return "";
+    if (!this.#mine(delta.sessionId) || this.#ended.has(`output ${delta.callId}`)) return "";
     const held = this.#outputs.get(delta.callId) ?? { turnId: delta.turnId, text: "", length: 0 };
     const fresh = this.#append(held, delta, this.#earlyOutputs, delta.callId);
     if (fresh) this.#outputs.set(delta.callId, held);
@@ -136,6 +147,7 @@ export class LiveText {
     for (const kind of [TextKind.ANSWER, TextKind.REASONING]) {
       this.#texts.delete(stepKey(turnId, step, kind));
       this.#earlyTexts.delete(stepKey(turnId, step, kind));
+      this.#remember(`text ${stepKey(turnId, step, kind)}`);
     }
   }
 
@@ -143,6 +155,7 @@ export class LiveText {
   endOutput(callId: string): void {
     this.#outputs.delete(callId);
     this.#earlyOutputs.delete(callId);
+    this.#remember(`output ${callId}`);
   }
 
   /** The turn ended: every stream of it ends. */
@@ -216,6 +229,14 @@ export class LiveText {
     if (this.#step !== undefined) this.end(this.#step.turnId, this.#step.step);
     // Joined mid-step without its step/start: one step runs at a time.
     else this.#texts.clear();
+  }
+
+  #remember(ended: string): void {
+    this.#ended.add(ended);
+    for (const oldest of this.#ended) {
+      if (this.#ended.size <= ENDED_KEPT) break;
+      this.#ended.delete(oldest);
+    }
   }
 
   #mine(sessionId: string): boolean {

@@ -4,7 +4,7 @@ import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import { create } from "@bufbuild/protobuf";
 import { OpenSessionResponseSchema } from "../gen/agenthost/gateway/v1/gateway_pb.js";
-import { LiveText, TextKind, codePointLength, freshPart } from "../src/index.js";
+import { ENDED_KEPT, LiveText, TextKind, codePointLength, freshPart } from "../src/index.js";
 import { delta, deltaFrame, eventFrame, event, output, outputFrame } from "./messages.js";
 
 describe("code points", () => {
@@ -73,11 +73,22 @@ describe("LiveText", () => {
     assert.equal(live.textOf("t1", 0), "Alpha bravo charlie delta");
   });
 
-  test("a step that ends drops the pieces it kept", () => {
+  test("a step that ends drops the pieces it kept and takes no late ones", () => {
     const live = new LiveText("s1");
     live.add(delta(4, "late"));
     live.end("t1", 0);
-    assert.equal(live.add(delta(0, "new")), "new");
+    // An OpenSession reply read before the step's message was logged.
+    assert.equal(live.add(delta(0, "text so far")), "");
+    assert.equal(live.textOf("t1", 0), "");
+    assert.equal(live.add(delta(0, "next step", { step: 1 })), "next step");
+  });
+
+  test("only the newest ENDED_KEPT ended streams are remembered", () => {
+    const live = new LiveText("s1");
+    for (let step = 0; step <= ENDED_KEPT; step++) live.end("t1", step);
+    // Each end() remembers two streams (answer and reasoning): step 0's were forgotten first.
+    assert.equal(live.add(delta(0, "old", { step: 0 })), "old");
+    assert.equal(live.add(delta(0, "newest", { step: ENDED_KEPT })), "");
   });
 
   test("offsets count code points, not UTF-16 units (offline)", () => {
@@ -113,8 +124,8 @@ describe("LiveText", () => {
     assert.equal(live.textOf("t1", 0), "");
     assert.equal(live.textOf("t1", 0, TextKind.REASONING), "");
     assert.equal(live.textOf("t1", 1), "next");
-    // Ended, a stream starts afresh.
-    assert.equal(live.add(delta(0, "answer")), "answer");
+    // Ended, a stream takes no late piece.
+    assert.equal(live.add(delta(0, "answer")), "");
   });
 
   test("an unspecified kind is the answer", () => {
@@ -130,6 +141,7 @@ describe("LiveText", () => {
     assert.equal(live.outputOf("c1"), "line 1\nline 2\n");
     live.endOutput("c1");
     assert.equal(live.outputOf("c1"), "");
+    assert.equal(live.addOutput(output(0, "line 1\nline 2\nline 3\n")), "");
   });
 
   test("follow() folds frames and the logged records end streams", () => {
