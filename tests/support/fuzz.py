@@ -145,13 +145,15 @@ class RequestDrawer:
             if oneof is not None and not _synthetic(oneof.name, oneof.fields):
                 if chosen.get(oneof.name) is not fd:
                     continue
+                self._set(message, fd, depth)
             else:
-                # Drawn whatever the pool holds: hypothesis needs each run of
-                # an example to make the same draws, and the pool grows.
+                # Drawn whatever the pool holds, then maybe dropped: hypothesis
+                # needs each run of an example to make the same draws, and the
+                # pool grows while the test runs.
                 chance = self.random.random()
+                self._set(message, fd, depth)
                 if not (self.pool.values.get(fd.name) or chance < 0.75):
-                    continue  # a field with known values is always set: it reaches rows
-            self._set(message, fd, depth)
+                    message.ClearField(fd.name)  # a field with known values is always set
         return message
 
     def _oneof_choices(self, descriptor: Descriptor) -> dict[str, FieldDescriptor | None]:
@@ -225,13 +227,17 @@ class RequestDrawer:
 
     def _text(self, name: str) -> st.SearchStrategy[str]:
         known = self.pool.for_field(name)
-        # Both drawn always, the index in a fixed range: the pool grows while
-        # the test runs, and hypothesis needs each run to make the same draws.
+        # Every draw made whatever the pool holds, the index in a fixed range:
+        # the pool grows while the test runs, and hypothesis needs each run to
+        # make the same draws.
         chance, index = self.random.random(), self.random.randrange(1024)
         # A field with values of its own wants them (account_id, session_id);
         # one that borrows others' (new_session_id) is better new, mostly.
         if known and chance < (0.6 if self.pool.values.get(name) else 0.25):
-            return st.just(known[index % len(known)])
+            return self._new_text(name).map(lambda _: known[index % len(known)])
+        return self._new_text(name)
+
+    def _new_text(self, name: str) -> st.SearchStrategy[str]:
         choices: list[st.SearchStrategy[str]] = [TEXT, ODD_TEXT]
         if _is_id(name):
             choices.append(st.from_regex(ID_PATTERN, fullmatch=True))
