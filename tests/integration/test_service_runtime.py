@@ -202,8 +202,10 @@ async def test_the_rpc_log_records_the_status_code_each_call_ended_with(
     invalid = sl.GetSessionRequest(session_id="").SerializeToString()  # breaks its rules
     calls = [("Ok", valid), ("Missing", valid), ("Broken", valid), ("Refuses", valid)]
     calls.append(("Ok", invalid))
-    async with running_host("outcomes", _outcomes_definition(), tmp_path) as (_, channel):
-        with caplog.at_level(logging.INFO, logger="agenthost.rpc"):
+    # The host's stop waits for every call to end, logged: a caller can have
+    # its answer before the server's side of the call has written its line.
+    with caplog.at_level(logging.INFO, logger="agenthost.rpc"):
+        async with running_host("outcomes", _outcomes_definition(), tmp_path) as (_, channel):
             answered = []
             for name, payload in calls:
                 try:
@@ -213,4 +215,4 @@ async def test_the_rpc_log_records_the_status_code_each_call_ended_with(
                     answered.append(error.code().name)
     logged = [r.__dict__["code"] for r in caplog.records if r.getMessage() == "rpc"]
     assert answered == ["OK", "NOT_FOUND", "UNKNOWN", "PERMISSION_DENIED", "INVALID_ARGUMENT"]
-    assert logged == answered
+    assert sorted(logged) == sorted(answered)
