@@ -227,7 +227,10 @@ def compose_service(service: Service, registry: Registry) -> dict[str, Any]:
                 "interval": "5s",
                 "timeout": "5s",
                 "retries": 3,
-                "start_period": "30s",
+                # Failed probes count only after it; the first SERVING ends it
+                # at once. Long enough for a start on a machine busy starting
+                # a whole stack (a service's start took 30 s in one such run).
+                "start_period": "90s",
             },
             "stop_grace_period": "15s",
             "restart": "unless-stopped",

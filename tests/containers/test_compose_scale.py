@@ -102,6 +102,29 @@ class ScaleCompose:
             by_service.setdefault(service, []).append(name)
         return by_service
 
+    def unhealthy(self) -> str:
+        """Each container that is not healthy: its state, its health checks'
+        last answers and the end of its log (a failed start's evidence)."""
+        listed = self.docker(
+            "ps",
+            "--all",
+            "--filter",
+            f"label={PROJECT_LABEL}={self.project}",
+            "--format",
+            "{{.Names}}\t{{.Status}}",
+        )
+        found = []
+        for line in listed.splitlines():
+            name, status = line.split("\t", 1)
+            if "(healthy)" in status:
+                continue
+            health = self.docker("inspect", "--format", "{{json .State.Health}}", name)
+            logs = subprocess.run(
+                ["docker", "logs", "--tail", "40", name], capture_output=True, text=True
+            )
+            found.append(f"== {name}: {status}\n{health}\n{logs.stdout}{logs.stderr}")
+        return "\n".join(found)
+
     def address_of(self, container: str) -> str:
         return self.docker(
             "inspect",
@@ -199,8 +222,7 @@ async def test_scale_profile_serves_through_the_load_balancer_across_gateway_rep
 ) -> None:
     up = await asyncio.to_thread(scale.make, "compose-up")
     if up.returncode != 0:
-        logs = scale.run("logs", "--no-color", "--tail=50").stdout
-        pytest.fail(f"{up.stdout}{up.stderr}\n{logs[-6000:]}")
+        pytest.fail(f"{up.stdout}{up.stderr}\n{scale.unhealthy()}")
     # Every replica is up (and healthy: compose-up waited for each health check).
     expected = {name: int(entry.get("replicas", 1)) for name, entry in registry().items()}
     expected |= {"postgres": 1, "lb": 1}
