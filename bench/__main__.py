@@ -51,7 +51,8 @@ FIGURES: list[ModuleType] = [
     runtime_memory,
 ]
 REPO = Path(__file__).resolve().parents[1]
-Runner = Callable[[Sizes, Path], Awaitable[Figure]]
+# A module measures one figure, or several sharing their stacks and rounds.
+Runner = Callable[[Sizes, Path], Awaitable[Figure | list[Figure]]]
 
 
 def _arguments() -> argparse.Namespace:
@@ -78,7 +79,8 @@ async def _run_all(modules: list[ModuleType], sizes: Sizes, root: Path, report: 
         data_dir.mkdir(parents=True)
         runner: Runner = module.run
         try:
-            report.figures.append(await runner(sizes, data_dir))
+            figures = await runner(sizes, data_dir)
+            report.figures.extend(figures if isinstance(figures, list) else [figures])
         except Exception as error:  # one broken figure must not hide the others
             traceback.print_exc()
             report.errors[module.NAME] = f"{type(error).__name__}: {error}"

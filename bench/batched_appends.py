@@ -12,13 +12,7 @@ import time
 import uuid
 from pathlib import Path
 
-from bench.harness import (
-    Sizes,
-    conversation,
-    running_stack,
-    session_log_alone,
-    without_followers_note,
-)
+from bench.harness import Sizes, conversation, running_stack, session_log_alone
 from bench.ratio import (
     Figure,
     Round,
@@ -111,14 +105,14 @@ async def _appender(log: SessionLogClient, cwd: Path, batch: int) -> Round:
     return lambda seconds: run_for(seconds, 1, append)
 
 
-async def run(sizes: Sizes, data_dir: Path) -> Figure:
+async def run(sizes: Sizes, data_dir: Path) -> list[Figure]:
     baseline_db = SqliteBaseline(data_dir / "baseline.db", sizes.batch)
     try:
         async with (
             running_stack(data_dir / "stack") as stack,
             session_log_alone(data_dir / "alone") as alone,
         ):
-            measured, baseline, without_followers = await interleaved_rate_sides(
+            through_stack, baseline, by_itself = await interleaved_rate_sides(
                 [
                     await _appender(stack.log, stack.workdir, sizes.batch),
                     # In a thread like the store's writer, so the loop stays free.
@@ -130,16 +124,31 @@ async def run(sizes: Sizes, data_dir: Path) -> Figure:
             )
     finally:
         baseline_db.db.close()
-    return Figure(
-        name=f"batched appends, {sizes.batch} events per call",
-        compared="rate",
-        unit="events/s",
-        measured=rate_side(f"session log Append of {sizes.batch}, one writer", measured),
-        baseline=rate_side(f"SQLite {sizes.batch}-row transactions, one writer", baseline),
-        target=Target(">=", 0.5),
-        notes=(
-            "through the session log service's gRPC as EmbeddedStack runs it (not the gateway)",
-            "baseline: WAL, synchronous=FULL, same disk, same tables, in a thread",
-            without_followers_note(without_followers, baseline),
+    name = f"batched appends, {sizes.batch} events per call"
+    appends = f"session log Append of {sizes.batch}, one writer"
+    transactions = rate_side(f"SQLite {sizes.batch}-row transactions, one writer", baseline)
+    same_disk = "baseline: WAL, synchronous=FULL, same disk, same tables, in a thread"
+    return [
+        Figure(
+            name=f"{name}, session log alone",
+            compared="rate",
+            unit="events/s",
+            measured=rate_side(appends, by_itself),
+            baseline=transactions,
+            target=Target(">=", 0.6),
+            notes=("the session log service alone: nothing follows its appends", same_disk),
         ),
-    )
+        Figure(
+            name=f"{name}, embedded stack",
+            compared="rate",
+            unit="events/s",
+            measured=rate_side(appends, through_stack),
+            baseline=transactions,
+            target=Target(">=", 0.5),
+            notes=(
+                "through the session log service's gRPC as EmbeddedStack runs it (not the "
+                "gateway): the projection service and the gateway's hub follow on its loop",
+                same_disk,
+            ),
+        ),
+    ]

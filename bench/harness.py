@@ -18,7 +18,7 @@ from agenthost.gateway.v1 import gateway_pb2 as gw
 from agenthost.gateway.v1 import gateway_pb2_grpc as gw_grpc
 from agenthost.sessionlog.v1 import events_pb2 as ev
 
-from bench.ratio import Call, RoundResult, interleaved, interleaved_sides, median_rate, percentile
+from bench.ratio import Call, interleaved, interleaved_sides, percentile
 from clients.sdk.auth import authorized_channel
 from services.agentruntime.models.builtin import BuiltinAdapter
 from services.embedded import EmbeddedStack
@@ -188,14 +188,6 @@ async def session_log_alone(data_dir: Path) -> AsyncIterator[SessionLogClient]:
     finally:
         await channel.close()
         await stack.stop()
-
-
-def without_followers_note(alone: Sequence[RoundResult], baseline: Sequence[RoundResult]) -> str:
-    rate, floor = median_rate(alone), median_rate(baseline)
-    return (
-        f"the session log alone (no follower on its loop), same rounds: {rate:,.0f} events/s "
-        f"= {rate / floor:.2f}x the baseline"
-    )
 
 
 class Fences:
