@@ -25,14 +25,13 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import grpc
-import protovalidate
-from buf.validate import validate_pb2
 from google.protobuf.message import Message
 
 from .deadlines import set_deadline
 from .errors import DomainError, NotReady, PeerUnavailable
 from .logs import RepeatLimit
 from .status import bad_request_status, clip, domain_error_status
+from .validation import violations_of
 
 log = logging.getLogger("agenthost.rpc")
 # Refused bytes cost a caller nothing to send: one line per kind per window.
@@ -42,8 +41,6 @@ refused_log.addFilter(refused_lines)
 
 # Services we host but do not own (their messages carry no rules).
 UNVALIDATED_PREFIXES = ("/grpc.health.", "/grpc.reflection.")
-
-_validator = protovalidate.Validator()
 
 UnaryBehavior = Callable[[Any, grpc.aio.ServicerContext], Awaitable[Any]]
 StreamBehavior = Callable[[Any, grpc.aio.ServicerContext], AsyncIterator[Any]]
@@ -73,28 +70,6 @@ def lenient(deserializer: Deserializer | None) -> Deserializer | None:
             return Undecodable(error)
 
     return deserialize
-
-
-def field_path(violation: validate_pb2.Violation) -> str:
-    """`a.b[2].c` from a violation's field path (empty for message-level rules)."""
-    parts: list[str] = []
-    for element in violation.field.elements:
-        part = element.field_name
-        if element.HasField("index"):
-            part += f"[{element.index}]"
-        elif element.HasField("string_key"):
-            part += f"[{element.string_key!r}]"
-        parts.append(part)
-    return ".".join(parts)
-
-
-def violations_of(request: Message) -> list[tuple[str, str]]:
-    # Re-read each violation as our generated buf.validate type.
-    found = [
-        validate_pb2.Violation.FromString(v.proto.to_binary())
-        for v in _validator.collect_violations(request)
-    ]
-    return [(field_path(v), f"{v.rule_id}: {v.message}") for v in found]
 
 
 # Runs first in every call of a service that has one (e.g. the gateway's bearer

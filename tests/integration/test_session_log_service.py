@@ -20,9 +20,9 @@ from agenthost_core.folds import SessionState, fold_events
 from services.common.client import open_channel
 from services.common.config import ServiceConfig
 from services.common.errors import SessionConflict, SessionNotFound, WrongExpectedSeq
-from services.common.interceptors import violations_of
 from services.common.server import ServiceDefinition, ServiceHost
 from services.common.status import MAX_VIOLATIONS, error_info
+from services.common.validation import violations_of
 from services.sessionlog.client import SessionLogClient
 from services.sessionlog.port import CaughtUp
 from services.sessionlog.service import session_log_service
