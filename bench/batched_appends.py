@@ -12,12 +12,11 @@ import time
 import uuid
 from pathlib import Path
 
-from bench.harness import Sizes, conversation, running_stack, session_log_alone
+from bench.harness import AppendRates, Sizes, conversation, running_stack, session_log_alone
 from bench.ratio import (
     Figure,
     Round,
     RoundResult,
-    Target,
     interleaved_rate_sides,
     rate_side,
     run_for,
@@ -124,31 +123,10 @@ async def run(sizes: Sizes, data_dir: Path) -> list[Figure]:
             )
     finally:
         baseline_db.db.close()
-    name = f"batched appends, {sizes.batch} events per call"
-    appends = f"session log Append of {sizes.batch}, one writer"
-    transactions = rate_side(f"SQLite {sizes.batch}-row transactions, one writer", baseline)
-    same_disk = "baseline: WAL, synchronous=FULL, same disk, same tables, in a thread"
-    return [
-        Figure(
-            name=f"{name}, session log alone",
-            compared="rate",
-            unit="events/s",
-            measured=rate_side(appends, by_itself),
-            baseline=transactions,
-            target=Target(">=", 0.6),
-            notes=("the session log service alone: nothing follows its appends", same_disk),
-        ),
-        Figure(
-            name=f"{name}, embedded stack",
-            compared="rate",
-            unit="events/s",
-            measured=rate_side(appends, through_stack),
-            baseline=transactions,
-            target=Target(">=", 0.5),
-            notes=(
-                "through the session log service's gRPC as EmbeddedStack runs it (not the "
-                "gateway): the projection service and the gateway's hub follow on its loop",
-                same_disk,
-            ),
-        ),
-    ]
+    return AppendRates(
+        name=f"batched appends, {sizes.batch} events per call",
+        appends=f"session log Append of {sizes.batch}, one writer",
+        alone=by_itself,
+        in_stack=through_stack,
+        baseline=rate_side(f"SQLite {sizes.batch}-row transactions, one writer", baseline),
+    ).figures(0.6, 0.5, "baseline: WAL, synchronous=FULL, same disk, same tables, in a thread")

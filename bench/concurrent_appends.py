@@ -11,8 +11,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bench.harness import Sizes, conversation, echo_server, running_stack, session_log_alone
-from bench.ratio import Figure, Round, Target, interleaved_rate_sides, rate_side, run_for
+from bench.harness import (
+    AppendRates,
+    Sizes,
+    conversation,
+    echo_server,
+    running_stack,
+    session_log_alone,
+)
+from bench.ratio import Figure, Round, interleaved_rate_sides, rate_side, run_for
 from services.sessionlog.client import SessionLogClient
 
 NAME = "concurrent_appends"
@@ -55,29 +62,10 @@ async def run(sizes: Sizes, data_dir: Path) -> list[Figure]:
             sizes.rate_rounds,
             sizes.rate_round_s,
         )
-    name = f"{sizes.appenders} concurrent durable single-event appenders"
-    appends = "session log Append, 1 event per call, own session each"
-    echoes = rate_side(f"bare echo unary, concurrency {sizes.appenders}", baseline)
-    return [
-        Figure(
-            name=f"{name}, session log alone",
-            compared="rate",
-            unit="events/s",
-            measured=rate_side(appends, by_itself),
-            baseline=echoes,
-            target=Target(">=", 0.8),
-            notes=("the session log service alone: nothing follows its appends",),
-        ),
-        Figure(
-            name=f"{name}, embedded stack",
-            compared="rate",
-            unit="events/s",
-            measured=rate_side(appends, through_stack),
-            baseline=echoes,
-            target=Target(">=", 0.7),
-            notes=(
-                "through the session log service's gRPC as EmbeddedStack runs it: the "
-                "projection service and the gateway's hub follow every append on its loop",
-            ),
-        ),
-    ]
+    return AppendRates(
+        name=f"{sizes.appenders} concurrent durable single-event appenders",
+        appends="session log Append, 1 event per call, own session each",
+        alone=by_itself,
+        in_stack=through_stack,
+        baseline=rate_side(f"bare echo unary, concurrency {sizes.appenders}", baseline),
+    ).figures(0.8, 0.7)

@@ -18,7 +18,17 @@ from agenthost.gateway.v1 import gateway_pb2 as gw
 from agenthost.gateway.v1 import gateway_pb2_grpc as gw_grpc
 from agenthost.sessionlog.v1 import events_pb2 as ev
 
-from bench.ratio import Call, interleaved, interleaved_sides, percentile
+from bench.ratio import (
+    Call,
+    Figure,
+    RoundResult,
+    Side,
+    Target,
+    interleaved,
+    interleaved_sides,
+    percentile,
+    rate_side,
+)
 from clients.sdk.auth import authorized_channel
 from services.agentruntime.models.builtin import BuiltinAdapter
 from services.embedded import EmbeddedStack
@@ -188,6 +198,46 @@ async def session_log_alone(data_dir: Path) -> AsyncIterator[SessionLogClient]:
     finally:
         await channel.close()
         await stack.stop()
+
+
+@dataclass(frozen=True)
+class AppendRates:
+    """The rounds of one append figure: to the session log alone and to the
+    embedded stack's, against one baseline."""
+
+    name: str
+    appends: str  # what each call is
+    alone: Sequence[RoundResult]
+    in_stack: Sequence[RoundResult]
+    baseline: Side
+
+    def figures(self, alone_at_least: float, in_stack_at_least: float, *notes: str) -> list[Figure]:
+        """The two figures, each with its target (rates: measured >= ratio x baseline)."""
+        return [
+            Figure(
+                name=f"{self.name}, session log alone",
+                compared="rate",
+                unit="events/s",
+                measured=rate_side(self.appends, self.alone),
+                baseline=self.baseline,
+                target=Target(">=", alone_at_least),
+                notes=("the session log service alone: nothing follows its appends", *notes),
+            ),
+            Figure(
+                name=f"{self.name}, embedded stack",
+                compared="rate",
+                unit="events/s",
+                measured=rate_side(self.appends, self.in_stack),
+                baseline=self.baseline,
+                target=Target(">=", in_stack_at_least),
+                notes=(
+                    "through the session log service's gRPC as EmbeddedStack runs it (not the "
+                    "gateway): the projection service and the gateway's hub follow every "
+                    "append on its loop",
+                    *notes,
+                ),
+            ),
+        ]
 
 
 class Fences:
