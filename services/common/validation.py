@@ -56,10 +56,7 @@ class RequestRules:
         self._types: dict[str, type[protobuf.Message]] = {}
 
     def violations(self, request: Message) -> list[tuple[str, str]]:
-        found = [
-            validate_pb2.Violation.FromString(v.proto.to_binary()) for v in self._collect(request)
-        ]
-        return [(field_path(v), f"{v.rule_id}: {v.message}") for v in found]
+        return described(self._collect(request))
 
     def _collect(self, request: Message) -> list[protovalidate.Violation]:
         name = request.DESCRIPTOR.full_name
@@ -71,6 +68,12 @@ class RequestRules:
         except Exception:
             return _validator.collect_violations(request)
         return _validator.collect_violations(readable)
+
+
+def described(violations: list[protovalidate.Violation]) -> list[tuple[str, str]]:
+    """`(field path, reason)` of each violation, read as our generated type."""
+    found = [validate_pb2.Violation.FromString(v.proto.to_binary()) for v in violations]
+    return [(field_path(v), f"{v.rule_id}: {v.message}") for v in found]
 
 
 def field_path(violation: validate_pb2.Violation) -> str:

@@ -16,13 +16,12 @@ from agenthost.runtime.v1 import runtime_pb2
 from agenthost.sessionlog.v1 import events_pb2 as ev
 from agenthost.sessionlog.v1 import session_log_pb2
 from agenthost.workspace.v1 import workspace_pb2
-from buf.validate import validate_pb2
 from google.protobuf.descriptor import Descriptor
 from google.protobuf.message import Message
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from services.common.validation import RequestRules, field_path, violations_of
+from services.common.validation import RequestRules, described, violations_of
 from tests.support.fuzz import Pool, RequestDrawer
 
 REQUESTS: dict[str, Descriptor] = {
@@ -43,11 +42,7 @@ rules = RequestRules()
 
 
 def found_in_place(request: Message) -> list[tuple[str, str]]:
-    found = [
-        validate_pb2.Violation.FromString(v.proto.to_binary())
-        for v in in_place.collect_violations(request)
-    ]
-    return [(field_path(v), f"{v.rule_id}: {v.message}") for v in found]
+    return described(in_place.collect_violations(request))
 
 
 @pytest.mark.parametrize("name", sorted(REQUESTS))
