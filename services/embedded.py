@@ -1,10 +1,17 @@
 """The embedded default: every service in one process, each on its own
-loopback port and reached by the others through gRPC exactly as in a
-deployment, with SQLite under one data folder (or in the database
+loopback port, with SQLite under one data folder (or in the database
 AGENTHOST_DATABASE_URL names, PostgreSQL included). `agenthost up` (and so
 `make run`) starts this; the integration suites start it too. The gateway
 also serves browsers (gRPC-Web and Connect) on a port of its own, allowing
-its own loopback origins and any others given."""
+its own loopback origins and any others given.
+
+The services reach each other in-process (services/common/local.py): the
+same stubs, clients, guard and errors as over gRPC, without the loopback
+hop, which cost each call between them about one bare gRPC call of CPU on
+the one event loop they share. Their ports still serve everyone else (the
+CLI, browsers, tests, another process). Only the gateway's calls to the
+agent runtime go through its port: the gateway reaches runtimes by address,
+as it reaches the replicas of a deployment."""
 
 from __future__ import annotations
 
@@ -29,7 +36,8 @@ from services.agentruntime.service import agent_runtime_service
 from services.common.client import open_channel
 from services.common.config import LOOPBACK, ServiceConfig, TlsFiles, web_client_files
 from services.common.database import Database, database_from_env
-from services.common.internal_auth import new_token
+from services.common.internal_auth import METADATA_KEY, new_token
+from services.common.local import LocalChannel, LocalEndpoints
 from services.common.server import PortInUse, ServiceDefinition, ServiceHost, port_in_use
 from services.common.tasks import serve_until_signalled
 from services.common.topology import DEFAULT_PORTS, DEFAULT_WEB_PORT, SERVICES
@@ -86,6 +94,8 @@ class EmbeddedStack:
     addresses: dict[str, str] = field(default_factory=dict)
     definitions: dict[str, ServiceDefinition] = field(default_factory=dict)
     _channels: dict[str, list[grpc.aio.Channel]] = field(default_factory=dict)
+    # Where the services reach each other in-process.
+    peers: LocalEndpoints = field(default_factory=LocalEndpoints)
 
     @property
     def names(self) -> list[str]:
@@ -149,7 +159,7 @@ class EmbeddedStack:
             web_files=self.web_files,
         )
         definition = self._definition(name)
-        service_host = ServiceHost(config, definition)
+        service_host = ServiceHost(config, definition, local=self.peers)
         # Known before it starts, so stop() also ends a start cut short.
         self.hosts[name], self.definitions[name] = service_host, definition
         await service_host.start()
@@ -188,7 +198,8 @@ class EmbeddedStack:
         return open_channel(address, self.internal_token)
 
     def _channel(self, owner: str, target: str) -> grpc.aio.Channel:
-        channel = self.channel(target)
+        """How `owner` calls `target`: in-process, with the internal token."""
+        channel = LocalChannel(self.peers, target, ((METADATA_KEY, self.internal_token),))
         self._channels.setdefault(owner, []).append(channel)
         return channel
 

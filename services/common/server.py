@@ -29,8 +29,10 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from .config import ServiceConfig
 from .errors import DomainError, StorageUnavailable
+from .guarded import guarded_handlers
 from .interceptors import Authenticate, ServiceInterceptor
 from .internal_auth import require_token
+from .local import LocalEndpoint, LocalEndpoints
 from .reflection import enable_reflection
 from .tasks import serve_until_signalled, spawn
 from .topology import reachable_address
@@ -124,9 +126,18 @@ class ServiceDefinition:
 
 
 class ServiceHost:
-    def __init__(self, config: ServiceConfig, definition: ServiceDefinition) -> None:
+    def __init__(
+        self,
+        config: ServiceConfig,
+        definition: ServiceDefinition,
+        local: LocalEndpoints | None = None,
+    ) -> None:
         self.config = config
         self.definition = definition
+        # Where the other services of this process reach it without the
+        # loopback hop (local.py), while its server runs.
+        self.local = local
+        self._endpoint: LocalEndpoint | None = None
         # Made in start(): grpc.aio binds them to the running event loop.
         self.health: health.aio.HealthServicer | None = None
         self.server: grpc.aio.Server | None = None
@@ -193,6 +204,7 @@ class ServiceHost:
             raise
         await server.start()
         self._started = True
+        await self._serve_locally()
         log.info("listening", extra={"address": self.address})
         if self.definition.listening is not None:
             host = self.config.listen.rsplit(":", 1)[0]
@@ -236,6 +248,21 @@ class ServiceHost:
         self.web.start(web_app(apps, origins, self.config.web_files))
         log.info("web listening", extra={"address": self.web.url, "origins": origins})
 
+    async def _serve_locally(self) -> None:
+        if self.local is None:
+            return
+        assert self._interceptor is not None
+        self._endpoint = LocalEndpoint(
+            await guarded_handlers(self.definition.register, self._interceptor)
+        )
+        self.local.add(self.config.name, self._endpoint)
+
+    async def _stop_serving_locally(self) -> None:
+        """Where the server stops: local streams end as its streams do."""
+        if self.local is not None and self._endpoint is not None:
+            self.local.remove(self.config.name, self._endpoint)
+            await self._endpoint.stop()
+
     def _admission(self) -> Authenticate | None:
         if self.definition.authenticate is not None:
             return self.definition.authenticate
@@ -273,6 +300,7 @@ class ServiceHost:
             await hook()
         if self.web is not None:
             await self.web.stop()
+        await self._stop_serving_locally()
         await self.server.stop(max(self.config.grace_s - (time.monotonic() - started), 0))
         if self.definition.close is not None:
             await self.definition.close()

@@ -18,15 +18,9 @@ grpcwebproxy): none is installable from Debian, PyPI or npm here, and it
 would be one more process for `agenthost up` to run.
 
 One guard: connect-python has interceptors of its own, but every call must
-pass the one grpc.aio interceptor (interceptors.py). Its intercept_service
-only wraps the method handlers a servicer registers, so the host collects
-them with a stand-in server from the definition's `register` (the generated
-add_*Servicer_to_server), has its own ServiceInterceptor wrap each once (the
-instance that guards the gRPC port: admission, bearer tokens, validation,
-deadlines, error mapping, the log line per call and the graceful stop's
-count of unary calls are the same code and the same state), and calls them
-with WebContext: the part of grpc.aio.ServicerContext the guard and the
-servicers use, over connect-python's RequestContext. An abort's status,
+pass the one grpc.aio interceptor (interceptors.py): the host's handlers
+behind its own guard (guarded.py), called with WebContext, over
+connect-python's RequestContext. An abort's status,
 with the details in its grpc-status-details-bin, becomes a ConnectError,
 which connect-python writes in the protocol the browser spoke. A request
 whose bytes do not decode reaches the guard as the same Undecodable marker
@@ -52,7 +46,6 @@ from collections.abc import (
     Mapping,
     Sequence,
 )
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -75,6 +68,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .config import LOOPBACK, TlsFiles
+from .guarded import CallContext, Register, guarded_handlers
 from .interceptors import ServiceInterceptor, Undecodable
 
 log = logging.getLogger("agenthost.server")
@@ -108,7 +102,6 @@ EXPOSED_HEADERS = (
 PREFLIGHT_MAX_AGE_S = 7200
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 
-Register = Callable[[Any], None]
 # What Endpoint.unary and .server_stream make (their classes are private).
 ServedEndpoint = Any
 RpcBehavior = Callable[..., Any]
@@ -128,42 +121,14 @@ class PortTaken(OSError):
 # -- the servicer's handlers, guarded ----------------------------------------------------
 
 
-class _Registrar:
-    """Stands in for grpc.aio.Server while a definition registers its
-    servicers: keeps each method's handler by its path."""
-
-    def __init__(self) -> None:
-        self.handlers: dict[str, grpc.RpcMethodHandler] = {}
-
-    def add_registered_method_handlers(
-        self, service: str, handlers: Mapping[str, grpc.RpcMethodHandler]
-    ) -> None:
-        for name, handler in handlers.items():
-            self.handlers[f"/{service}/{name}"] = handler
-
-    def add_generic_rpc_handlers(self, _handlers: Sequence[object]) -> None:
-        pass  # the same handlers, also registered by name above
-
-
-@dataclass(frozen=True)
-class _CallDetails:
-    """grpc.HandlerCallDetails, as the guard reads it."""
-
-    method: str
-    invocation_metadata: tuple[tuple[str, str], ...] = ()
-
-
-class WebContext:
-    """What the guard and the servicers use of grpc.aio.ServicerContext, for
-    a call that came over HTTP: metadata are the request's headers, the
-    deadline is the request's timeout, and abort() keeps the status for
-    `error()` to turn into a ConnectError."""
+class WebContext(CallContext):
+    """A call that came over HTTP: metadata are the request's headers, the
+    deadline is the request's timeout, and `error()` turns an abort's status
+    into a ConnectError."""
 
     def __init__(self, request: RequestContext[Any, Any]) -> None:
+        super().__init__()
         self._request = request
-        self._code: grpc.StatusCode | None = None
-        self._details = ""
-        self._trailing: tuple[tuple[str, str | bytes], ...] = ()
 
     def invocation_metadata(self) -> tuple[tuple[str, str], ...]:
         return tuple(self._request.request_headers.allitems())
@@ -175,42 +140,17 @@ class WebContext:
     def peer(self) -> str:
         return f"ipv4:{self._request.client_address}" if self._request.client_address else ""
 
-    def code(self) -> grpc.StatusCode | None:
-        return self._code
-
-    def details(self) -> str:
-        return self._details
-
-    def set_code(self, code: grpc.StatusCode) -> None:
-        self._code = code
-
-    def set_details(self, details: str) -> None:
-        self._details = details
-
-    def set_trailing_metadata(self, metadata: Iterable[tuple[str, str | bytes]]) -> None:
-        self._trailing = tuple(metadata)
-
-    async def abort(
-        self,
-        code: grpc.StatusCode,
-        details: str = "",
-        trailing_metadata: Iterable[tuple[str, str | bytes]] = (),
-    ) -> None:
-        self._code, self._details = code, details
-        self._trailing = tuple(trailing_metadata)
-        raise grpc.aio.AbortError()
-
     def error(self) -> ConnectError:
         """The status the call was aborted with, details included."""
         details: list[ErrorDetail] = []
-        for key, value in self._trailing:
+        for key, value in self.trailing():
             if key == "grpc-status-details-bin" and isinstance(value, bytes):
                 status = status_pb2.Status.FromString(value)
                 details = [
                     ErrorDetail(WireAny(type_url=d.type_url, value=d.value)) for d in status.details
                 ]
-        code = self._code if self._code is not None else grpc.StatusCode.UNKNOWN
-        return ConnectError(_CONNECT_CODES.get(code, Code.UNKNOWN), self._details, details)
+        code = self.code() or grpc.StatusCode.UNKNOWN
+        return ConnectError(_CONNECT_CODES.get(code, Code.UNKNOWN), self.details(), details)
 
 
 def _unary(behavior: RpcBehavior) -> Callable[[Any, RequestContext[Any, Any]], Awaitable[Any]]:
@@ -287,8 +227,7 @@ async def service_apps(
 ) -> dict[str, ASGIApp]:
     """Each service's ASGI application, by its path prefix; every method
     (or those named in `only`) is the servicer's own handler behind `guard`."""
-    registrar = _Registrar()
-    register(registrar)
+    handlers = await guarded_handlers(register, guard)
     apps: dict[str, ASGIApp] = {}
     for service_name in service_names:
         service = descriptor_pool.Default().FindServiceByName(service_name)
@@ -297,14 +236,7 @@ async def service_apps(
             if only is not None and method.name not in only:
                 continue
             path = f"/{service.full_name}/{method.name}"
-            handler = registrar.handlers[path]
-
-            async def registered(
-                _details: object, handler: grpc.RpcMethodHandler = handler
-            ) -> grpc.RpcMethodHandler:
-                return handler
-
-            guarded = await guard.intercept_service(registered, _CallDetails(path))
+            guarded = handlers[path]
             info = MethodInfo(
                 name=method.name,
                 service_name=service.full_name,

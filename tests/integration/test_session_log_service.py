@@ -300,8 +300,8 @@ def test_plan_state_with_pending_equal_to_active_is_invalid() -> None:
     assert violations_of(plan_mode_pb2.PlanModeState(active=False)) == []
 
 
-async def test_reflection_lists_the_service(session_log_channel: grpc.aio.Channel) -> None:
-    stub = reflection_pb2_grpc.ServerReflectionStub(session_log_channel)
+async def test_reflection_lists_the_service(session_log_grpc_channel: grpc.aio.Channel) -> None:
+    stub = reflection_pb2_grpc.ServerReflectionStub(session_log_grpc_channel)
 
     async def ask() -> reflection_pb2.ServerReflectionRequest:
         yield reflection_pb2.ServerReflectionRequest(list_services="")
@@ -415,7 +415,9 @@ async def test_in_process_host_fixture_cleans_up(tmp_path: Path) -> None:
     assert host.port > 0
 
 
-async def test_reflection_is_also_served_as_v1(session_log_channel: grpc.aio.Channel) -> None:
+async def test_reflection_is_also_served_as_v1(
+    session_log_grpc_channel: grpc.aio.Channel,
+) -> None:
     """grpcurl asks grpc.reflection.v1 first: it lists and describes the
     services there too (reflection itself included, under v1's names)."""
     pool = descriptor_pool.Default()
@@ -425,7 +427,7 @@ async def test_reflection_is_also_served_as_v1(session_log_channel: grpc.aio.Cha
     response_type = message_factory.GetMessageClass(
         pool.FindMessageTypeByName("grpc.reflection.v1.ServerReflectionResponse")
     )
-    info = session_log_channel.stream_stream(
+    info = session_log_grpc_channel.stream_stream(
         "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo",
         request_serializer=request_type.SerializeToString,
         response_deserializer=response_type.FromString,

@@ -22,6 +22,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from services.common.client import open_channel
 from services.common.config import ServiceConfig
+from services.common.local import LocalChannel, LocalEndpoints
 from services.common.server import ServiceDefinition, ServiceHost, port_in_use
 
 REPO = Path(__file__).resolve().parents[2]
@@ -30,12 +31,15 @@ START_TIMEOUT_S = 30.0
 
 @asynccontextmanager
 async def running_host(
-    name: str, definition: ServiceDefinition, data_dir: Path
+    name: str, definition: ServiceDefinition, data_dir: Path, *, local: bool = False
 ) -> AsyncIterator[tuple[ServiceHost, grpc.aio.Channel]]:
-    """A service on 127.0.0.1 with an ephemeral port, and a channel to it."""
-    host = ServiceHost(ServiceConfig(name=name, data_dir=data_dir, grace_s=1.0), definition)
+    """A service on 127.0.0.1 with an ephemeral port, and a channel to it:
+    over gRPC, or with `local` the in-process one (services/common/local.py)."""
+    endpoints = LocalEndpoints()
+    config = ServiceConfig(name=name, data_dir=data_dir, grace_s=1.0)
+    host = ServiceHost(config, definition, local=endpoints)
     await host.start()
-    channel = open_channel(host.address)
+    channel = LocalChannel(endpoints, name) if local else open_channel(host.address)
     try:
         yield host, channel
     finally:
