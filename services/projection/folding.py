@@ -84,11 +84,12 @@ class SessionProjection:
     def apply(self, event: events_pb2.Event) -> list[Change]:
         """Fold one event into every unit that has not seen it yet; the views
         that really changed, in unit order."""
-        if event.seq <= self.watermark:
+        watermark = self.watermark
+        if event.seq <= watermark:
             return []
-        if event.seq != self.watermark + 1:
+        if event.seq != watermark + 1:
             raise OutOfOrderEvent(
-                f"session {self.session_id!r}: event {event.seq} after {self.watermark}"
+                f"session {self.session_id!r}: event {event.seq} after {watermark}"
             )
         changes: list[Change] = []
         for slot in self._slots:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from contextlib import aclosing
 from typing import Any
 
 import grpc
@@ -28,6 +29,7 @@ from .port import (
     DEFAULT_HEARTBEAT_S,
     DEFAULT_MESSAGE_LIMIT,
     AppendResult,
+    BatchItem,
     CaughtUp,
     Direction,
     Event,
@@ -36,6 +38,7 @@ from .port import (
     SessionSummary,
     SubscriptionItem,
     TailPage,
+    flattened,
 )
 
 PEER = "sessionlog"
@@ -204,6 +207,17 @@ class SessionLogClient:
         heartbeat_s: float = DEFAULT_HEARTBEAT_S,
         from_end: bool = False,
     ) -> AsyncIterator[SubscriptionItem]:
+        batches = self.subscribe_all_batches(after_position, heartbeat_s, from_end)
+        async with aclosing(batches) as items:
+            async for item in flattened(items):
+                yield item
+
+    async def subscribe_all_batches(
+        self,
+        after_position: int = 0,
+        heartbeat_s: float = DEFAULT_HEARTBEAT_S,
+        from_end: bool = False,
+    ) -> AsyncGenerator[BatchItem, None]:
         request = pb.SubscribeAllRequest(
             after_position=after_position,
             heartbeat_ms=int(heartbeat_s * 1000),
@@ -213,10 +227,10 @@ class SessionLogClient:
         stream = self._stub.SubscribeAll(request, wait_for_ready=True)
         async for response in peer_stream(stream, PEER):
             if response.WhichOneof("message") == "events":
-                for event in response.events.events:
-                    yield event
-            else:
-                yield _item(response)
+                yield list(response.events.events)
+                continue
+            item = _item(response)
+            yield [item] if isinstance(item, Event) else item
 
     @calls_peer
     async def list_sessions(

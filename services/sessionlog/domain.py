@@ -47,6 +47,7 @@ from .port import (
     ReadResult,
     SubscriptionItem,
     TailPage,
+    flattened,
 )
 from .sqlite_store import SqliteSessionStore
 from .store import (
@@ -398,12 +399,8 @@ class SessionLog:
     ) -> AsyncIterator[SubscriptionItem]:
         batches = self.subscribe_all_batches(after_position, heartbeat_s, from_end)
         async with aclosing(batches) as items:
-            async for item in items:
-                if isinstance(item, list):
-                    for event in item:
-                        yield event
-                else:
-                    yield item
+            async for item in flattened(items):
+                yield item
 
     async def subscribe_all_batches(
         self,

@@ -75,6 +75,16 @@ SubscriptionItem = Event | CaughtUp | Heartbeat
 BatchItem = list[Event] | CaughtUp | Heartbeat
 
 
+async def flattened(batches: AsyncIterator[BatchItem]) -> AsyncIterator[SubscriptionItem]:
+    """A batched subscription as one item per event."""
+    async for item in batches:
+        if isinstance(item, list):
+            for event in item:
+                yield event
+        else:
+            yield item
+
+
 class SessionLogPort(Protocol):
     async def create_session(
         self, session_id: str | None, cwd: str
@@ -140,6 +150,17 @@ class SessionLogPort(Protocol):
         from_end: bool = False,
     ) -> AsyncIterator[SubscriptionItem]:
         """From `after_position`, or only new events when `from_end`."""
+        ...
+
+    def subscribe_all_batches(
+        self,
+        after_position: int = 0,
+        heartbeat_s: float = DEFAULT_HEARTBEAT_S,
+        from_end: bool = False,
+    ) -> AsyncIterator[BatchItem]:
+        """`subscribe_all` with the events of one read of the log kept
+        together: a follower that folds them can take each run of one
+        session's events at once."""
         ...
 
     async def list_sessions(

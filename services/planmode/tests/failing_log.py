@@ -14,6 +14,7 @@ from services.sessionlog.port import (
     DEFAULT_HEARTBEAT_S,
     DEFAULT_MESSAGE_LIMIT,
     AppendResult,
+    BatchItem,
     Direction,
     Event,
     ReadResult,
@@ -89,6 +90,14 @@ class AppendOutage:
         from_end: bool = False,
     ) -> AsyncIterator[SubscriptionItem]:
         return self._log.subscribe_all(after_position, heartbeat_s, from_end)
+
+    def subscribe_all_batches(
+        self,
+        after_position: int = 0,
+        heartbeat_s: float = DEFAULT_HEARTBEAT_S,
+        from_end: bool = False,
+    ) -> AsyncIterator[BatchItem]:
+        return self._log.subscribe_all_batches(after_position, heartbeat_s, from_end)
 
     async def list_sessions(
         self,
