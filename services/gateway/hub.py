@@ -242,10 +242,13 @@ class Hub:
     async def _on_event(self, event: events_pb2.Event) -> None:
         session_id = event.session_id
         self._plans.on_event(event)
+        deltas = self._closing_deltas(event)  # kept in step with the log either way
+        released = self._released(session_id, event.seq)
         account = await self.owner(session_id)
-        frames = self._frames_of(event) + self._released(session_id, event.seq)
-        if account is not None:
-            for frame in frames:
+        # The frames are built only for an account someone is connected as:
+        # most events, appended where nobody watches, cost no copy.
+        if account is not None and self._connections.get(account):
+            for frame in [*deltas, *self._frames_of(event), *released]:
                 self.broadcast(account, frame)
 
     def _released(self, session_id: str, seq: int) -> list[Frame]:
@@ -271,12 +274,11 @@ class Hub:
         return True
 
     def _frames_of(self, event: events_pb2.Event) -> list[Frame]:
-        """The frames one event makes, in the order clients must get them."""
+        """The frames of the event itself (after its closing deltas)."""
         session_id = event.session_id
-        frames = self._closing_deltas(event)
-        frames.append(
+        frames = [
             Frame(session_event=gw.SessionEvent(session_id=session_id, seq=event.seq, event=event))
-        )
+        ]
         running = running_after(event)
         if running is not None:
             frames.append(
