@@ -6,7 +6,6 @@ keeps measuring the same thing while the services change behind them."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -25,8 +24,6 @@ from bench.ratio import (
     Side,
     Target,
     interleaved,
-    interleaved_sides,
-    percentile,
     rate_side,
 )
 from clients.sdk.auth import authorized_channel
@@ -93,6 +90,11 @@ SMOKE = Sizes(
 # Generous: a cold open of a big session may take long, and a slow call
 # must show in the report, not fail the run.
 CALL_TIMEOUT_S = 120.0
+# What the gateway figures' notes say of the calls behind them.
+IN_PROCESS = (
+    "one gRPC call: the gateway reaches plan mode, the session log and the projection "
+    "service in-process, as the embedded stack wires its services (services/common/local.py)"
+)
 # Events per append when building sessions (the log's maximum is 1000).
 BUILD_BATCH = 1000
 
@@ -102,12 +104,8 @@ BUILD_BATCH = 1000
 ECHO_METHOD = "/bench.Echo/Echo"
 
 
-def _echo_handler(
-    forward: grpc.aio.UnaryUnaryMultiCallable | None = None,
-) -> grpc.GenericRpcHandler:
+def _echo_handler() -> grpc.GenericRpcHandler:
     async def echo(request: bytes, context: grpc.aio.ServicerContext) -> bytes:
-        if forward is not None:
-            await forward(request)
         return request
 
     handler = grpc.unary_unary_rpc_method_handler(echo)
@@ -115,14 +113,11 @@ def _echo_handler(
 
 
 @asynccontextmanager
-async def echo_server(
-    forward: grpc.aio.UnaryUnaryMultiCallable | None = None,
-) -> AsyncIterator[grpc.aio.UnaryUnaryMultiCallable]:
+async def echo_server() -> AsyncIterator[grpc.aio.UnaryUnaryMultiCallable]:
     """A grpc.aio unary echo of raw bytes on loopback, in this process like
-    the stack, and the callable that calls it over its own channel. With
-    `forward`, each call first calls that (one more hop) with the same bytes."""
+    the stack, and the callable that calls it over its own channel."""
     server = grpc.aio.server()
-    server.add_generic_rpc_handlers([_echo_handler(forward)])
+    server.add_generic_rpc_handlers([_echo_handler()])
     port = server.add_insecure_port("127.0.0.1:0")
     await server.start()
     channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}")
@@ -131,19 +126,6 @@ async def echo_server(
     finally:
         await channel.close()
         await server.stop(None)
-
-
-@asynccontextmanager
-async def echo_chain(hops: int) -> AsyncIterator[grpc.aio.UnaryUnaryMultiCallable]:
-    """`hops` echo servers, each calling the next before it answers: the
-    cost of `hops` unary calls made one after another, with nothing else
-    done (the floor of an operation that makes that many calls in sequence)."""
-    async with contextlib.AsyncExitStack() as servers:
-        call = None
-        for _ in range(hops):
-            call = await servers.enter_async_context(echo_server(call))
-        assert call is not None
-        yield call
 
 
 # -- the stack -------------------------------------------------------------------------------------
@@ -297,32 +279,3 @@ async def against_echo(call: Call, payload: bytes, sizes: Sizes) -> tuple[list[f
     bytes, so both carry the same size), interleaved."""
     async with echo_server() as echo:
         return await interleaved(call, lambda: echo(payload), sizes.rounds, sizes.per_round)
-
-
-@dataclass(frozen=True)
-class Floor:
-    """A chain of as many echo hops as the measured call makes in sequence,
-    timed in the same rounds: what that many calls cost with nothing else
-    done, to set the measured figure against."""
-
-    hops: int
-    samples_s: list[float]
-
-    def notes(self, echo_s: Sequence[float]) -> tuple[str, ...]:
-        chain, echo = percentile(self.samples_s, 50), percentile(echo_s, 50)
-        return (
-            f"floor: {self.hops} bare echo calls in sequence (the calls this operation "
-            f"makes one after another), p50 {chain * 1e3:.3g} ms = {chain / echo:.2f}x the echo",
-        )
-
-
-async def against_echo_and_floor(
-    call: Call, payload: bytes, sizes: Sizes, hops: int
-) -> tuple[list[float], list[float], Floor]:
-    """`against_echo`, with a chain of `hops` echoes of `payload` timed in the
-    same interleaved rounds."""
-    async with echo_server() as echo, echo_chain(hops) as chain:
-        measured, baseline, floor = await interleaved_sides(
-            [call, lambda: echo(payload), lambda: chain(payload)], sizes.rounds, sizes.per_round
-        )
-    return measured, baseline, Floor(hops, floor)

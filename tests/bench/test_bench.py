@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 from bench import plan_mode_read
-from bench.harness import SMOKE, echo_chain
+from bench.harness import SMOKE
 from bench.ratio import Call, Figure, Side, Target, interleaved_sides, percentile, run_for
 from bench.report import Report, machine
 
@@ -63,11 +63,6 @@ async def test_interleaved_sides_take_turns_going_first() -> None:
     warm_up, rounds = order[:3], order[3:]
     assert warm_up == ["a", "b", "c"]
     assert [rounds[i] for i in (0, 3, 6)] == ["a", "b", "c"]  # each goes first once
-
-
-async def test_an_echo_chain_answers_after_every_hop() -> None:
-    async with echo_chain(3) as chain:
-        assert await chain(b"ping") == b"ping"
 
 
 async def test_a_figure_runs_on_the_stack_and_reports(tmp_path: Path) -> None:
