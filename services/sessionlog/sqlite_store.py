@@ -31,6 +31,7 @@ from . import store_algorithms as algorithms
 from .append_plan import AppendRequest, Outcome, Stored, WavePlan, plan_wave, wanted_ids
 from .group_commit import CommitStats, GroupCommitter
 from .leases import Lease, LeaseChange
+from .log_tail import LogTail
 from .port import AppendResult, Direction, ReadResult, TailPage
 from .store import (
     Event,
@@ -136,6 +137,8 @@ class SqliteSessionStore:
         self._committer = GroupCommitter(self._commit_wave)
         # The last write failed for the storage's sake (see _write_now).
         self._write_failed = False
+        # What the followers read next (one writer: positions in commit order).
+        self._tail = LogTail()
 
     @property
     def stats(self) -> CommitStats:
@@ -144,6 +147,7 @@ class SqliteSessionStore:
     # -- lifecycle -----------------------------------------------------------
 
     async def open(self) -> None:
+        self._tail.clear()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._write_db = await self._on(self._writer, self._connect)
         await self._on(self._writer, lambda: _migrate(self._db(write=True)))
@@ -259,7 +263,9 @@ class SqliteSessionStore:
         return await self._committer.append(request)
 
     async def _commit_wave(self, requests: Sequence[AppendRequest]) -> list[Outcome]:
-        return await self._write(lambda db: _append_wave(db, requests))
+        plan, last_position = await self._write(lambda db: _append_wave(db, requests))
+        self._tail.committed(plan.events, last_position)
+        return plan.outcomes
 
     # -- leases ------------------------------------------------------------------
 
@@ -293,6 +299,10 @@ class SqliteSessionStore:
         return await self._read(lambda db: algorithms.run(algorithm, partial(_answer, db)))
 
     async def read_all(self, after_position: int, limit: int) -> list[Event]:
+        recent = self._tail.read(after_position, limit)
+        if recent is not None:
+            return recent
+
         def query(db: sqlite3.Connection) -> list[Event]:
             rows = db.execute(
                 f"SELECT {EVENT_COLUMNS} FROM events WHERE position > ? ORDER BY position LIMIT ?",
@@ -315,12 +325,20 @@ class SqliteSessionStore:
         self, source_id: str, up_to_seq: int | None, header: SessionHeader, now_us: int
     ) -> SessionSummary:
         algorithm = algorithms.fork(source_id, up_to_seq, header, now_us)
-        return await self._committer.alone(
-            lambda: self._write(lambda db: algorithms.run(algorithm, partial(_answer, db)))
-        )
+        try:
+            return await self._committer.alone(
+                lambda: self._write(lambda db: algorithms.run(algorithm, partial(_answer, db)))
+            )
+        finally:
+            self._tail.clear()  # the copies took positions the tail does not hold
 
     async def delete(self, session_id: str) -> bool:
-        return await self._committer.alone(lambda: self._write(lambda db: _delete(db, session_id)))
+        try:
+            return await self._committer.alone(
+                lambda: self._write(lambda db: _delete(db, session_id))
+            )
+        finally:
+            self._tail.clear()  # it may hold the deleted events
 
     # -- checkpoints ---------------------------------------------------------------
 
@@ -420,11 +438,14 @@ def _marks(values: Sequence[object]) -> str:
     return ",".join("?" * len(values))
 
 
-def _append_wave(db: sqlite3.Connection, requests: Sequence[AppendRequest]) -> list[Outcome]:
-    """One wave in the caller's transaction (group_commit.py)."""
+def _append_wave(db: sqlite3.Connection, requests: Sequence[AppendRequest]) -> tuple[WavePlan, int]:
+    """One wave in the caller's transaction (group_commit.py), and the
+    position of the last event it inserted (0 if none)."""
     plan = plan_wave(_stored(db, requests), requests)
     _write_plan(db, plan)
-    return plan.outcomes
+    if not plan.events:
+        return plan, 0
+    return plan, int(db.execute("SELECT last_insert_rowid()").fetchone()[0])
 
 
 def _stored(db: sqlite3.Connection, requests: Sequence[AppendRequest]) -> Stored:

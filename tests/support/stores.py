@@ -62,6 +62,17 @@ class OpenLog:
     def stats(self) -> CommitStats:
         return self.store.stats
 
+    @asynccontextmanager
+    async def another(self) -> AsyncIterator[Store]:
+        """A second store on the same data, open beside the log's (what
+        another process would read from it)."""
+        store = self._make_store()
+        await store.open()
+        try:
+            yield store
+        finally:
+            await store.close()
+
     async def clean(self) -> None:
         """Remove what an earlier run may have left (a PostgreSQL schema)."""
         if isinstance(probe := self._make_store(), PostgresSessionStore):
