@@ -93,7 +93,7 @@ class SqliteBaseline:
         return result
 
 
-async def _appender(log: SessionLogClient, cwd: Path, batch: int) -> Round:
+async def appender(log: SessionLogClient, cwd: Path, batch: int) -> Round:
     summary, _ = await log.create_session(None, str(cwd))
     events = conversation(batch)
 
@@ -113,10 +113,10 @@ async def run(sizes: Sizes, data_dir: Path) -> list[Figure]:
         ):
             through_stack, baseline, by_itself = await interleaved_rate_sides(
                 [
-                    await _appender(stack.log, stack.workdir, sizes.batch),
+                    await appender(stack.log, stack.workdir, sizes.batch),
                     # In a thread like the store's writer, so the loop stays free.
                     lambda seconds: asyncio.to_thread(baseline_db.round, seconds),
-                    await _appender(alone, data_dir, sizes.batch),
+                    await appender(alone, data_dir, sizes.batch),
                 ],
                 sizes.rate_rounds,
                 sizes.rate_round_s,

@@ -25,7 +25,7 @@ from services.sessionlog.client import SessionLogClient
 NAME = "concurrent_appends"
 
 
-async def _appenders(log: SessionLogClient, cwd: Path, sizes: Sizes) -> Round:
+async def appenders(log: SessionLogClient, cwd: Path, sizes: Sizes) -> Round:
     sessions = []
     for _ in range(sizes.appenders):
         summary, _ = await log.create_session(None, str(cwd))
@@ -55,9 +55,9 @@ async def run(sizes: Sizes, data_dir: Path) -> list[Figure]:
 
         through_stack, baseline, by_itself = await interleaved_rate_sides(
             [
-                await _appenders(stack.log, stack.workdir, sizes),
+                await appenders(stack.log, stack.workdir, sizes),
                 lambda seconds: run_for(seconds, sizes.appenders, one_echo),
-                await _appenders(alone, data_dir, sizes),
+                await appenders(alone, data_dir, sizes),
             ],
             sizes.rate_rounds,
             sizes.rate_round_s,

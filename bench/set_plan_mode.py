@@ -26,7 +26,7 @@ from bench.ratio import Call, Figure, Target, latency_side
 NAME = "set_plan_mode"
 
 
-def _toggle(stack: Stack, session_id: str) -> Call:
+def toggle(stack: Stack, session_id: str) -> Call:
     fences, state = Fences(), {"active": False}
 
     async def call() -> None:
@@ -48,7 +48,7 @@ async def run(sizes: Sizes, data_dir: Path) -> Figure:
         payload = gw.SetPlanModeRequest(
             fence=Fences().next(), session_id=session_id, active=True
         ).SerializeToString()
-        measured, baseline = await against_echo(_toggle(stack, session_id), payload, sizes)
+        measured, baseline = await against_echo(toggle(stack, session_id), payload, sizes)
     return Figure(
         name="gateway SetPlanMode idle commit (durable)",
         compared="p50",

@@ -69,7 +69,7 @@ async def _listen(
     call.cancel()
 
 
-async def _round(
+async def fanout_round(
     stack: Stack, sessions: Sequence[str], streams: int, appends: int, tag: str
 ) -> list[float]:
     """`streams` Connect streams of the account, each a client of one of
@@ -211,7 +211,7 @@ async def run(sizes: Sizes, data_dir: Path) -> list[Figure]:
     async with running_stack(data_dir) as stack:
         session_id = await gateway_session(stack)
         spread = [await gateway_session(stack) for _ in range(sizes.streams)]
-        await _round(stack, [session_id], sizes.streams, sizes.stream_appends, "warm")
+        await fanout_round(stack, [session_id], sizes.streams, sizes.stream_appends, "warm")
         many: list[float] = []
         one: list[float] = []
         each: list[float] = []
@@ -224,7 +224,7 @@ async def run(sizes: Sizes, data_dir: Path) -> list[Figure]:
             turn = index % len(kinds)  # each kind goes first in turn
             for n, (sessions, streams, into) in enumerate(kinds[turn:] + kinds[:turn]):
                 tag = f"{index}-{n}"
-                into.extend(await _round(stack, sessions, streams, sizes.stream_appends, tag))
+                into.extend(await fanout_round(stack, sessions, streams, sizes.stream_appends, tag))
     event = gw.SessionEvent(session_id=session_id, event=conversation(1)[2])
     frame = gw.ConnectResponse(session_event=event)
     bare_many, bare_one = await _bare_floor(sizes, frame.SerializeToString())
