@@ -56,6 +56,7 @@ class SessionProjection:
         self.session_id = session_id
         self._slots = slots
         self._last_seq = watermark
+        self._watermark = self._lowest()
         # Events folded since the last checkpoint was taken.
         self.unsaved_events = 0
 
@@ -73,7 +74,11 @@ class SessionProjection:
 
     @property
     def watermark(self) -> int:
-        """Every unit has folded every event up to here."""
+        """Every unit has folded every event up to here (kept as `apply`
+        moves the slots: the engine asks for it several times an event)."""
+        return self._watermark
+
+    def _lowest(self) -> int:
         return min((slot.through_seq for slot in self._slots), default=self._last_seq)
 
     @property
@@ -92,11 +97,14 @@ class SessionProjection:
                 f"session {self.session_id!r}: event {event.seq} after {watermark}"
             )
         changes: list[Change] = []
-        for slot in self._slots:
-            if slot.through_seq < event.seq:
-                change = self._fold_slot(slot, event)
-                if change is not None:
-                    changes.append(change)
+        try:
+            for slot in self._slots:
+                if slot.through_seq < event.seq:
+                    change = self._fold_slot(slot, event)
+                    if change is not None:
+                        changes.append(change)
+        finally:
+            self._watermark = self._lowest()
         self._last_seq = max(self._last_seq, event.seq)
         self.unsaved_events += 1
         return changes
