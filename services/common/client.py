@@ -13,7 +13,7 @@ import grpc
 
 from .deadlines import downstream_timeout
 from .errors import DomainError, PeerUnavailable
-from .internal_auth import token_interceptors
+from .internal_auth import with_token
 from .server import MAX_MESSAGE_BYTES
 from .status import domain_error_from
 
@@ -49,9 +49,7 @@ CHANNEL_OPTIONS = [
 
 def open_channel(address: str, internal_token: str | None = None) -> grpc.aio.Channel:
     """A channel to a service; to an internal one, carrying the stack's token."""
-    return grpc.aio.insecure_channel(
-        address, options=CHANNEL_OPTIONS, interceptors=token_interceptors(internal_token)
-    )
+    return with_token(grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS), internal_token)
 
 
 def call_timeout(default: float | None = DEFAULT_TIMEOUT_S) -> float | None:

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import grpc
 
-from agenthost_core.call_metadata import metadata_interceptors
+from agenthost_core.call_metadata import with_metadata
 
 from .errors import Unauthenticated
 
@@ -72,6 +72,6 @@ def require_token(token: str) -> Callable[[grpc.aio.ServicerContext], None]:
     return check
 
 
-def token_interceptors(token: str | None) -> list[grpc.aio.ClientInterceptor]:
-    """The client interceptors a channel to an internal service needs."""
-    return [] if token is None else metadata_interceptors(METADATA_KEY, token)
+def with_token(channel: grpc.aio.Channel, token: str | None) -> grpc.aio.Channel:
+    """`channel`, presenting the stack's token (if any) with every call."""
+    return with_metadata(channel, METADATA_KEY, token)

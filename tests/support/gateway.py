@@ -65,7 +65,8 @@ class Client:
     async def _read(self) -> None:
         assert self._call is not None
         try:
-            async for frame in self._call:
+            # read(), as connect() began: grpc.aio refuses a call read both ways.
+            while (frame := await self._call.read()) is not grpc.aio.EOF:
                 self.received.append(frame)
                 self._arrived.set()
         except (grpc.aio.AioRpcError, asyncio.CancelledError):
