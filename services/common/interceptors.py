@@ -142,16 +142,26 @@ class ServiceInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         # its storage failing).
         self.on_error = on_error
         self.unary_calls = InFlight()
+        # Each method's guarded handler, made at its first call: grpc asks
+        # for the handler on every call, and a method's never changes.
+        self._guarded: dict[str, grpc.RpcMethodHandler] = {}
 
     async def intercept_service(
         self,
         continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
         details: grpc.HandlerCallDetails,
     ) -> grpc.RpcMethodHandler:
-        handler = await continuation(details)
+        method: str = details.method
+        guarded = self._guarded.get(method)
+        if guarded is None:
+            guarded = self._guard(method, await continuation(details))
+            if guarded is not None:
+                self._guarded[method] = guarded
+        return guarded
+
+    def _guard(self, method: str, handler: grpc.RpcMethodHandler | None) -> grpc.RpcMethodHandler:
         if handler is None:
             return handler
-        method: str = details.method
         if method.startswith(UNVALIDATED_PREFIXES):
             # Health and reflection answer before SERVING and unauthenticated;
             # they only need bad bytes refused.
