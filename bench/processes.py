@@ -43,6 +43,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+import grpc
 from agenthost.gateway.v1 import gateway_pb2 as gw
 from agenthost.gateway.v1 import gateway_pb2_grpc as gw_grpc
 from agenthost.sessionlog.v1 import events_pb2 as ev
@@ -287,8 +288,9 @@ class Client:
             self._frames[seq] = asyncio.get_running_loop().create_future()
         return self._frames[seq]
 
-    async def _follow(self, stream: AsyncIterator[Any]) -> None:
-        async for frame in stream:
+    async def _follow(self, stream: Any) -> None:
+        # read(), as open() began: grpc.aio refuses a call read both ways.
+        while (frame := await stream.read()) is not grpc.aio.EOF:
             event = frame.session_event
             if event.session_id == self.session_id:
                 self._frame(event.seq).set_result(None)

@@ -238,7 +238,8 @@ class RawClient:
 
     async def _read(self, call: Any) -> None:
         with suppress(grpc.aio.AioRpcError, asyncio.CancelledError):
-            async for frame in call:
+            # read(), as connect() began: grpc.aio refuses a call read both ways.
+            while (frame := await call.read()) is not grpc.aio.EOF:
                 self.received.append(frame)
                 self._changed.set()
 
