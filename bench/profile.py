@@ -23,7 +23,6 @@ import asyncio
 import cProfile
 import pstats
 import tempfile
-import time
 from collections import defaultdict
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -39,12 +38,11 @@ from bench.harness import (
     running_stack,
     session_log_alone,
 )
+from bench.ratio import Round, RoundResult, run_for
 from services.common.logs import configure_logging
 from services.sessionlog.client import SessionLogClient
 
 REPO = Path(__file__).resolve().parents[1]
-# Repeats the workload for about this long: one call, round or rate slice.
-Repeat = Callable[[float], Awaitable[object]]
 
 # A function's part: the first matching prefix of its file (or its name, for
 # built-ins); services by domain.
@@ -103,7 +101,7 @@ def ours(stats: pstats.Stats, count: int) -> list[tuple[str, float, int]]:
 
 
 @asynccontextmanager
-async def workload(name: str, alone: bool, data_dir: Path) -> AsyncIterator[Repeat]:
+async def workload(name: str, alone: bool, data_dir: Path) -> AsyncIterator[Round]:
     """The figure's load, as a callable repeating it for a number of seconds."""
     if alone:
         async with session_log_alone(data_dir) as log:
@@ -120,43 +118,55 @@ async def workload(name: str, alone: bool, data_dir: Path) -> AsyncIterator[Repe
         else:
             session_id = await gateway_session(stack)
 
-            async def rounds(seconds: float) -> None:
-                until = time.monotonic() + seconds
-                while time.monotonic() < until:
-                    await stream_fanout.fanout_round(stack, [session_id], FULL.streams, 50, "p")
+            async def fanout(_: int) -> int:
+                await stream_fanout.fanout_round(stack, [session_id], FULL.streams, 50, "p")
+                return 50
 
-            yield rounds
+            yield lambda seconds: run_for(seconds, 1, fanout)
 
 
-async def _appends(name: str, log: SessionLogClient, cwd: Path) -> Repeat:
+async def _appends(name: str, log: SessionLogClient, cwd: Path) -> Round:
     if name == "appenders":
         return await concurrent_appends.appenders(log, cwd, FULL)
     return await batched_appends.appender(log, cwd, FULL.batch)
 
 
-def _calls(call: Callable[[], Awaitable[object]]) -> Repeat:
-    async def repeat(seconds: float) -> None:
-        until = time.monotonic() + seconds
-        while time.monotonic() < until:
-            await call()
+def _calls(call: Callable[[], Awaitable[object]]) -> Round:
+    async def one(_: int) -> int:
+        await call()
+        return 1
 
-    return repeat
+    return lambda seconds: run_for(seconds, 1, one)
 
 
-async def profile(name: str, alone: bool, seconds: float) -> pstats.Stats:
+async def profile(name: str, alone: bool, seconds: float) -> tuple[pstats.Stats, RoundResult]:
     with tempfile.TemporaryDirectory(dir=REPO / "build") as data:
-        async with workload(name, alone, Path(data)) as repeat:
-            await repeat(1.0)  # warm up, unprofiled
+        async with workload(name, alone, Path(data)) as rounds:
+            await rounds(1.0)  # warm up, unprofiled
             profiler = cProfile.Profile()
             profiler.enable()
-            await repeat(seconds)
+            done = await rounds(seconds)
             profiler.disable()
-    return pstats.Stats(profiler)
+    return pstats.Stats(profiler), done
 
 
-def report(name: str, stats: pstats.Stats, top: int) -> str:
-    lines = [f"### {name}", "", "| part | share of the loop's time |", "|---|---|"]
-    lines += [f"| {part} | {share:.0%} |" for part, share in shares(stats) if share >= 0.005]
+def report(name: str, stats: pstats.Stats, done: RoundResult, top: int) -> str:
+    unit = "call" if name.split(",")[0] in ("set_plan_mode", "open_session") else "event"
+    per_item_ms = done.elapsed_s / max(done.items, 1) * 1e3
+    lines = [
+        f"### {name}",
+        "",
+        f"{done.items} {unit}s in {done.elapsed_s:.1f} s under the profiler: "
+        f"{per_item_ms:.3g} ms per {unit}",
+        "",
+        f"| part | share of the loop's time | ms per {unit} |",
+        "|---|---|---|",
+    ]
+    lines += [
+        f"| {part} | {share:.0%} | {share * per_item_ms:.3f} |"
+        for part, share in shares(stats)
+        if share >= 0.005
+    ]
     lines += ["", "| function (ours) | cumulative s | calls |", "|---|---|---|"]
     lines += [
         f"| `{where}` | {cumulative:.3f} | {calls} |"
@@ -178,9 +188,9 @@ def main() -> None:
         parser.error("--alone is for appenders and batched")
     configure_logging("bench", "WARNING")
     (REPO / "build").mkdir(exist_ok=True)
-    stats = asyncio.run(profile(args.workload, args.alone, args.seconds))
+    stats, done = asyncio.run(profile(args.workload, args.alone, args.seconds))
     title = args.workload + (", session log alone" if args.alone else "")
-    print(report(title, stats, args.top))
+    print(report(title, stats, done, args.top))
 
 
 if __name__ == "__main__":
