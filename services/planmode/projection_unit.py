@@ -21,6 +21,7 @@ class PlanProjectionUnit:
     # 2: the view became PlanModeState's shape and selections plan/selection events.
     # 3: the state is the plan state itself (what the model saw is not kept).
     state_version = 3
+    kinds = frozenset({"plan_mode", "plan_selection"})  # what fold_plan reads
 
     def init(self) -> PlanState:
         return PlanState()

@@ -17,7 +17,7 @@ from agenthost.sessionlog.v1 import events_pb2
 from .checkpoint_store import SessionCheckpoint, UnitCheckpoint
 from .errors import ProjectionFailed
 from .model import Change
-from .unit import ProjectionUnit, View
+from .unit import ProjectionUnit, View, reads
 
 logger = logging.getLogger(__name__)
 
@@ -97,12 +97,17 @@ class SessionProjection:
                 f"session {self.session_id!r}: event {event.seq} after {watermark}"
             )
         changes: list[Change] = []
+        kind = event.WhichOneof("body")
         try:
             for slot in self._slots:
-                if slot.through_seq < event.seq:
-                    change = self._fold_slot(slot, event)
-                    if change is not None:
-                        changes.append(change)
+                if slot.through_seq >= event.seq:
+                    continue
+                if not reads(slot.unit, kind):
+                    slot.through_seq = event.seq  # it cannot change this unit
+                    continue
+                change = self._fold_slot(slot, event)
+                if change is not None:
+                    changes.append(change)
         finally:
             self._watermark = self._lowest()
         self._last_seq = max(self._last_seq, event.seq)

@@ -31,6 +31,8 @@ class FoldUnit(Generic[S]):
     fold: Callable[[S, events_pb2.Event], S]
     show: Callable[[S], View]
     restore: Callable[[dict[str, Any]], S]
+    # The event kinds `fold` reads (None: any); held to it by a property test.
+    kinds: frozenset[str] | None = None
 
     def init(self) -> S:
         return self.initial()
@@ -55,6 +57,7 @@ QUESTIONS_UNIT = FoldUnit(
     folds.fold_questions,
     folds.questions_view,
     folds.load_questions,
+    frozenset({"question_asked", "question_answered", "turn_end"}),
 )
 SETTINGS_UNIT = FoldUnit(
     "settings",
@@ -63,12 +66,36 @@ SETTINGS_UNIT = FoldUnit(
     folds.fold_settings,
     folds.settings_view,
     folds.load_settings,
+    frozenset({"session_settings"}),
 )
 STATUS_UNIT = FoldUnit(
-    "status", 1, folds.TurnFold, folds.fold_turn, folds.status_view, folds.load_turn
+    "status",
+    1,
+    folds.TurnFold,
+    folds.fold_turn,
+    folds.status_view,
+    folds.load_turn,
+    frozenset(
+        {
+            "turn_start",
+            "turn_end",
+            "step_start",
+            "step_end",
+            "tool_call",
+            "tool_result",
+            "input_queued",
+            "user_message",
+        }
+    ),
 )
 USAGE_UNIT = FoldUnit(
-    "usage", 1, usage.UsageFold, usage.fold_usage, usage.usage_view, usage.load_usage
+    "usage",
+    1,
+    usage.UsageFold,
+    usage.fold_usage,
+    usage.usage_view,
+    usage.load_usage,
+    frozenset({"compaction", "model_usage"}),
 )
 # The rules granted in the session's log and in force (its workspace-scoped
 # ones apply to the workspace's other sessions too, see the runtime).
@@ -79,8 +106,17 @@ PERMISSIONS_UNIT = FoldUnit(
     folds.fold_permissions,
     folds.permissions_view,
     folds.load_permissions,
+    frozenset({"permission_rule_added", "permission_rule_revoked"}),
 )
-MCP_UNIT = FoldUnit("mcp", 1, folds.McpFold, folds.fold_mcp, folds.mcp_view, folds.load_mcp)
+MCP_UNIT = FoldUnit(
+    "mcp",
+    1,
+    folds.McpFold,
+    folds.fold_mcp,
+    folds.mcp_view,
+    folds.load_mcp,
+    frozenset({"mcp_status"}),
+)
 SESSION_UNITS = (
     QUESTIONS_UNIT,
     SETTINGS_UNIT,

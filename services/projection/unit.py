@@ -16,7 +16,11 @@ class ProjectionUnit(Protocol[State]):
     """`apply` must return the very same state object when the event changes
     nothing, so the engine can skip the view comparison and the checkpoint.
     Bump `state_version` whenever `init`/`apply` change meaning: stored
-    checkpoints of an older version are refolded from the log."""
+    checkpoints of an older version are refolded from the log.
+
+    A unit may also name the event kinds (Event body names) that can change
+    its state, as `kinds` (a frozenset): the engine then applies only those
+    and lets the others pass it unchanged (see `reads`)."""
 
     @property
     def key(self) -> str: ...
@@ -37,3 +41,9 @@ class ProjectionUnit(Protocol[State]):
     def load(self, data: bytes) -> State:
         """Inverse of `dump`."""
         ...
+
+
+def reads(unit: ProjectionUnit[Any], kind: str | None) -> bool:
+    """Whether events of `kind` can change `unit`'s state."""
+    kinds: frozenset[str] | None = getattr(unit, "kinds", None)
+    return kinds is None or kind in kinds
