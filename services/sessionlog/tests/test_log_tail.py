@@ -5,7 +5,7 @@ position is the store's next events, or None (ask the store)."""
 
 from __future__ import annotations
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from services.sessionlog.log_tail import LogTail
@@ -22,6 +22,7 @@ def _row(position: int) -> EventRow:
     return (f"s{position % 3}", position, f"e{position}", "user_message", True, body)
 
 
+@settings(deadline=None)  # nothing timed in it; a busy machine is
 @given(steps, st.integers(1, 8), st.integers(1, 5))
 def test_the_tail_answers_as_the_store_or_not_at_all(
     plan: list[tuple[int, int]], limit: int, page: int
