@@ -4,7 +4,10 @@
   start) and every other session's folder, unless it holds or equals the
   command's own folder. Answered from the session log's list of sessions,
   read at most once per `ttl_s` (commands run often; sessions are made
-  rarely, and a session made meanwhile is hidden from the next command).
+  rarely, and a session made meanwhile is hidden from the next command),
+  by one caller at a time, and kept as its distinct folders: thousands of
+  sessions share a few folders, and a command must not cost a pass over
+  every session ever made.
 * Which sessions share a workspace: their workspace-scoped permission rules
   apply here too. Answered by the workspace service, which keeps the
   memberships of each account (so one account's rules never reach another's
@@ -13,6 +16,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -37,29 +41,41 @@ class Neighbours:
         self._workspaces = workspaces
         self._fixed = tuple(fixed_hidden)
         self._ttl_s = ttl_s
-        self._cwds: dict[str, str] = {}
+        # The distinct folders of every session as last listed, and when.
+        self._folders: frozenset[Path] = frozenset()
         self._read_at = -float("inf")
+        # Callers that find the list stale while it is being read wait for
+        # that reading instead of each reading every session again.
+        self._listing = asyncio.Lock()
 
-    async def _sessions(self) -> dict[str, str]:
-        """Session id -> cwd of every session (cached for ttl_s)."""
-        if time.monotonic() - self._read_at < self._ttl_s:
-            return self._cwds
-        cwds: dict[str, str] = {}
+    async def _all_folders(self) -> frozenset[Path]:
+        """The folder of every session (listed at most once per ttl_s)."""
+        if not self._stale():
+            return self._folders
+        async with self._listing:
+            if self._stale():  # not read meanwhile by the caller we waited for
+                self._folders = await self._list_folders()
+                self._read_at = time.monotonic()
+        return self._folders
+
+    def _stale(self) -> bool:
+        return time.monotonic() - self._read_at >= self._ttl_s
+
+    async def _list_folders(self) -> frozenset[Path]:
+        cwds: set[str] = set()
         token = ""
         while True:
             page, token = await self._log.list_sessions(PAGE, token)
-            cwds.update({summary.id: summary.cwd for summary in page})
+            cwds.update(summary.cwd for summary in page)
             if not token:
-                break
-        self._cwds, self._read_at = cwds, time.monotonic()
-        return cwds
+                # Paths made once per distinct folder, not per session.
+                return frozenset(Path(cwd) for cwd in cwds if cwd)
 
     async def hidden_from(self, cwd: Path) -> tuple[Path, ...]:
         """What a command run in `cwd` must not see (cwd as the log has it:
         canonical, symlinks resolved when the session was made)."""
-        own = cwd
-        others = {Path(c) for c in (await self._sessions()).values() if c}
-        foreign = sorted(p for p in others if p != own and p not in own.parents)
+        folders, holding = await self._all_folders(), set(cwd.parents)
+        foreign = sorted(p for p in folders if p != cwd and p not in holding)
         return (*self._fixed, *foreign)
 
     async def sharing(self, session_id: str, cwd: str) -> list[str]:
