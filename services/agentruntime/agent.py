@@ -685,8 +685,7 @@ class Agent:
         if self._mcp is None:
             return self._catalog, []
         # Its stdio servers are confined like its commands (mcp/launch.py).
-        hidden = await self._neighbours.hidden_from(self.cwd) if self._neighbours else ()
-        snapshot = await self._mcp.snapshot(self.cwd, hidden)
+        snapshot = await self._mcp.snapshot(self.cwd, self._hidden)
         events = []
         if snapshot.servers != self._mcp_seen.servers:
             status = mcp_status_event(snapshot.servers)
@@ -968,7 +967,7 @@ class Agent:
             self._live.output(self.session_id, turn_id, call_id, piece)
 
         settings = self._state.settings
-        hidden = await self._neighbours.hidden_from(self.cwd) if self._neighbours else ()
+        hidden = await self._hidden()
         return ToolContext(
             self.session_id,
             turn_id,
@@ -980,6 +979,10 @@ class Agent:
             network=settings.network,
             hidden=hidden,
         )
+
+    async def _hidden(self) -> tuple[Path, ...]:
+        """What the session's commands must not see."""
+        return await self._neighbours.hidden_from(self.cwd) if self._neighbours else ()
 
     async def _record_result(self, turn_id: str, call: PendingCall, outcome: ToolOutcome) -> None:
         # What the model sees of it (transcript.py): spilled whole to a file

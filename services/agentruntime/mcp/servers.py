@@ -16,7 +16,7 @@ import asyncio
 import json
 import logging
 import re
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,6 +42,11 @@ MAX_NAME = 128
 MAX_SCHEMA_BYTES = 262144
 MAX_DESCRIPTION_BYTES = 65536
 
+# What a folder's commands must not see (the other sessions' folders). Asked
+# only when a server is about to start: it reads the session log's list of
+# every session, of no use to a boundary whose servers all run (or has none).
+HiddenPaths = Callable[[], Awaitable[Sequence[Path]]]
+
 log = logging.getLogger("agenthost.runtime.mcp")
 
 
@@ -62,11 +67,13 @@ class McpServers:
         self._bwrap = bwrap
         self._connections: dict[tuple[Path, ServerConfig], McpConnection] = {}
 
-    async def snapshot(self, cwd: Path, hidden: Sequence[Path] = ()) -> McpSnapshot:
-        """`hidden`: what the folder's commands must not see, hidden from
-        the stdio servers it starts too (launch.py)."""
+    async def snapshot(self, cwd: Path, hidden: HiddenPaths | None = None) -> McpSnapshot:
+        """`hidden` gives what the folder's commands must not see, hidden
+        from the stdio servers it starts too (launch.py); asked only then."""
         configured = config.load(self._deployment, cwd)
-        connections = self._reconcile(cwd, configured, hidden)
+        starting = any((cwd, server) not in self._connections for server in configured.servers)
+        shut = await hidden() if starting and hidden is not None else ()
+        connections = self._reconcile(cwd, configured, shut)
         await self._first_attempts(connections)
         tools: list[Tool] = []
         views = [_broken_view(b) for b in configured.broken]

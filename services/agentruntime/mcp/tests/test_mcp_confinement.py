@@ -261,8 +261,12 @@ async def test_a_root_runtimes_server_has_a_process_limit_removed_when_it_stops(
     servers = McpServers(None)
     write_config(machine.workspace, {"jailed": fault_server()})
     before = set(root.glob(ours))
+
+    async def hidden() -> tuple[Path, ...]:
+        return machine.hidden()
+
     try:
-        snapshot = await servers.snapshot(machine.workspace, machine.hidden())
+        snapshot = await servers.snapshot(machine.workspace, hidden)
         assert [s.state for s in snapshot.servers] == ["ready"]
         (group,) = set(root.glob(ours)) - before
         assert (group / "pids.max").read_text().strip() == str(confinement.DEFAULT_MAX_PROCESSES)
