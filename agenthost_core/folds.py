@@ -152,6 +152,10 @@ def _waiting_after(event: Event) -> str | None:
 # -- plan mode ----------------------------------------------------------------------
 
 
+# The event kinds fold_plan reads: any other leaves its state as it is.
+PLAN_KINDS = frozenset({"plan_mode", "plan_selection"})
+
+
 def fold_plan(state: PlanState, event: Event) -> PlanState:
     """The plan state after one more event (the same object when unchanged)."""
     kind = _kind(event)
@@ -236,6 +240,21 @@ class TurnFold:
 def running_after(event: Event) -> bool | None:
     """Whether a turn is open after `event`; None when it does not say."""
     return {"turn_start": True, "turn_end": False}.get(_kind(event))
+
+
+# The event kinds fold_turn reads: any other leaves its state as it is.
+TURN_KINDS = frozenset(
+    {
+        "turn_start",
+        "turn_end",
+        "step_start",
+        "step_end",
+        "tool_call",
+        "tool_result",
+        "input_queued",
+        "user_message",
+    }
+)
 
 
 def fold_turn(state: TurnFold, event: Event) -> TurnFold:
@@ -331,6 +350,10 @@ class QuestionsFold:
         return next((q for q in self.open if q.question_id == question_id), None)
 
 
+# The event kinds fold_questions reads: any other leaves its state as it is.
+QUESTIONS_KINDS = frozenset({"question_asked", "question_answered", "turn_end"})
+
+
 def fold_questions(state: QuestionsFold, event: Event) -> QuestionsFold:
     kind = _kind(event)
     if kind == "question_asked":
@@ -419,6 +442,10 @@ class SettingsFold:
     network: bool = False
 
 
+# The event kinds fold_settings reads: any other leaves its state as it is.
+SETTINGS_KINDS = frozenset({"session_settings"})
+
+
 def fold_settings(state: SettingsFold, event: Event) -> SettingsFold:
     if _kind(event) != "session_settings":
         return state
@@ -491,6 +518,10 @@ class PermissionsFold:
         )
 
 
+# The event kinds fold_permissions reads: any other leaves its state as it is.
+PERMISSIONS_KINDS = frozenset({"permission_rule_added", "permission_rule_revoked"})
+
+
 def fold_permissions(state: PermissionsFold, event: Event) -> PermissionsFold:
     kind = _kind(event)
     if kind == "permission_rule_added":
@@ -554,6 +585,10 @@ class McpServerView:
 @dataclass(frozen=True)
 class McpFold:
     servers: tuple[McpServerView, ...] = ()
+
+
+# The event kinds fold_mcp reads: any other leaves its state as it is.
+MCP_KINDS = frozenset({"mcp_status"})
 
 
 def fold_mcp(state: McpFold, event: Event) -> McpFold:

@@ -9,7 +9,7 @@ import json
 
 from agenthost.sessionlog.v1 import events_pb2
 
-from agenthost_core.folds import dump_state, fold_plan, load_plan
+from agenthost_core.folds import PLAN_KINDS, dump_state, fold_plan, load_plan
 from agenthost_core.plan import PlanState
 from services.projection.unit import View
 
@@ -21,7 +21,7 @@ class PlanProjectionUnit:
     # 2: the view became PlanModeState's shape and selections plan/selection events.
     # 3: the state is the plan state itself (what the model saw is not kept).
     state_version = 3
-    kinds = frozenset({"plan_mode", "plan_selection"})  # what fold_plan reads
+    kinds = PLAN_KINDS
 
     def init(self) -> PlanState:
         return PlanState()

@@ -31,7 +31,7 @@ class FoldUnit(Generic[S]):
     fold: Callable[[S, events_pb2.Event], S]
     show: Callable[[S], View]
     restore: Callable[[dict[str, Any]], S]
-    # The event kinds `fold` reads (None: any); held to it by a property test.
+    # The event kinds `fold` reads (None: any): the fold's own constant.
     kinds: frozenset[str] | None = None
 
     def init(self) -> S:
@@ -57,7 +57,7 @@ QUESTIONS_UNIT = FoldUnit(
     folds.fold_questions,
     folds.questions_view,
     folds.load_questions,
-    frozenset({"question_asked", "question_answered", "turn_end"}),
+    folds.QUESTIONS_KINDS,
 )
 SETTINGS_UNIT = FoldUnit(
     "settings",
@@ -66,7 +66,7 @@ SETTINGS_UNIT = FoldUnit(
     folds.fold_settings,
     folds.settings_view,
     folds.load_settings,
-    frozenset({"session_settings"}),
+    folds.SETTINGS_KINDS,
 )
 STATUS_UNIT = FoldUnit(
     "status",
@@ -75,18 +75,7 @@ STATUS_UNIT = FoldUnit(
     folds.fold_turn,
     folds.status_view,
     folds.load_turn,
-    frozenset(
-        {
-            "turn_start",
-            "turn_end",
-            "step_start",
-            "step_end",
-            "tool_call",
-            "tool_result",
-            "input_queued",
-            "user_message",
-        }
-    ),
+    folds.TURN_KINDS,
 )
 USAGE_UNIT = FoldUnit(
     "usage",
@@ -95,7 +84,7 @@ USAGE_UNIT = FoldUnit(
     usage.fold_usage,
     usage.usage_view,
     usage.load_usage,
-    frozenset({"compaction", "model_usage"}),
+    usage.USAGE_KINDS,
 )
 # The rules granted in the session's log and in force (its workspace-scoped
 # ones apply to the workspace's other sessions too, see the runtime).
@@ -106,7 +95,7 @@ PERMISSIONS_UNIT = FoldUnit(
     folds.fold_permissions,
     folds.permissions_view,
     folds.load_permissions,
-    frozenset({"permission_rule_added", "permission_rule_revoked"}),
+    folds.PERMISSIONS_KINDS,
 )
 MCP_UNIT = FoldUnit(
     "mcp",
@@ -115,7 +104,7 @@ MCP_UNIT = FoldUnit(
     folds.fold_mcp,
     folds.mcp_view,
     folds.load_mcp,
-    frozenset({"mcp_status"}),
+    folds.MCP_KINDS,
 )
 SESSION_UNITS = (
     QUESTIONS_UNIT,

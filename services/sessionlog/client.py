@@ -6,7 +6,6 @@ import asyncio
 import time
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
-from contextlib import aclosing
 from typing import Any
 
 import grpc
@@ -201,16 +200,13 @@ class SessionLogClient:
         async for response in peer_stream(self._stub.Subscribe(request, wait_for_ready=True), PEER):
             yield _item(response)
 
-    async def subscribe_all(
+    def subscribe_all(
         self,
         after_position: int = 0,
         heartbeat_s: float = DEFAULT_HEARTBEAT_S,
         from_end: bool = False,
     ) -> AsyncIterator[SubscriptionItem]:
-        batches = self.subscribe_all_batches(after_position, heartbeat_s, from_end)
-        async with aclosing(batches) as items:
-            async for item in flattened(items):
-                yield item
+        return flattened(self.subscribe_all_batches(after_position, heartbeat_s, from_end))
 
     async def subscribe_all_batches(
         self,

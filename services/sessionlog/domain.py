@@ -15,7 +15,7 @@ import logging
 import time
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
-from contextlib import aclosing, asynccontextmanager
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
@@ -391,16 +391,13 @@ class SessionLog:
             else:
                 yield item
 
-    async def subscribe_all(
+    def subscribe_all(
         self,
         after_position: int = 0,
         heartbeat_s: float = DEFAULT_HEARTBEAT_S,
         from_end: bool = False,
     ) -> AsyncIterator[SubscriptionItem]:
-        batches = self.subscribe_all_batches(after_position, heartbeat_s, from_end)
-        async with aclosing(batches) as items:
-            async for item in flattened(items):
-                yield item
+        return flattened(self.subscribe_all_batches(after_position, heartbeat_s, from_end))
 
     async def subscribe_all_batches(
         self,

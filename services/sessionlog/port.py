@@ -10,7 +10,8 @@ WrongExpectedSeq, EventIdConflict, LeaseLost), raised identically by both.
 from __future__ import annotations
 
 import enum
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -75,14 +76,17 @@ SubscriptionItem = Event | CaughtUp | Heartbeat
 BatchItem = list[Event] | CaughtUp | Heartbeat
 
 
-async def flattened(batches: AsyncIterator[BatchItem]) -> AsyncIterator[SubscriptionItem]:
-    """A batched subscription as one item per event."""
-    async for item in batches:
-        if isinstance(item, list):
-            for event in item:
-                yield event
-        else:
-            yield item
+async def flattened(
+    batches: AsyncGenerator[BatchItem, None],
+) -> AsyncGenerator[SubscriptionItem, None]:
+    """A batched subscription as one item per event (closing it closes `batches`)."""
+    async with aclosing(batches) as items:
+        async for item in items:
+            if isinstance(item, list):
+                for event in item:
+                    yield event
+            else:
+                yield item
 
 
 class SessionLogPort(Protocol):

@@ -38,6 +38,10 @@ class UsageFold:
     estimated: bool = False
 
 
+# The event kinds fold_usage reads: any other leaves its state as it is.
+USAGE_KINDS = frozenset({"compaction", "model_usage"})
+
+
 def fold_usage(state: UsageFold, event: Event) -> UsageFold:
     kind = event.WhichOneof("body")
     if kind == "compaction" and state.requests:

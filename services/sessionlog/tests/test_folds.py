@@ -15,7 +15,12 @@ from hypothesis import strategies as st
 
 from agenthost_core.folds import (
     ANSWERED_KEPT,
+    PERMISSIONS_KINDS,
+    PLAN_KINDS,
     PLAN_POLICY_SECTION_ID,
+    QUESTIONS_KINDS,
+    SETTINGS_KINDS,
+    TURN_KINDS,
     Approval,
     PendingCall,
     PermissionRule,
@@ -508,42 +513,11 @@ LOGS = st.lists(EVENTS.map(lambda e: [e]) | MATCHED, max_size=30).map(
 # Each sub-fold, the state it starts from, its loader and the kinds it looks at.
 SubFold = tuple[Callable[[Any, ev.Event], Any], object, Callable[[Any], Any], frozenset[str]]
 SUB_FOLDS: list[SubFold] = [
-    (
-        fold_plan,
-        PlanState(),
-        load_plan,
-        frozenset({"plan_mode", "plan_selection"}),
-    ),
-    (
-        fold_turn,
-        TurnFold(),
-        load_turn,
-        frozenset(
-            {
-                "turn_start",
-                "turn_end",
-                "step_start",
-                "step_end",
-                "tool_call",
-                "tool_result",
-                "input_queued",
-                "user_message",
-            }
-        ),
-    ),
-    (
-        fold_questions,
-        QuestionsFold(),
-        load_questions,
-        frozenset({"question_asked", "question_answered", "turn_end"}),
-    ),
-    (fold_settings, SettingsFold(), load_settings, frozenset({"session_settings"})),
-    (
-        fold_permissions,
-        PermissionsFold(),
-        load_permissions,
-        frozenset({"permission_rule_added", "permission_rule_revoked"}),
-    ),
+    (fold_plan, PlanState(), load_plan, PLAN_KINDS),
+    (fold_turn, TurnFold(), load_turn, TURN_KINDS),
+    (fold_questions, QuestionsFold(), load_questions, QUESTIONS_KINDS),
+    (fold_settings, SettingsFold(), load_settings, SETTINGS_KINDS),
+    (fold_permissions, PermissionsFold(), load_permissions, PERMISSIONS_KINDS),
 ]
 SUB_FOLD_IDS = ["plan", "turn", "questions", "settings", "permissions"]
 
