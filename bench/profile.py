@@ -95,7 +95,7 @@ def ours(stats: pstats.Stats, count: int) -> list[tuple[str, float, int]]:
     rows = [
         (f"{Path(filename).relative_to(REPO)}:{line} {function}", cumulative, calls)
         for (filename, line, function), (_, calls, _, cumulative, _) in raw.items()
-        if filename.startswith(str(REPO)) and "/bench/" not in filename
+        if filename.startswith(str(REPO)) and not any(d in filename for d in ("/bench/", "/.venv/"))
     ]
     return sorted(rows, key=lambda row: -row[1])[:count]
 
