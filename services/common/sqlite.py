@@ -31,13 +31,31 @@ def connect_wal(
     return db
 
 
-def in_transaction(db: sqlite3.Connection, work: Callable[[sqlite3.Connection], T]) -> T:
+def in_transaction(
+    db: sqlite3.Connection,
+    work: Callable[[sqlite3.Connection], T],
+    *,
+    synchronous: Synchronous | None = None,
+) -> T:
     """Run `work` in one write transaction, taken up front (no upgrade deadlock).
 
     A failed COMMIT rolls back too, and a transaction SQLite already rolled
     back on its own (e.g. SQLITE_FULL) is not rolled back twice: either way
     the connection is ready for the next transaction and the caller sees the
-    original error."""
+    original error. `synchronous`: this transaction's level where it differs
+    from the connection's (NORMAL for data derived from what is already
+    durable: its commit need not wait for the disk, and WAL stays intact)."""
+    if synchronous is None:
+        return _transaction(db, work)
+    before = db.execute("PRAGMA synchronous").fetchone()[0]
+    db.execute(f"PRAGMA synchronous={synchronous}")
+    try:
+        return _transaction(db, work)
+    finally:
+        db.execute(f"PRAGMA synchronous={int(before)}")
+
+
+def _transaction(db: sqlite3.Connection, work: Callable[[sqlite3.Connection], T]) -> T:
     db.execute("BEGIN IMMEDIATE")
     try:
         result = work(db)

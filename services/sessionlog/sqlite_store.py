@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from services.common.errors import StorageUnavailable
-from services.common.sqlite import connect_wal, in_transaction
+from services.common.sqlite import Synchronous, connect_wal, in_transaction
 
 from . import store_algorithms as algorithms
 from .append_plan import AppendRequest, Outcome, Stored, WavePlan, plan_wave, wanted_ids
@@ -180,10 +180,14 @@ class SqliteSessionStore:
     async def _read(self, work: Callable[[sqlite3.Connection], T]) -> T:
         return await self._on(self._reader, lambda: _typed(lambda: work(self._db())))
 
-    async def _write(self, work: Callable[[sqlite3.Connection], T]) -> T:
-        return await self._on(self._writer, lambda: self._write_now(work))
+    async def _write(
+        self, work: Callable[[sqlite3.Connection], T], synchronous: Synchronous | None = None
+    ) -> T:
+        return await self._on(self._writer, lambda: self._write_now(work, synchronous))
 
-    def _write_now(self, work: Callable[[sqlite3.Connection], T]) -> T:
+    def _write_now(
+        self, work: Callable[[sqlite3.Connection], T], synchronous: Synchronous | None = None
+    ) -> T:
         """On the writer thread. After a refused write the connection is
         opened afresh: SQLite keeps a connection read-only that opened a
         read-only file, so a disk made writable again needs a new one."""
@@ -191,7 +195,7 @@ class SqliteSessionStore:
         def attempt() -> T:
             if self._write_failed:
                 self._reopen_writer()
-            return in_transaction(self._db(write=True), work)
+            return in_transaction(self._db(write=True), work, synchronous=synchronous)
 
         try:
             result = _typed(attempt)
@@ -364,7 +368,9 @@ class SqliteSessionStore:
                 (checkpoint.seq, checkpoint.version, checkpoint.state, session_id),
             )
 
-        await self._committer.alone(lambda: self._write(save))
+        # Derived from events already durable (a lost one is folded again
+        # from the log): its commit does not wait for an fsync of its own.
+        await self._committer.alone(lambda: self._write(save, synchronous="NORMAL"))
 
 
 def _typed(work: Callable[[], T]) -> T:

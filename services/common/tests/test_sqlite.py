@@ -38,3 +38,26 @@ def test_a_transaction_sqlite_rolled_back_itself_reports_its_own_error(tmp_path:
     assert not db.in_transaction
     in_transaction(db, lambda db: _insert(db, "blobs", [b"small"]))
     assert db.execute("SELECT COUNT(*) FROM blobs").fetchone()[0] == 1
+
+
+FULL, NORMAL = 2, 1  # PRAGMA synchronous's answers
+
+
+def test_a_transaction_of_its_own_level_leaves_the_connection_at_its_own(tmp_path: Path) -> None:
+    """A write of derived data commits at NORMAL; the appends after it are
+    FULL again (fsynced), even when the relaxed one failed."""
+    db = connect_wal(tmp_path / "t.db", "FULL")
+    db.execute("CREATE TABLE t (v INTEGER UNIQUE)")
+    levels: list[int] = []
+
+    def write(db: sqlite3.Connection, value: int) -> None:
+        levels.append(db.execute("PRAGMA synchronous").fetchone()[0])
+        _insert(db, "t", [value])
+
+    in_transaction(db, lambda db: write(db, 1), synchronous="NORMAL")
+    with pytest.raises(sqlite3.IntegrityError):
+        in_transaction(db, lambda db: write(db, 1), synchronous="NORMAL")
+    in_transaction(db, lambda db: write(db, 2))
+    assert levels == [NORMAL, NORMAL, FULL]
+    assert db.execute("PRAGMA synchronous").fetchone()[0] == FULL
+    assert [v for (v,) in db.execute("SELECT v FROM t ORDER BY v")] == [1, 2]
