@@ -169,6 +169,10 @@ def fold_plan(state: PlanState, event: Event) -> PlanState:
     return state if new == state else new
 
 
+# The event kinds fold_model_saw_plan reads.
+MODEL_SAW_PLAN_KINDS = frozenset({"request_header", "user_message"})
+
+
 def fold_model_saw_plan(saw: bool | None, plan: PlanState, event: Event) -> bool | None:
     """The plan state the model's view last showed: whether the last
     request/header carried the plan policy, or what a later switch notice
@@ -674,12 +678,20 @@ def fold_events(state: SessionState, events: Iterable[Event]) -> SessionState:
     for event in events:
         folded = True
         kind = _kind(event)
-        plan = fold_plan(plan, event)
-        model_saw_plan = fold_model_saw_plan(model_saw_plan, plan, event)
-        turn = fold_turn(turn, event)
-        questions = fold_questions(questions, event)
-        settings = fold_settings(settings, event)
-        permissions = fold_permissions(permissions, event)
+        # Each fold sees only the kinds it reads (the others would give its
+        # state back as it is): most events concern one fold, or none.
+        if kind in PLAN_KINDS:
+            plan = fold_plan(plan, event)
+        if kind in MODEL_SAW_PLAN_KINDS:
+            model_saw_plan = fold_model_saw_plan(model_saw_plan, plan, event)
+        if kind in TURN_KINDS:
+            turn = fold_turn(turn, event)
+        if kind in QUESTIONS_KINDS:
+            questions = fold_questions(questions, event)
+        if kind in SETTINGS_KINDS:
+            settings = fold_settings(settings, event)
+        if kind in PERMISSIONS_KINDS:
+            permissions = fold_permissions(permissions, event)
         title = event.session_title.title if kind == "session_title" else title
         blank = blank and kind not in BLANK_ENDING_KINDS
         last_seq = max(last_seq, event.seq)

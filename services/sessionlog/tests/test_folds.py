@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from agenthost_core.folds import (
     ANSWERED_KEPT,
+    MODEL_SAW_PLAN_KINDS,
     PERMISSIONS_KINDS,
     PLAN_KINDS,
     PLAN_POLICY_SECTION_ID,
@@ -33,6 +34,7 @@ from agenthost_core.folds import (
     TurnFold,
     dump_state,
     fold_events,
+    fold_model_saw_plan,
     fold_permissions,
     fold_plan,
     fold_questions,
@@ -569,6 +571,16 @@ def test_a_sub_fold_returns_the_same_object_for_an_ignored_or_no_op_event(
         if event.WhichOneof("body") not in kinds or new == state:
             assert new is state
         state = new
+
+
+@given(events=LOGS, saw=st.sampled_from([None, False, True]), active=st.booleans())
+def test_what_the_model_saw_changes_only_with_the_kinds_it_reads(
+    events: list[ev.Event], saw: bool | None, active: bool
+) -> None:
+    # fold_events hands it only MODEL_SAW_PLAN_KINDS.
+    for event in events:
+        if event.WhichOneof("body") not in MODEL_SAW_PLAN_KINDS:
+            assert fold_model_saw_plan(saw, PlanState(active=active), event) is saw
 
 
 @given(events=LOGS)
