@@ -6,10 +6,9 @@ locking and notification.
 
 from __future__ import annotations
 
-import copy
 import logging
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from agenthost.sessionlog.v1 import events_pb2
@@ -17,7 +16,7 @@ from agenthost.sessionlog.v1 import events_pb2
 from .checkpoint_store import SessionCheckpoint, UnitCheckpoint
 from .errors import ProjectionFailed
 from .model import Change
-from .unit import ProjectionUnit, View, reads
+from .unit import ProjectionUnit, View, copy_view, kinds_read
 
 logger = logging.getLogger(__name__)
 
@@ -36,6 +35,11 @@ class _Slot:
     through_seq: int
     # Seq of the event that last changed `view`; -1 while it is the initial view.
     changed_at_seq: int
+    # The kinds the unit reads (None: any), looked up once.
+    kinds: frozenset[str] | None = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.kinds = kinds_read(self.unit)
 
     def fold(self, event: events_pb2.Event) -> Change | None:
         self.through_seq = event.seq
@@ -48,7 +52,7 @@ class _Slot:
             return None
         self.view = view
         self.changed_at_seq = event.seq
-        return Change(self.unit.key, copy.deepcopy(view), event.seq)
+        return Change(self.unit.key, copy_view(view), event.seq)
 
 
 class SessionProjection:
@@ -102,14 +106,18 @@ class SessionProjection:
             for slot in self._slots:
                 if slot.through_seq >= event.seq:
                     continue
-                if not reads(slot.unit, kind):
+                if slot.kinds is not None and kind not in slot.kinds:
                     slot.through_seq = event.seq  # it cannot change this unit
                     continue
                 change = self._fold_slot(slot, event)
                 if change is not None:
                     changes.append(change)
-        finally:
+        except BaseException:
             self._watermark = self._lowest()
+            raise
+        # Every slot now stands at event.seq or beyond, and the lowest stood
+        # right before it.
+        self._watermark = event.seq
         self._last_seq = max(self._last_seq, event.seq)
         self.unsaved_events += 1
         return changes
@@ -122,7 +130,7 @@ class SessionProjection:
 
     def values(self, keys: Collection[str] | None = None) -> dict[str, View]:
         return {
-            slot.unit.key: copy.deepcopy(slot.view)
+            slot.unit.key: copy_view(slot.view)
             for slot in self._slots
             if keys is None or slot.unit.key in keys
         }
@@ -133,7 +141,7 @@ class SessionProjection:
         changed = [slot for slot in self._slots if slot.changed_at_seq > after_seq]
         changed.sort(key=lambda slot: slot.changed_at_seq)  # stable: unit order within a seq
         return [
-            Change(slot.unit.key, copy.deepcopy(slot.view), slot.changed_at_seq) for slot in changed
+            Change(slot.unit.key, copy_view(slot.view), slot.changed_at_seq) for slot in changed
         ]
 
     def checkpoint(self) -> SessionCheckpoint:

@@ -43,7 +43,24 @@ class ProjectionUnit(Protocol[State]):
         ...
 
 
+def kinds_read(unit: ProjectionUnit[Any]) -> frozenset[str] | None:
+    """The event kinds that can change `unit`'s state (None: any)."""
+    kinds: frozenset[str] | None = getattr(unit, "kinds", None)
+    return kinds
+
+
 def reads(unit: ProjectionUnit[Any], kind: str | None) -> bool:
     """Whether events of `kind` can change `unit`'s state."""
-    kinds: frozenset[str] | None = getattr(unit, "kinds", None)
+    kinds = kinds_read(unit)
     return kinds is None or kind in kinds
+
+
+def copy_view(view: View) -> View:
+    """A copy of `view` no holder of the original can change: a view is
+    JSON-shaped, so only its dicts and lists are copied (copy.deepcopy's
+    generality costs several times more, once per change sent)."""
+    if isinstance(view, dict):
+        return {key: copy_view(value) for key, value in view.items()}
+    if isinstance(view, list):
+        return [copy_view(value) for value in view]
+    return view

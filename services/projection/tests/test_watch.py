@@ -17,7 +17,7 @@ from services.projection.model import CaughtUp, Change, WatchItem
 from services.sessionlog.domain import SessionLog
 
 from .conftest import EngineFactory, within
-from .units import Event, title, turn_start, user
+from .units import Event, UserTexts, title, turn_start, user
 
 
 async def test_only_events_that_change_a_view_produce_frames(
@@ -35,6 +35,26 @@ async def test_only_events_that_change_a_view_produce_frames(
         # Frames arrive in seq order, so nothing came for seq 0 or 2.
         assert await within(frames) == Change("title", "A", 1)
         assert await within(frames) == Change("messages", {"count": 1}, 3)
+
+
+async def test_a_watcher_that_changes_a_view_it_was_sent_changes_no_later_answer(
+    log: SessionLog, engine_factory: EngineFactory
+) -> None:
+    # Watchers share what they are sent (model.Change), but the engine's own
+    # view, which gets and later frames come from, is not theirs to change.
+    await log.create_session("s1", "/w")
+    async with engine_factory(UserTexts()) as engine, aclosing(engine.watch("s1")) as frames:
+        assert await within(frames) == CaughtUp(-1)
+        await log.append("s1", [user("a")])
+
+        sent = await within(frames)
+        assert isinstance(sent, Change) and isinstance(sent.value, dict)
+        sent.value["texts"][0]["text"] = "changed"
+        sent.value["texts"].append({"text": "added"})
+
+        assert (await engine.get("s1")).values["texts"] == {"texts": [{"text": "a"}]}
+        await log.append("s1", [user("b")])
+        assert await within(frames) == Change("texts", {"texts": [{"text": "a"}, {"text": "b"}]}, 1)
 
 
 async def test_a_watch_from_an_older_seq_gets_the_latest_value_of_each_changed_view(

@@ -89,3 +89,26 @@ class TitleUnit:
     def load(self, data: bytes) -> tuple[str | None, int]:
         name, times = json.loads(data)
         return (name, int(times))
+
+
+class UserTexts:
+    """The user's messages as a nested view: {"texts": [{"text": ...}, ...]}."""
+
+    key = "texts"
+    state_version = 1
+    kinds = frozenset({"user_message"})
+
+    def init(self) -> tuple[str, ...]:
+        return ()
+
+    def apply(self, state: tuple[str, ...], event: Event) -> tuple[str, ...]:
+        return (*state, event.user_message.text)
+
+    def view(self, state: tuple[str, ...]) -> View:
+        return {"texts": [{"text": text} for text in state]}
+
+    def dump(self, state: tuple[str, ...]) -> bytes:
+        return json.dumps(list(state)).encode()
+
+    def load(self, data: bytes) -> tuple[str, ...]:
+        return tuple(json.loads(data))
