@@ -309,7 +309,7 @@ class Hub:
     async def _follow_projections(self) -> None:
         stream: AsyncIterator[pj.WatchAllProjectionsResponse] = (
             self._projection.WatchAllProjections(
-                pj.WatchAllProjectionsRequest(), wait_for_ready=True
+                pj.WatchAllProjectionsRequest(batched=True), wait_for_ready=True
             )
         )
         async for reply in stream:
@@ -319,7 +319,11 @@ class Hub:
                     self.close_all()
                 self._projection_followed = True
                 continue
-            await self._on_change(reply.change)
+            # One change to a message from a projection service that predates
+            # `batched` (a rolling upgrade).
+            changes = [reply.change] if reply.HasField("change") else reply.changes.changes
+            for change in changes:
+                await self._on_change(change)
 
     async def _on_change(self, change: pj.SessionProjectionChange) -> None:
         frame = projection_frame(change.session_id, change.key, change.value, change.seq)

@@ -216,21 +216,26 @@ class ProjectionEngine:
         finally:
             self._forget_watcher(session_id, watcher)
 
-    async def watch_all(self) -> AsyncGenerator[CaughtUp | SessionChange, None]:
+    async def watch_all(self) -> AsyncGenerator[CaughtUp | list[SessionChange], None]:
         """Every change of every session from now on: first CaughtUp (the
-        watch is live), then changes in the order they were folded. Live
-        only: a watcher that falls `watch_buffer` changes behind is ended with
-        WatchLagged and reads what it needs with `get`."""
+        watch is live), then changes in the order they were folded, those
+        waiting together as one list (never empty). Live only: a watcher
+        that falls `watch_buffer` changes behind is ended with WatchLagged and
+        reads what it needs with `get`."""
         if self._stopped:
             raise _shutting_down()
         queue: asyncio.Queue[SessionChange | _Closed] = asyncio.Queue()
         self._all_watchers.add(queue)
         try:
             yield CaughtUp(-1)
-            while not isinstance(item := await queue.get(), _Closed):
-                yield item
-            if item.error is not None:
-                raise item.error
+            while True:
+                changes, closed = _waiting(await queue.get(), queue)
+                if changes:
+                    yield changes
+                if closed is not None:
+                    if closed.error is not None:
+                        raise closed.error
+                    return
         finally:
             self._all_watchers.discard(queue)
 
@@ -454,3 +459,18 @@ async def _close_stream(stream: AsyncIterator[BatchItem]) -> None:
     aclose = getattr(stream, "aclose", None)
     if aclose is not None:
         await aclose()
+
+
+def _waiting(
+    first: SessionChange | _Closed, queue: asyncio.Queue[SessionChange | _Closed]
+) -> tuple[list[SessionChange], _Closed | None]:
+    """`first` and the changes queued behind it, up to the end of the queue
+    or the close that ends it."""
+    changes: list[SessionChange] = []
+    item: SessionChange | _Closed | None = first
+    while item is not None:
+        if isinstance(item, _Closed):
+            return changes, item
+        changes.append(item)
+        item = queue.get_nowait() if not queue.empty() else None
+    return changes, None

@@ -9,10 +9,11 @@ from agenthost.projection.v1 import projection_pb2 as pb
 from agenthost.projection.v1 import projection_pb2_grpc as pb_grpc
 from google.protobuf import struct_pb2
 
+from services.common.batches import in_batches
 from services.common.errors import NotReady
 
 from .engine import ProjectionEngine
-from .model import CaughtUp
+from .model import CaughtUp, SessionChange
 from .unit import View
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["ProjectionService"].full_name
@@ -86,18 +87,27 @@ class ProjectionServicer(pb_grpc.ProjectionServiceServicer):
             if isinstance(item, CaughtUp):
                 yield pb.WatchAllProjectionsResponse(live=pb.ProjectionCaughtUp(as_of_seq=-1))
                 continue
-            change = item.change
-            yield pb.WatchAllProjectionsResponse(
-                change=pb.SessionProjectionChange(
-                    session_id=item.session_id,
-                    key=change.key,
-                    value=view_to_value(change.value),
-                    seq=change.seq,
-                )
-            )
+            changes = [_session_change(each) for each in item]
+            if request.batched:
+                for batch in in_batches(changes):
+                    reply = pb.SessionProjectionChanges(changes=batch)
+                    yield pb.WatchAllProjectionsResponse(changes=reply)
+            else:
+                for change in changes:
+                    yield pb.WatchAllProjectionsResponse(change=change)
 
     async def ListUnits(
         self, request: pb.ListUnitsRequest, context: grpc.aio.ServicerContext
     ) -> pb.ListUnitsResponse:
         units = [pb.Unit(key=u.key, state_version=u.state_version) for u in self._engine().units()]
         return pb.ListUnitsResponse(units=units)
+
+
+def _session_change(item: SessionChange) -> pb.SessionProjectionChange:
+    change = item.change
+    return pb.SessionProjectionChange(
+        session_id=item.session_id,
+        key=change.key,
+        value=view_to_value(change.value),
+        seq=change.seq,
+    )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 
 import grpc
 from agenthost.sessionlog.v1 import session_log_pb2 as pb
@@ -10,16 +10,11 @@ from agenthost.sessionlog.v1 import session_log_pb2_grpc as pb_grpc
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from agenthost_core import folds
-from services.common.server import MAX_MESSAGE_BYTES
+from services.common.batches import in_batches
 
 from .domain import SessionLog
 from .leases import Lease
 from .port import DEFAULT_HEARTBEAT_S, DEFAULT_MESSAGE_LIMIT, CaughtUp, Direction, Heartbeat
-from .store import Event
-
-# The most event bytes one EventBatch carries: a quarter of the largest
-# message a peer accepts, so the framing around it always fits.
-BATCH_BYTES = MAX_MESSAGE_BYTES // 4
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["SessionLogService"].full_name
 
@@ -140,7 +135,7 @@ class SessionLogServicer(pb_grpc.SessionLogServiceServicer):
             elif isinstance(item, Heartbeat):
                 yield pb.SubscribeAllResponse(heartbeat=_heartbeat())
             elif request.batched:
-                for chunk in _chunks(item, BATCH_BYTES):
+                for chunk in in_batches(item):
                     yield pb.SubscribeAllResponse(events=pb.EventBatch(events=chunk))
             else:
                 for event in item:
@@ -194,19 +189,3 @@ class SessionLogServicer(pb_grpc.SessionLogServiceServicer):
     ) -> pb.ReleaseLeaseResponse:
         released = await self.log.release_lease(request.session_id, request.owner, request.token)
         return pb.ReleaseLeaseResponse(released=released)
-
-
-def _chunks(events: list[Event], max_bytes: int) -> Iterator[list[Event]]:
-    """`events` cut in order into runs of at most `max_bytes` (an event
-    larger than that alone)."""
-    chunk: list[Event] = []
-    size = 0
-    for event in events:
-        event_size = event.ByteSize()
-        if chunk and size + event_size > max_bytes:
-            yield chunk
-            chunk, size = [], 0
-        chunk.append(event)
-        size += event_size
-    if chunk:
-        yield chunk

@@ -236,6 +236,27 @@ async def test_every_session_view_is_folded_and_changes_of_all_sessions_are_watc
         }
 
 
+async def test_a_batched_watch_of_all_sessions_gets_the_changes_folded_together_in_one_message(
+    log: SessionLogClient, log_host: ServiceHost, projection_dir: Path
+) -> None:
+    async with projection_host(projection_dir, log_host, registry=None) as running:
+        stub = pb_grpc.ProjectionServiceStub(running.channel)
+        await log.create_session("a", "/w")
+        await log.create_session("b", "/w")
+        watch = stub.WatchAllProjections(pb.WatchAllProjectionsRequest(batched=True))
+        assert (await asyncio.wait_for(watch.read(), WAIT_S)).HasField("live")
+        await log.append("a", [turn_start(), select(True)])
+        together = await asyncio.wait_for(watch.read(), WAIT_S)
+        await log.append("b", [select(True)])
+        alone = await asyncio.wait_for(watch.read(), WAIT_S)
+        watch.cancel()
+        assert [(c.session_id, c.key, c.seq) for c in together.changes.changes] == [
+            ("a", "status", 0),
+            ("a", "plan", 1),
+        ]
+        assert [(c.session_id, c.key, c.seq) for c in alone.changes.changes] == [("b", "plan", 0)]
+
+
 async def test_a_get_after_a_restart_reads_from_the_checkpoint(
     log: SessionLogClient, log_host: ServiceHost, projection_dir: Path
 ) -> None:
