@@ -467,10 +467,10 @@ def _waiting(
     """`first` and the changes queued behind it, up to the end of the queue
     or the close that ends it."""
     changes: list[SessionChange] = []
-    item: SessionChange | _Closed | None = first
-    while item is not None:
-        if isinstance(item, _Closed):
-            return changes, item
+    item = first
+    while not isinstance(item, _Closed):
         changes.append(item)
-        item = queue.get_nowait() if not queue.empty() else None
-    return changes, None
+        if queue.empty():
+            return changes, None
+        item = queue.get_nowait()
+    return changes, item
