@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from contextvars import ContextVar
 
 _deadline: ContextVar[float | None] = ContextVar("agenthost_deadline", default=None)
@@ -15,6 +17,17 @@ def set_deadline(time_remaining: float | None) -> None:
         _deadline.set(None)
         return
     _deadline.set(time.monotonic() + time_remaining - wire_rounding(time_remaining))
+
+
+@contextmanager
+def callers_deadline_kept() -> Iterator[None]:
+    """The deadline as it was before the `with`, afterwards: a peer's handler
+    run in its caller's task (local.py) records its own through its guard."""
+    kept = _deadline.get()
+    try:
+        yield
+    finally:
+        _deadline.set(kept)
 
 
 def wire_rounding(time_remaining: float) -> float:
