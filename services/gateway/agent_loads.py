@@ -32,11 +32,15 @@ class AgentLoads:
             task.add_done_callback(lambda _: self._loading.pop(session_id, None))
         return await asyncio.shield(task)
 
+    def loaded(self, session_id: str) -> bool:
+        """Whether this gateway had the session's agent loaded (recently)."""
+        return self._loaded.recall(session_id) is not None
+
     async def load_for_read(self, session_id: str) -> rt.AgentStatus | None:
         """For a read: load the agent when this gateway has not loaded it yet
         (None: it has). A read needs the load only for a turn a stopped
         runtime left open, and a runtime that starts ends those itself."""
-        if self._loaded.recall(session_id):
+        if self.loaded(session_id):
             return None
         status = await self.load(session_id)
         self._loaded.remember(session_id, True)

@@ -75,9 +75,7 @@ class SessionOpener:
     agents: AgentLoads
 
     async def open(self, session_id: str, limit: int) -> OpenedSession:
-        status, (page, (block, error)) = await asyncio.gather(
-            self.agents.load_for_read(session_id), self._page_and_block(session_id, limit)
-        )
+        status, (page, (block, error)) = await self._first_reads(session_id, limit)
         if block is None and status is None:  # `running` from the agent, then
             status = await self.agents.load(session_id)
         if status is not None and (
@@ -85,6 +83,18 @@ class SessionOpener:
         ):
             page, (block, error) = await self._page_and_block(session_id, limit)
         return OpenedSession(page, block, error, running_of(status, block))
+
+    async def _first_reads(
+        self, session_id: str, limit: int
+    ) -> tuple[rt.AgentStatus | None, tuple[TailPage, tuple[Block | None, Exception | None]]]:
+        """The agent's load (None: loaded before) beside the page and the
+        block. Most opens find the agent loaded: they read in this task, as
+        two tasks for a gather would cost turns of the event loop."""
+        if self.agents.loaded(session_id):
+            return None, await self._page_and_block(session_id, limit)
+        return await asyncio.gather(
+            self.agents.load_for_read(session_id), self._page_and_block(session_id, limit)
+        )
 
     async def _page_and_block(
         self, session_id: str, limit: int
