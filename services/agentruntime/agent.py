@@ -318,7 +318,9 @@ class Agent:
                     return
                 if until is not None or event.seq > self._state.last_seq:
                     yield event
-            if len(batch) < READ_BATCH:
+            # A short batch is the log's end; one that reached `until` holds
+            # all that was asked (reading on would cost a call for nothing).
+            if len(batch) < READ_BATCH or (until is not None and batch[-1].seq >= until):
                 return
             seq = batch[-1].seq
 

@@ -7,8 +7,10 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import pytest
 from agenthost.sessionlog.v1 import events_pb2 as ev
 
+from services.agentruntime import agent as agent_module
 from services.agentruntime.compaction import SUMMARY_HEADING
 from services.agentruntime.models.base import ToolResultMessage, UserMessage
 from services.agentruntime.models.builtin import BuiltinAdapter, ScriptedReply, ScriptedToolCall
@@ -149,6 +151,32 @@ async def test_a_restarted_runtime_builds_the_view_from_the_last_compaction(
     # checkpointed state, the view from the compaction on.
     assert all(start is not None and start > 0 for start in counted.starts)
     assert min(s for s in counted.starts if s is not None) >= compaction.compaction.up_to_seq
+    await restarted.close()
+
+
+@pytest.mark.parametrize("read_batch", [1, 2, 3, 4, 5, 7])
+async def test_a_restarted_runtime_sees_the_whole_conversation_whatever_its_reads_hold(
+    session_log: SessionLog, session: str, read_batch: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The view is read in batches up to the folded end; a batch that ends
+    at that end, or beside it, loses nothing."""
+    model = BuiltinAdapter()
+    runtime = AgentRuntime(session_log, model)
+    for n in range(3):
+        await runtime.prompt(session, f"question {n}")
+        await idle(runtime, session)
+    events = (await session_log.read(session, limit=1000)).events
+    answers = [e.assistant_message.text for e in events if e.HasField("assistant_message")]
+    await runtime.close()
+
+    monkeypatch.setattr(agent_module, "READ_BATCH", read_batch)
+    fresh_model = BuiltinAdapter()
+    restarted = AgentRuntime(session_log, fresh_model)
+    await restarted.prompt(session, "question 3")
+    await idle(restarted, session)
+    seen = [getattr(m, "text", "") for m in fresh_model.requests[0].messages]
+    asked = [f"question {n}" for n in range(4)]
+    assert seen == [asked[0], answers[0], asked[1], answers[1], asked[2], answers[2], asked[3]]
     await restarted.close()
 
 
