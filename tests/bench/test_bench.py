@@ -74,3 +74,5 @@ async def test_a_figure_runs_on_the_stack_and_reports(tmp_path: Path) -> None:
     written = json.loads(data.read_text())
     assert written["figures"][0]["met"] == result.met
     assert written["machine"]["cpus"]
+    # How fast this machine ran Python, to compare runs across machines.
+    assert "ns per probe step" in written["machine"]["python speed"]
