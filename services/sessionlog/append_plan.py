@@ -76,6 +76,8 @@ class WavePlan:
     outcomes: list[Outcome] = field(default_factory=list)
     new_sessions: list[SessionRow] = field(default_factory=list)
     events: list[EventRow] = field(default_factory=list)
+    # The event each row of `events` stores, in the same order.
+    written: list[Event] = field(default_factory=list)
     touches: list[TouchRow] = field(default_factory=list)
 
     @property
@@ -126,6 +128,7 @@ class _Wave:
         if session_id not in self.last_seqs:
             self.plan.new_sessions.append(session_row(request.header, request.now_us))
         self.plan.events += rows
+        self.plan.written += request.events
         self.plan.touches.append(touch)
         self.last_seqs[session_id] = seqs[-1]
         self.seqs.update({(session_id, row[2]): row[1] for row in rows})

@@ -6,8 +6,9 @@ Each committed append wakes every follower, and each read what it missed
 from the store: a hand-off to the reader thread, a query, and every event
 decoded again, per follower. A store whose positions only its own process
 assigns, in commit order (SQLite: one writer), knows those events as it
-commits them: they are decoded once here and the followers' reads after
-`base` are answered from memory.
+commits them: it keeps the very events the log prepared for the commit
+(nothing is decoded again) and the followers' reads after `base` are
+answered from memory.
 
 The tail answers only while it holds every position after `base`: a change
 of the events other than an append (a fork's copies, a deletion) clears it,
@@ -21,7 +22,7 @@ from collections import deque
 from collections.abc import Sequence
 from itertools import islice
 
-from .store import Event, EventRow, event_from_row
+from .store import Event, EventRow
 
 # Events kept: a follower that fell further behind reads from the store.
 TAIL_EVENTS = 4096
@@ -34,18 +35,23 @@ class LogTail:
         # Every position after this one is held (None: nothing is held).
         self._base: int | None = None
 
-    def committed(self, rows: Sequence[EventRow], last_position: int) -> None:
-        """Events just committed, in insertion order, the last at `last_position`
-        (their positions follow one another: one writer, one transaction)."""
+    def committed(
+        self, rows: Sequence[EventRow], events: Sequence[Event], last_position: int
+    ) -> None:
+        """Rows just committed, in insertion order, the last at `last_position`
+        (their positions follow one another: one writer, one transaction), and
+        the event each stores. The tail keeps those events, given their row's
+        session, seq and position, as a read from the store would answer them:
+        the log made them for this commit and nothing else holds them."""
         if not rows:
             return
         first = last_position - len(rows) + 1
         if self._base is None or first != self._base + len(self._events) + 1:
             self._events.clear()
             self._base = first - 1
-        self._events.extend(
-            event_from_row(row[0], row[1], first + i, row[5]) for i, row in enumerate(rows)
-        )
+        for offset, (row, event) in enumerate(zip(rows, events, strict=True)):
+            event.session_id, event.seq, event.position = row[0], row[1], first + offset
+            self._events.append(event)
         excess = len(self._events) - self._limit
         for _ in range(max(excess, 0)):
             self._events.popleft()

@@ -268,7 +268,7 @@ class SqliteSessionStore:
 
     async def _commit_wave(self, requests: Sequence[AppendRequest]) -> list[Outcome]:
         plan, last_position = await self._write(lambda db: _append_wave(db, requests))
-        self._tail.committed(plan.events, last_position)
+        self._tail.committed(plan.events, plan.written, last_position)
         return plan.outcomes
 
     # -- leases ------------------------------------------------------------------

@@ -1,7 +1,8 @@
 """The log tail never answers what the store would not: whatever it is told
 of commits (runs of positions, with positions it never saw between them:
 another writer's rows, a fork's copies) and clears, its answer for any
-position is the store's next events, or None (ask the store)."""
+position is the store's next events, or None (ask the store). It keeps the
+events the log prepared for a commit: each answers as its stored row does."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from services.sessionlog.log_tail import LogTail
-from services.sessionlog.store import EventRow, event_from_row
+from services.sessionlog.store import Event, EventRow, event_from_row, event_row
 from tests.support.events import user
 
 # A step: commit `n` events, after `skipped` positions the tail does not see;
@@ -17,9 +18,23 @@ from tests.support.events import user
 steps = st.lists(st.tuples(st.integers(0, 6), st.integers(0, 2)), max_size=20)
 
 
+def _prepared(position: int) -> Event:
+    """An event as the log prepares it for a commit (an id, no seq yet)."""
+    event = user(f"at {position}")
+    event.id = f"e{position}"
+    return event
+
+
 def _row(position: int) -> EventRow:
-    body = user(f"at {position}").SerializeToString()
-    return (f"s{position % 3}", position, f"e{position}", "user_message", True, body)
+    """The row the store writes for `_prepared(position)`: its seq is the
+    position here, in a session of its own every third event."""
+    return event_row(f"s{position % 3}", position, _prepared(position))
+
+
+def _commit(tail: LogTail, positions: range) -> list[EventRow]:
+    rows = [_row(p) for p in positions]
+    tail.committed(rows, [_prepared(p) for p in positions], positions[-1])
+    return rows
 
 
 @settings(deadline=None)  # nothing timed in it; a busy machine is
@@ -34,10 +49,8 @@ def test_the_tail_answers_as_the_store_or_not_at_all(
             continue
         stored += [_row(p) for p in range(position + 1, position + skipped + 1)]
         position += skipped
-        rows = [_row(p) for p in range(position + 1, position + count + 1)]
+        stored += _commit(tail, range(position + 1, position + count + 1))
         position += count
-        stored += rows
-        tail.committed(rows, position)
     for after in range(position + 1):
         answer = tail.read(after, page)
         if answer is None:
@@ -48,8 +61,8 @@ def test_the_tail_answers_as_the_store_or_not_at_all(
 
 def test_the_tail_holds_the_last_commits_up_to_its_limit() -> None:
     tail = LogTail(limit=4)
-    tail.committed([_row(p) for p in range(1, 4)], 3)
-    tail.committed([_row(p) for p in range(4, 7)], 6)
+    _commit(tail, range(1, 4))
+    _commit(tail, range(4, 7))
     assert tail.read(1, 10) is None  # fell out: the store has it
     answer = tail.read(2, 10)
     assert answer is not None and [e.position for e in answer] == [3, 4, 5, 6]
