@@ -6,8 +6,9 @@ keeps measuring the same thing while the services change behind them."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import itertools
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +29,7 @@ from bench.ratio import (
 )
 from clients.sdk.auth import authorized_channel
 from services.agentruntime.models.builtin import BuiltinAdapter
+from services.common.heap import freeze_what_serving_built
 from services.embedded import EmbeddedStack
 from services.sessionlog.client import SessionLogClient
 
@@ -149,20 +151,19 @@ async def running_stack(data_dir: Path) -> AsyncIterator[Stack]:
     workdir = data_dir / "work"
     workdir.mkdir(parents=True, exist_ok=True)
     stack = EmbeddedStack(data_dir, port_override=0, model=BuiltinAdapter())
-    await stack.start()
-    gateway_channel = authorized_channel(stack.addresses["gateway"], stack.token())
-    log_channel = stack.channel("sessionlog")
-    try:
-        yield Stack(
-            stack,
-            gw_grpc.GatewayServiceStub(gateway_channel),
-            SessionLogClient(log_channel),
-            workdir,
-        )
-    finally:
-        await gateway_channel.close()
-        await log_channel.close()
-        await stack.stop()
+    async with _serving(stack, stack.start()):
+        gateway_channel = authorized_channel(stack.addresses["gateway"], stack.token())
+        log_channel = stack.channel("sessionlog")
+        try:
+            yield Stack(
+                stack,
+                gw_grpc.GatewayServiceStub(gateway_channel),
+                SessionLogClient(log_channel),
+                workdir,
+            )
+        finally:
+            await gateway_channel.close()
+            await log_channel.close()
 
 
 @asynccontextmanager
@@ -173,13 +174,26 @@ async def session_log_alone(data_dir: Path) -> AsyncIterator[SessionLogClient]:
     service and the gateway's hub) take from it."""
     await asyncio.to_thread(data_dir.mkdir, parents=True, exist_ok=True)
     stack = EmbeddedStack(data_dir, port_override=0, model=BuiltinAdapter())
-    await stack.start_service("sessionlog")
-    channel = stack.channel("sessionlog")
+    async with _serving(stack, stack.start_service("sessionlog")):
+        channel = stack.channel("sessionlog")
+        try:
+            yield SessionLogClient(channel)
+        finally:
+            await channel.close()
+
+
+@asynccontextmanager
+async def _serving(stack: EmbeddedStack, start: Awaitable[None]) -> AsyncIterator[None]:
+    """`stack` started by `start`, its heap then frozen as a serving process
+    freezes it (serve_until_signalled); stopped, and unfrozen, at the end:
+    this process goes on, and the next stack is frozen afresh."""
     try:
-        yield SessionLogClient(channel)
+        await start
+        freeze_what_serving_built()
+        yield
     finally:
-        await channel.close()
         await stack.stop()
+        gc.unfreeze()
 
 
 @dataclass(frozen=True)

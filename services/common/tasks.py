@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
 from .errors import DomainError
+from .heap import freeze_what_serving_built
 
 T = TypeVar("T")
 
@@ -81,6 +82,7 @@ async def serve_until_signalled(
         loop.add_signal_handler(signum, signalled.set)
     try:
         if await run_unless(signalled, start()):
+            freeze_what_serving_built()
             if on_up is not None:
                 on_up()
             await (serve(signalled) if serve is not None else signalled.wait())

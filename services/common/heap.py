@@ -1,0 +1,24 @@
+"""What a serving process built before it served is kept out of the
+collector's way.
+
+Python's cyclic garbage collector walks every object it tracks in a full
+(oldest generation) collection. A started stack holds about 250,000 of them
+(generated protobuf modules, descriptors, grpc, the services' own tables),
+nearly all alive until the process ends, so a full collection took about
+100 ms, once every few seconds under load: a pause every call in flight
+waits out. Frozen (gc.freeze), they are left out of every later collection;
+garbage found among them first is collected once, so little is kept that
+could have been freed. Objects freed by their reference count still go at
+once, frozen or not.
+"""
+
+from __future__ import annotations
+
+import gc
+
+
+def freeze_what_serving_built() -> None:
+    """Collect once, then leave every object alive now out of later
+    collections; call it once a process serves."""
+    gc.collect()
+    gc.freeze()
