@@ -42,7 +42,7 @@ class LogTail:
         (their positions follow one another: one writer, one transaction), and
         the event each stores. The tail keeps those events, given their row's
         session, seq and position, as a read from the store would answer them:
-        the log made them for this commit and nothing else holds them."""
+        an append hands its events over to the store (SessionStore.append)."""
         if not rows:
             return
         first = last_position - len(rows) + 1

@@ -149,7 +149,11 @@ class SessionStore(Protocol):
         mixing old and new ids raises EventIdConflict; a `lease_token` that
         is not the session's current one raises LeaseLost; a mismatching
         expected_last_seq raises WrongExpectedSeq. Idempotency is checked
-        first, so the retry of a batch that succeeded is not a conflict."""
+        first, so the retry of a batch that succeeded is not a conflict.
+
+        `events` are handed over: the store may keep them once committed
+        (SQLite's log tail does, their session, seq and position set), so
+        the caller makes them for this call and never changes them after."""
         ...
 
     async def change_lease(self, session_id: str, change: LeaseChange) -> Lease:
