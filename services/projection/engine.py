@@ -37,7 +37,7 @@ from .checkpoint_store import CheckpointStore
 from .errors import ProjectionFailed, WatchLagged
 from .folding import SessionProjection
 from .keyed_lock import KeyedLock
-from .model import CaughtUp, Change, SessionChange, Snapshot, WatchItem
+from .model import CaughtUp, Change, SessionChange, Snapshot, WatchItem, latest_of_each
 from .registry import UnitInfo, UnitRegistry
 
 logger = logging.getLogger(__name__)
@@ -76,7 +76,8 @@ class _Watcher:
         self._capacity = capacity
 
     def offer(self, changes: list[Change]) -> bool:
-        """Queue one event's changes, all or none; False when over capacity."""
+        """Queue the changes of events folded together, all or none; False
+        when over capacity."""
         fresh = [change for change in changes if change.seq > self._after_seq]
         if self._queue.qsize() + len(fresh) > self._capacity:
             return False
@@ -195,8 +196,9 @@ class ProjectionEngine:
     async def watch(self, session_id: str, after_seq: int = -1) -> AsyncGenerator[WatchItem, None]:
         """Changes caused by events with seq > after_seq: first the current
         view of each unit changed since then (latest wins, oldest first), then
-        `CaughtUp`, then live changes in seq order. Resuming with the last seq
-        seen yields no duplicate and no gap. Raises SessionNotFound, and
+        `CaughtUp`, then live changes in seq order (of events folded together,
+        such as one append's, the latest of each view). Resuming with the last
+        seq seen yields no duplicate and no gap. Raises SessionNotFound, and
         WatchLagged when the consumer falls `watch_buffer` changes behind."""
         async with self._locks.hold(session_id):
             projection = await self._current(session_id)
@@ -217,8 +219,9 @@ class ProjectionEngine:
             self._forget_watcher(session_id, watcher)
 
     async def watch_all(self) -> AsyncGenerator[CaughtUp | list[SessionChange], None]:
-        """Every change of every session from now on: first CaughtUp (the
-        watch is live), then changes in the order they were folded, those
+        """Every change of every session from now on (of events folded
+        together, the latest of each view): first CaughtUp (the watch is
+        live), then changes in the order they were folded, those
         waiting together as one list (never empty). Live only: a watcher
         that falls `watch_buffer` changes behind is ended with WatchLagged and
         reads what it needs with `get`."""
@@ -270,13 +273,19 @@ class ProjectionEngine:
             result = await self._log.read(projection.session_id, from_seq=before + 1, limit=wanted)
             self.stats.log_reads += 1
             self.stats.events_read += len(result.events)
+            changed: list[Change] = []
             for event in result.events:
-                self._fold(projection, event)
+                self._fold(projection, event, changed)
+            self._notify(projection.session_id, changed)
             await self._checkpoint_if_due(projection)
             if projection.watermark >= result.last_seq or projection.watermark == before:
                 return
 
-    def _fold(self, projection: SessionProjection, event: port.Event) -> bool:
+    def _fold(
+        self, projection: SessionProjection, event: port.Event, changed: list[Change]
+    ) -> bool:
+        """Fold `event`, its changes added to `changed` (for the caller to
+        notify); False when it was folded before."""
         if event.seq <= projection.watermark:
             return False
         try:
@@ -286,8 +295,7 @@ class ProjectionEngine:
             self._discard(projection.session_id, failure)
             raise
         self.stats.events_folded += 1
-        if changes:
-            self._notify(projection.session_id, changes)
+        changed.extend(changes)
         return True
 
     # -- the feeder ------------------------------------------------------------------
@@ -330,15 +338,20 @@ class ProjectionEngine:
         """Fold consecutive events of one session, as the log has them, under
         one hold of its lock: a batch of a hundred appended together costs
         one lookup, one check of the checkpoint and one trip through the
-        cache, not a hundred."""
+        cache, not a hundred, and the watchers get the latest of each view it
+        changed, not every step on the way."""
         try:
             async with self._locks.hold(session_id):
                 projection = await self._cached_or_restored(session_id)
+                changed: list[Change] = []
                 for event in events:
                     if event.seq - 1 > projection.watermark:  # a gap: read it first
+                        self._notify(session_id, changed)  # what came before it, first
+                        changed = []
                         await self._catch_up(projection, through_seq=event.seq - 1)
-                    if not self._fold(projection, event):
+                    if not self._fold(projection, event, changed):
                         self.stats.events_skipped += 1
+                self._notify(session_id, changed)
                 await self._checkpoint_if_due(projection)
                 await self._remember(projection)
         except Unavailable as error:  # the log or the checkpoints restarting: transient
@@ -405,7 +418,11 @@ class ProjectionEngine:
 
     # -- watchers ----------------------------------------------------------------------
 
-    def _notify(self, session_id: str, changes: list[Change]) -> None:
+    def _notify(self, session_id: str, changed: list[Change]) -> None:
+        """Offer the changes of events folded together to the watchers."""
+        if not changed:
+            return
+        changes = latest_of_each(changed)
         self._notify_all(session_id, changes)
         watchers = self._watchers.get(session_id, set())
         for watcher in list(watchers):

@@ -37,6 +37,31 @@ async def test_only_events_that_change_a_view_produce_frames(
         assert await within(frames) == Change("messages", {"count": 1}, 3)
 
 
+async def test_the_events_of_one_append_send_the_latest_of_each_view_they_changed_once(
+    log: SessionLog, engine_factory: EngineFactory
+) -> None:
+    # A batch of a hundred events would otherwise send a hundred steps of a
+    # view that every client replaces with the last (the higher seq wins).
+    await log.create_session("s1", "/w")
+    async with (
+        engine_factory() as engine,
+        aclosing(engine.watch("s1")) as frames,
+        aclosing(engine.watch_all()) as every,
+    ):
+        assert await within(frames) == CaughtUp(-1)
+        assert await within(every) == CaughtUp(-1)
+        await log.append("s1", [title("A"), user(), user(), title("B"), user()])
+        await log.append("s1", [title("C")])
+
+        latest = [Change("title", "B", 3), Change("messages", {"count": 3}, 4)]
+        assert [await within(frames) for _ in latest] == latest
+        assert await within(frames) == Change("title", "C", 5)
+        everything: list[Change] = []
+        while len(everything) < 3:  # what waits together comes as one list
+            everything += [each.change for each in await within(every)]
+        assert everything == [*latest, Change("title", "C", 5)]
+
+
 async def test_a_watcher_that_changes_a_view_it_was_sent_changes_no_later_answer(
     log: SessionLog, engine_factory: EngineFactory
 ) -> None:
@@ -219,6 +244,7 @@ async def test_the_plan_unit_shows_a_pending_selection_and_its_commit(
             await log.append("s1", [plan_mode_event(True)])  # the boundary commits it
             assert await within(watch) == Change("plan", {"active": True}, 2)
 
-            await log.append("s1", [plan_selection_event(False), plan_selection_event(True)])
+            await log.append("s1", [plan_selection_event(False)])
             assert await within(watch) == Change("plan", {"active": True, "pending": False}, 3)
+            await log.append("s1", [plan_selection_event(True)])
             assert await within(watch) == Change("plan", {"active": True}, 4)
