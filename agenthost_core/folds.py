@@ -666,16 +666,21 @@ def fold(state: SessionState, event: Event) -> SessionState:
     return fold_events(state, (event,))
 
 
-def fold_events(state: SessionState, events: Iterable[Event]) -> SessionState:
+def fold_events(
+    state: SessionState, events: Iterable[Event], seqs: Iterable[int] | None = None
+) -> SessionState:
     """The state after a batch of events, in log order: `fold` of each, with
     one SessionState made at the end rather than one per event (cold loads
-    and checkpoint renewals fold hundreds at a time)."""
+    and checkpoint renewals fold hundreds at a time). `seqs`: the events'
+    seqs, for events that do not carry theirs (an append's, as it was sent,
+    numbered by its result)."""
     plan, turn, questions, settings = state.plan, state.turn, state.questions, state.settings
     title, blank, last_seq = state.title, state.blank, state.last_seq
     compaction = state.last_compaction_seq
     permissions, model_saw_plan = state.permissions, state.model_saw_plan
     folded = False
-    for event in events:
+    numbered = ((e.seq, e) for e in events) if seqs is None else zip(seqs, events, strict=True)
+    for seq, event in numbered:
         folded = True
         kind = _kind(event)
         # Each fold sees only the kinds it reads (the others would give its
@@ -694,8 +699,8 @@ def fold_events(state: SessionState, events: Iterable[Event]) -> SessionState:
             permissions = fold_permissions(permissions, event)
         title = event.session_title.title if kind == "session_title" else title
         blank = blank and kind not in BLANK_ENDING_KINDS
-        last_seq = max(last_seq, event.seq)
-        compaction = event.seq if kind == "compaction" else compaction
+        last_seq = max(last_seq, seq)
+        compaction = seq if kind == "compaction" else compaction
     if not folded:
         return state
     return SessionState(

@@ -273,7 +273,7 @@ class PlanModeController:
             slot.fold = _Fold.BEHIND
             raise
         if result.seqs == list(range(expected + 1, expected + 1 + len(events))):
-            slot.state = fold_events(slot.state, _with_seqs(events, result.seqs))
+            slot.state = fold_events(slot.state, events, result.seqs)
             slot.fold = _Fold.CURRENT
         else:
             slot.fold = _Fold.BEHIND
@@ -379,16 +379,6 @@ class _SessionSlots:
         idle = [sid for sid, slot in self._slots.items() if slot.users == 0]
         for session_id in idle[: max(0, len(self._slots) - self._capacity)]:
             del self._slots[session_id]
-
-
-def _with_seqs(events: Sequence[events_pb2.Event], seqs: list[int]) -> list[events_pb2.Event]:
-    numbered = []
-    for event, seq in zip(events, seqs, strict=True):
-        copy = events_pb2.Event()
-        copy.CopyFrom(event)
-        copy.seq = seq
-        numbered.append(copy)
-    return numbered
 
 
 def _warn_not_applied(session_id: str, error: Exception) -> None:
