@@ -72,6 +72,10 @@ CATCH_UP_BATCH = 500
 # length of the session; the renewal folds as many, so it costs O(1) per event.
 CHECKPOINT_EVERY = 256
 HEADERS_CACHED = 10_000
+# Sessions whose fold the log keeps in step with their appends (the least
+# recently renewed or loaded go first): a due renewal saves it as it is, with
+# nothing read back from the store and nothing decoded again.
+FOLDS_KEPT = 1024
 # The longest lease a caller may ask for (the contract's ttl_ms bound).
 MAX_LEASE_S = 3600.0
 # Pauses before listening again to a shared store that lost its listener:
@@ -136,6 +140,11 @@ class SessionLog:
         self._headers = Recent[str, SessionHeader](
             0 if isinstance(store, SharedStore) else HEADERS_CACHED
         )
+        # Likewise: where another replica may append, delete or reuse an id
+        # behind our back, the store is asked every time.
+        self._kept_folds = Recent[str, folds.SessionState](
+            0 if isinstance(store, SharedStore) else FOLDS_KEPT
+        )
 
     # -- sessions ----------------------------------------------------------------
 
@@ -181,6 +190,7 @@ class SessionLog:
         if await self._header(fork_id) is not None:
             raise SessionConflict(fork_id, source.cwd)
         header = SessionHeader(fork_id, source.cwd, self._clock(), forked_from=session_id)
+        self._kept_folds.pop(fork_id, None)
         if source_lazy:  # nothing to copy: the fork is lazy too
             if await self._lazy.add(header) != header:
                 raise SessionConflict(fork_id, source.cwd)
@@ -194,6 +204,7 @@ class SessionLog:
         next read finds nothing)."""
         lazy = await self._lazy.discard(session_id)
         self._headers.pop(session_id, None)
+        self._kept_folds.pop(session_id, None)
         if not await self._store.delete(session_id) and not lazy:
             raise SessionNotFound(session_id)
         self._fire(session_id)
@@ -225,6 +236,7 @@ class SessionLog:
             await self._lazy.made_durable(session_id)
         if not result.duplicate:
             self._fire(session_id)
+            self._keep_folding(session_id, batch, result.seqs)
             if _passes_checkpoint(result.seqs):
                 self._checkpoints_due[session_id] = None
                 self._checkpoint_wake.set()
@@ -330,18 +342,23 @@ class SessionLog:
             session_id = next(iter(self._checkpoints_due))
             del self._checkpoints_due[session_id]
             try:
-                await self._fold_tail(session_id, save_after=1)
+                kept = self._kept_folds.recall(session_id)
+                if kept is None:
+                    await self._fold_tail(session_id, save_after=1)
+                else:
+                    await self._save_checkpoint(session_id, kept)
             except SessionNotFound:
                 pass  # deleted since: nothing to keep
             except Exception as error:  # the next due renewal tries again
                 log.warning("checkpoint of %s not renewed: %s", session_id, error)
 
     async def _fold_tail(self, session_id: str, save_after: int) -> folds.SessionState:
-        """Checkpoint + tail; saved again when at least `save_after` events were folded."""
-        checkpoint = await self._store.load_checkpoint(session_id)
-        state = folds.SessionState()
-        if checkpoint is not None and checkpoint.version == folds.STATE_VERSION:
-            state = folds.load_state(checkpoint.state)
+        """The kept fold, else the checkpoint, and the events after it; saved
+        again when at least `save_after` events were folded. The result is
+        kept, to be folded on as appends come."""
+        state = self._kept_folds.recall(session_id)
+        if state is None:
+            state = await self._checkpointed(session_id)
         folded = 0
         while True:
             result = await self._store.read(
@@ -353,10 +370,32 @@ class SessionLog:
             if len(result.events) < CATCH_UP_BATCH:
                 break
         if folded >= save_after:
-            saved = StateCheckpoint(state.last_seq, folds.STATE_VERSION, folds.dump_state(state))
-            await self._store.save_checkpoint(session_id, saved)
-            self.stats.checkpoints_saved += 1
+            await self._save_checkpoint(session_id, state)
+        self._kept_folds.remember(session_id, state)
         return state
+
+    async def _checkpointed(self, session_id: str) -> folds.SessionState:
+        checkpoint = await self._store.load_checkpoint(session_id)
+        if checkpoint is not None and checkpoint.version == folds.STATE_VERSION:
+            return folds.load_state(checkpoint.state)
+        return folds.SessionState()
+
+    async def _save_checkpoint(self, session_id: str, state: folds.SessionState) -> None:
+        saved = StateCheckpoint(state.last_seq, folds.STATE_VERSION, folds.dump_state(state))
+        await self._store.save_checkpoint(session_id, saved)
+        self.stats.checkpoints_saved += 1
+
+    def _keep_folding(self, session_id: str, events: Sequence[Event], seqs: list[int]) -> None:
+        """Fold an append just committed into the session's kept fold, if
+        one is kept and the append follows it; else the fold is no longer
+        the log's (its appends came back out of their order), and is dropped."""
+        kept = self._kept_folds.get(session_id)
+        if kept is None:
+            return
+        if seqs[0] == kept.last_seq + 1:
+            self._kept_folds[session_id] = folds.fold_events(kept, events, seqs)
+        else:
+            del self._kept_folds[session_id]
 
     def _counted(self, result: ReadResult) -> ReadResult:
         self.stats.events_read += len(result.events)

@@ -14,7 +14,7 @@ from agenthost_core import folds
 from services.common.errors import SessionNotFound
 from services.sessionlog.domain import CHECKPOINT_EVERY, SessionLog
 from services.sessionlog.port import Direction
-from services.sessionlog.store import StateCheckpoint
+from services.sessionlog.store import SharedStore, StateCheckpoint
 from tests.support.events import a_working_session, plan_mode, title, user
 from tests.support.stores import OpenLog
 
@@ -49,6 +49,45 @@ async def test_a_cold_load_reads_only_the_tail_after_the_checkpoint(reopen: Open
     assert state == expected
     assert state.last_seq == 20 * CHECKPOINT_EVERY + 10
     assert log.stats.events_read < CHECKPOINT_EVERY + BATCH
+
+
+async def test_where_only_this_log_appends_a_renewal_reads_nothing_back(reopen: OpenLog) -> None:
+    # The log keeps the fold of a session it renewed, folding each append on
+    # as it commits; where another replica may append (a shared store), the
+    # renewal reads the events after the checkpoint instead.
+    log = await reopen()
+    await log.create_session("s", "/w")
+    source = a_working_session()
+    await append_events(log, "s", CHECKPOINT_EVERY + 1, source)  # the first renewal reads
+    read_before = log.stats.events_read
+    await append_events(log, "s", 5 * CHECKPOINT_EVERY, source)
+    read_back = log.stats.events_read - read_before
+    if isinstance(log._store, SharedStore):
+        assert read_back >= 4 * CHECKPOINT_EVERY
+    else:
+        assert read_back == 0
+    assert log.stats.checkpoints_saved == 6
+    saved = await log._store.load_checkpoint("s")
+    assert saved is not None and saved.seq == 6 * CHECKPOINT_EVERY
+    assert folds.load_state(saved.state) == await whole_fold(log, "s")
+
+
+async def test_an_append_that_did_not_come_through_this_log_is_in_the_next_checkpoint(
+    log: SessionLog,
+) -> None:
+    await log.create_session("s", "/w")
+    source = a_working_session()
+    await append_events(log, "s", CHECKPOINT_EVERY + 1, source)
+    other_writer = SessionLog(log._store)  # behind the back of this log's kept fold
+    compaction = ev.Compaction(summary="so far", up_to_seq=CHECKPOINT_EVERY, trigger="auto")
+    other = await other_writer.append("s", [ev.Event(compaction=compaction)])
+    await append_events(log, "s", CHECKPOINT_EVERY, source)
+
+    saved = await log._store.load_checkpoint("s")
+    assert saved is not None and saved.seq > other.last_seq
+    state = folds.load_state(saved.state)
+    assert state.last_compaction_seq == other.last_seq  # no later event changes it
+    assert state == await whole_fold(log, "s")
 
 
 async def test_without_renewals_a_load_saves_the_checkpoint_the_next_load_starts_from(
