@@ -58,7 +58,9 @@ async def test_the_events_of_one_append_send_the_latest_of_each_view_they_change
         assert await within(frames) == Change("title", "C", 5)
         everything: list[Change] = []
         while len(everything) < 3:  # what waits together comes as one list
-            everything += [each.change for each in await within(every)]
+            batch = await within(every)
+            assert isinstance(batch, list)
+            everything += [each.change for each in batch]
         assert everything == [*latest, Change("title", "C", 5)]
 
 
