@@ -389,13 +389,15 @@ class SessionLog:
         """Fold an append just committed into the session's kept fold, if
         one is kept and the append follows it; else the fold is no longer
         the log's (its appends came back out of their order), and is dropped."""
-        kept = self._kept_folds.get(session_id)
-        if kept is None:
+        kept = self._kept_folds.pop(session_id, None)
+        if kept is None or seqs[0] != kept.last_seq + 1:
             return
-        if seqs[0] == kept.last_seq + 1:
+        try:
             self._kept_folds[session_id] = folds.fold_events(kept, events, seqs)
-        else:
-            del self._kept_folds[session_id]
+        except Exception:
+            # The append is committed: its caller must not see this. The
+            # next renewal folds from the checkpoint and meets it there.
+            log.warning("the kept fold of %s dropped", session_id, exc_info=True)
 
     def _counted(self, result: ReadResult) -> ReadResult:
         self.stats.events_read += len(result.events)

@@ -90,6 +90,27 @@ async def test_an_append_that_did_not_come_through_this_log_is_in_the_next_check
     assert state == await whole_fold(log, "s")
 
 
+async def test_an_append_stands_when_folding_it_into_the_kept_fold_fails(
+    log: SessionLog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await log.create_session("s", "/w")
+    source = a_working_session()
+    await append_events(log, "s", CHECKPOINT_EVERY + 1, source)
+
+    def a_folds_bug(*args: object) -> folds.SessionState:
+        raise RuntimeError("a fold's bug")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(folds, "fold_events", a_folds_bug)
+        result = await log.append("s", [user("kept all the same")])
+    assert not result.duplicate
+    await append_events(log, "s", CHECKPOINT_EVERY, source)
+
+    saved = await log._store.load_checkpoint("s")
+    assert saved is not None and saved.seq > result.last_seq
+    assert folds.load_state(saved.state) == await whole_fold(log, "s")
+
+
 async def test_without_renewals_a_load_saves_the_checkpoint_the_next_load_starts_from(
     reopen: OpenLog,
 ) -> None:
