@@ -72,9 +72,9 @@ CATCH_UP_BATCH = 500
 # length of the session; the renewal folds as many, so it costs O(1) per event.
 CHECKPOINT_EVERY = 256
 HEADERS_CACHED = 10_000
-# Sessions whose fold the log keeps in step with their appends (the least
-# recently renewed or loaded go first): a due renewal saves it as it is, with
-# nothing read back from the store and nothing decoded again.
+# Sessions whose fold the log keeps in step with their appends, once renewed
+# or loaded (the least recently appended to go first): a due renewal saves it
+# as it is, with nothing read back from the store and nothing decoded again.
 FOLDS_KEPT = 1024
 # The longest lease a caller may ask for (the contract's ttl_ms bound).
 MAX_LEASE_S = 3600.0
