@@ -37,7 +37,7 @@ from .checkpoint_store import CheckpointStore
 from .errors import ProjectionFailed, WatchLagged
 from .folding import SessionProjection
 from .keyed_lock import KeyedLock
-from .model import CaughtUp, Change, SessionChange, Snapshot, WatchItem, latest_of_each
+from .model import CaughtUp, Change, SessionChange, Snapshot, WatchItem
 from .registry import UnitInfo, UnitRegistry
 
 logger = logging.getLogger(__name__)
@@ -273,29 +273,24 @@ class ProjectionEngine:
             result = await self._log.read(projection.session_id, from_seq=before + 1, limit=wanted)
             self.stats.log_reads += 1
             self.stats.events_read += len(result.events)
-            changed: list[Change] = []
             for event in result.events:
-                self._fold(projection, event, changed)
-            self._notify(projection.session_id, changed)
+                self._fold(projection, event)
+            self._notify(projection, since=before)
             await self._checkpoint_if_due(projection)
             if projection.watermark >= result.last_seq or projection.watermark == before:
                 return
 
-    def _fold(
-        self, projection: SessionProjection, event: port.Event, changed: list[Change]
-    ) -> bool:
-        """Fold `event`, its changes added to `changed` (for the caller to
-        notify); False when it was folded before."""
+    def _fold(self, projection: SessionProjection, event: port.Event) -> bool:
+        """Fold `event` (its caller notifies); False when it was folded before."""
         if event.seq <= projection.watermark:
             return False
         try:
-            changes = projection.apply(event)
+            projection.apply(event)
         except ProjectionFailed as failure:
             # Some units may have folded the event and others not: drop it all.
             self._discard(projection.session_id, failure)
             raise
         self.stats.events_folded += 1
-        changed.extend(changes)
         return True
 
     # -- the feeder ------------------------------------------------------------------
@@ -343,15 +338,15 @@ class ProjectionEngine:
         try:
             async with self._locks.hold(session_id):
                 projection = await self._cached_or_restored(session_id)
-                changed: list[Change] = []
+                since = projection.watermark
                 for event in events:
                     if event.seq - 1 > projection.watermark:  # a gap: read it first
-                        self._notify(session_id, changed)  # what came before it, first
-                        changed = []
+                        self._notify(projection, since)  # what came before it, first
                         await self._catch_up(projection, through_seq=event.seq - 1)
-                    if not self._fold(projection, event, changed):
+                        since = projection.watermark
+                    if not self._fold(projection, event):
                         self.stats.events_skipped += 1
-                self._notify(session_id, changed)
+                self._notify(projection, since)
                 await self._checkpoint_if_due(projection)
                 await self._remember(projection)
         except Unavailable as error:  # the log or the checkpoints restarting: transient
@@ -418,11 +413,13 @@ class ProjectionEngine:
 
     # -- watchers ----------------------------------------------------------------------
 
-    def _notify(self, session_id: str, changed: list[Change]) -> None:
-        """Offer the changes of events folded together to the watchers."""
-        if not changed:
+    def _notify(self, projection: SessionProjection, since: int) -> None:
+        """Offer the watchers what the events folded after `since` changed:
+        the latest of each view, as a resumed watch's backlog gives it."""
+        changes = projection.changes_after(since)
+        if not changes:
             return
-        changes = latest_of_each(changed)
+        session_id = projection.session_id
         self._notify_all(session_id, changes)
         watchers = self._watchers.get(session_id, set())
         for watcher in list(watchers):

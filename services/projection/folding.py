@@ -41,18 +41,16 @@ class _Slot:
     def __post_init__(self) -> None:
         self.kinds = kinds_read(self.unit)
 
-    def fold(self, event: events_pb2.Event) -> Change | None:
+    def fold(self, event: events_pb2.Event) -> None:
         self.through_seq = event.seq
         state = self.unit.apply(self.state, event)
         if state is self.state:
-            return None
+            return
         self.state = state
         view = self.unit.view(state)
-        if view == self.view:
-            return None
-        self.view = view
-        self.changed_at_seq = event.seq
-        return Change(self.unit.key, copy_view(view), event.seq)
+        if view != self.view:
+            self.view = view
+            self.changed_at_seq = event.seq
 
 
 class SessionProjection:
@@ -90,17 +88,16 @@ class SessionProjection:
         """All units stand at one seq (not in the middle of a refold)."""
         return all(slot.through_seq == self._last_seq for slot in self._slots)
 
-    def apply(self, event: events_pb2.Event) -> list[Change]:
-        """Fold one event into every unit that has not seen it yet; the views
-        that really changed, in unit order."""
+    def apply(self, event: events_pb2.Event) -> None:
+        """Fold one event into every unit that has not seen it yet (what it
+        changed: `changes_after`)."""
         watermark = self.watermark
         if event.seq <= watermark:
-            return []
+            return
         if event.seq != watermark + 1:
             raise OutOfOrderEvent(
                 f"session {self.session_id!r}: event {event.seq} after {watermark}"
             )
-        changes: list[Change] = []
         kind = event.WhichOneof("body")
         try:
             for slot in self._slots:
@@ -109,9 +106,7 @@ class SessionProjection:
                 if slot.kinds is not None and kind not in slot.kinds:
                     slot.through_seq = event.seq  # it cannot change this unit
                     continue
-                change = self._fold_slot(slot, event)
-                if change is not None:
-                    changes.append(change)
+                self._fold_slot(slot, event)
         except BaseException:
             self._watermark = self._lowest()
             raise
@@ -120,11 +115,10 @@ class SessionProjection:
         self._watermark = event.seq
         self._last_seq = max(self._last_seq, event.seq)
         self.unsaved_events += 1
-        return changes
 
-    def _fold_slot(self, slot: _Slot, event: events_pb2.Event) -> Change | None:
+    def _fold_slot(self, slot: _Slot, event: events_pb2.Event) -> None:
         try:
-            return slot.fold(event)
+            slot.fold(event)
         except Exception as error:
             raise ProjectionFailed(self.session_id, event.seq, slot.unit.key) from error
 

@@ -27,21 +27,6 @@ class Change:
     seq: int
 
 
-def latest_of_each(changes: list[Change]) -> list[Change]:
-    """One change per key, its latest, in the order those were made: what a
-    watcher needs of events folded together (the higher seq wins anyway)."""
-    if len(changes) < 2:
-        return changes
-    seen: set[str] = set()
-    kept = []
-    for change in reversed(changes):
-        if change.key not in seen:
-            seen.add(change.key)
-            kept.append(change)
-    kept.reverse()
-    return kept
-
-
 @dataclass(frozen=True)
 class CaughtUp:
     """End of a watch's catch-up: what follows is live, with seq > as_of_seq."""
