@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Sequence
 
 import grpc
 from agenthost.sessionlog.v1 import session_log_pb2 as pb
@@ -14,7 +15,14 @@ from services.common.batches import in_batches
 
 from .domain import SessionLog
 from .leases import Lease
-from .port import DEFAULT_HEARTBEAT_S, DEFAULT_MESSAGE_LIMIT, CaughtUp, Direction, Heartbeat
+from .port import (
+    DEFAULT_HEARTBEAT_S,
+    DEFAULT_MESSAGE_LIMIT,
+    CaughtUp,
+    Direction,
+    Event,
+    Heartbeat,
+)
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["SessionLogService"].full_name
 
@@ -40,9 +48,41 @@ def _heartbeat() -> pb.Heartbeat:
     return pb.Heartbeat(time=now)
 
 
+# Batches whose replies are kept for the followers that read them next.
+SHARED_BATCHES = 8
+
+
+class SharedBatchReplies:
+    """The replies carrying a batch of committed events, made once for all
+    the followers that are sent it. Every all-sessions follower (the
+    projection service, the gateway's hub) reads the same events, and each
+    copying them into replies of its own cost the embedded stack's batched
+    appends a tenth of its loop. A batch is known by its events' positions:
+    those name committed events, which never change. A reply is only ever
+    sent (serialized), never changed, so sharing one is safe."""
+
+    def __init__(self, kept: int = SHARED_BATCHES) -> None:
+        self._kept = kept
+        self._recent: OrderedDict[tuple[int, ...], list[pb.SubscribeAllResponse]] = OrderedDict()
+
+    def replies(self, events: Sequence[Event]) -> list[pb.SubscribeAllResponse]:
+        key = tuple(event.position for event in events)
+        replies = self._recent.get(key)
+        if replies is None:
+            replies = [
+                pb.SubscribeAllResponse(events=pb.EventBatch(events=chunk))
+                for chunk in in_batches(events)
+            ]
+            self._recent[key] = replies
+            if len(self._recent) > self._kept:
+                self._recent.popitem(last=False)
+        return replies
+
+
 class SessionLogServicer(pb_grpc.SessionLogServiceServicer):
     def __init__(self, log: SessionLog) -> None:
         self.log = log
+        self._batch_replies = SharedBatchReplies()
 
     async def CreateSession(
         self, request: pb.CreateSessionRequest, context: grpc.aio.ServicerContext
@@ -135,8 +175,8 @@ class SessionLogServicer(pb_grpc.SessionLogServiceServicer):
             elif isinstance(item, Heartbeat):
                 yield pb.SubscribeAllResponse(heartbeat=_heartbeat())
             elif request.batched:
-                for chunk in in_batches(item):
-                    yield pb.SubscribeAllResponse(events=pb.EventBatch(events=chunk))
+                for reply in self._batch_replies.replies(item):
+                    yield reply
             else:
                 for event in item:
                     yield pb.SubscribeAllResponse(event=event)

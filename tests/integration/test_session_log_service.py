@@ -25,6 +25,7 @@ from services.common.status import MAX_VIOLATIONS, error_info
 from services.common.validation import violations_of
 from services.sessionlog.client import SessionLogClient
 from services.sessionlog.port import CaughtUp
+from services.sessionlog.servicer import SharedBatchReplies
 from services.sessionlog.service import session_log_service
 from tests.support.events import assistant, plan_mode, title, turn_start, user
 from tests.support.hosts import health_status, running_host
@@ -175,6 +176,36 @@ async def test_a_batched_follower_gets_each_append_in_one_message_in_order(stub:
                 ]
                 break
     live.cancel()
+
+
+async def test_batched_followers_reading_from_different_places_each_get_their_own_events(
+    stub: Stub,
+) -> None:
+    # Followers share the replies of a batch they are all sent: one that
+    # started elsewhere must still get exactly the events after its place.
+    await stub.CreateSession(pb.CreateSessionRequest(session_id="a", cwd="/a"))
+    texts = [str(i) for i in range(60)]
+    await stub.Append(pb.AppendRequest(session_id="a", events=[user(t) for t in texts[:30]]))
+    await stub.Append(pb.AppendRequest(session_id="a", events=[user(t) for t in texts[30:]]))
+    first = _fed_events(await _feed_messages(stub, pb.SubscribeAllRequest(batched=True), 60))
+    starts = [0, first[9].position, first[29].position, first[44].position]
+    fed = await asyncio.gather(
+        *(
+            _feed_messages(stub, pb.SubscribeAllRequest(after_position=p, batched=True), 60 - n)
+            for p, n in zip(starts, [0, 10, 30, 45], strict=True)
+        )
+    )
+    for skipped, messages in zip([0, 10, 30, 45], fed, strict=True):
+        assert [e.user_message.text for e in _fed_events(messages)] == texts[skipped:]
+
+
+def test_a_shared_batch_reply_is_only_ever_the_reply_of_the_same_events() -> None:
+    replies = SharedBatchReplies(kept=2)
+    events = {p: ev.Event(position=p, user_message=ev.UserMessage(text=str(p))) for p in range(6)}
+    batches = [[1, 2, 4], [1, 3, 4], [1, 2, 4], [5], [1, 2, 4]]
+    for positions in batches:
+        (reply,) = replies.replies([events[p] for p in positions])
+        assert [e.position for e in reply.events.events] == positions
 
 
 async def test_a_follower_that_asks_no_batches_gets_one_event_a_message(stub: Stub) -> None:
