@@ -272,9 +272,17 @@ def fold_turn(state: TurnFold, event: Event) -> TurnFold:
     elif kind == "step_end":
         new = replace(state, step_open=False, calls=())
     elif kind in ("tool_call", "tool_result"):
-        new = replace(state, calls=_calls_after(state.calls, event))
+        calls = _calls_after(state.calls, event)
+        if calls == state.calls:
+            return state
+        new = replace(state, calls=calls)
     elif kind in ("input_queued", "user_message"):
-        new = replace(state, inputs=_inputs_after(state.inputs, event))
+        inputs = _inputs_after(state.inputs, event)
+        # A user message that ran no queued input (most of them) changes
+        # nothing: no state is made only to be compared and dropped.
+        if inputs == state.inputs:
+            return state
+        new = replace(state, inputs=inputs)
     else:
         return state
     return state if new == state else new
