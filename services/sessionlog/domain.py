@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import secrets
 import time
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
@@ -19,6 +20,8 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
+
+from google.protobuf.timestamp_pb2 import Timestamp
 
 from agenthost_core import folds
 from services.common import ranges
@@ -227,11 +230,12 @@ class SessionLog:
         if not events:
             last_seq = -1 if lazy else (await self.get_session(session_id)).last_seq
             return AppendResult([], last_seq, duplicate=False)
-        batch = [self._prepared(event) for event in events]
+        now = self._clock()
+        stamp = Timestamp()
+        stamp.FromMicroseconds(now)
+        batch = [_prepared(event, stamp) for event in events]
         _refuse_repeated_ids(batch)
-        result = await self._store.append(
-            header, batch, expected_last_seq, self._clock(), lease_token
-        )
+        result = await self._store.append(header, batch, expected_last_seq, now, lease_token)
         if lazy:
             await self._lazy.made_durable(session_id)
         if not result.duplicate:
@@ -265,16 +269,6 @@ class SessionLog:
         except LeaseLost:
             return False
         return True
-
-    def _prepared(self, event: Event) -> Event:
-        event_kind(event)  # a body is required
-        prepared = Event()
-        prepared.CopyFrom(event)
-        if not prepared.id:
-            prepared.id = f"e-{uuid.uuid4().hex}"
-        if not prepared.HasField("time"):
-            prepared.time.FromMicroseconds(self._clock())
-        return prepared
 
     # -- reads ---------------------------------------------------------------------
 
@@ -602,6 +596,20 @@ def _ttl_us(ttl_s: float) -> int:
 def _passes_checkpoint(seqs: Sequence[int]) -> bool:
     """The appended seqs reach a multiple of CHECKPOINT_EVERY."""
     return bool(seqs) and seqs[0] // CHECKPOINT_EVERY != (seqs[-1] + 1) // CHECKPOINT_EVERY
+
+
+def _prepared(event: Event, now: Timestamp) -> Event:
+    """A copy of `event` as the log stores it: with an id and a time (the
+    append's, `now`, where the writer gave none)."""
+    event_kind(event)  # a body is required
+    prepared = Event()
+    prepared.CopyFrom(event)
+    if not prepared.id:
+        # As random as a uuid4's hex, without making a UUID for it.
+        prepared.id = f"e-{secrets.token_hex(16)}"
+    if not prepared.HasField("time"):
+        prepared.time.CopyFrom(now)
+    return prepared
 
 
 def _refuse_repeated_ids(batch: Sequence[Event]) -> None:
