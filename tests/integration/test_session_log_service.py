@@ -25,8 +25,8 @@ from services.common.status import MAX_VIOLATIONS, error_info
 from services.common.validation import violations_of
 from services.sessionlog.client import SessionLogClient
 from services.sessionlog.port import CaughtUp
-from services.sessionlog.servicer import SharedBatchReplies
 from services.sessionlog.service import session_log_service
+from services.sessionlog.servicer import SharedBatchReplies
 from tests.support.events import assistant, plan_mode, title, turn_start, user
 from tests.support.hosts import health_status, running_host
 from tests.support.rpc import expect_rpc_error, reason_of, violated_fields
