@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import AsyncIterator, Sequence
 
 import grpc
@@ -56,31 +55,31 @@ def _batch_reply(events: Sequence[Event]) -> pb.SubscribeAllResponse:
     return reply
 
 
-# Batches whose replies are kept for the followers that read them next.
-SHARED_BATCHES = 8
-
-
 class SharedBatchReplies:
-    """The replies carrying a batch of committed events, made once for all
-    the followers that are sent it. Every all-sessions follower (the
-    projection service, the gateway's hub) reads the same events, and each
-    copying them into replies of its own cost the embedded stack's batched
-    appends a tenth of its loop. A batch is known by its events' positions:
-    those name committed events, which never change. A reply is only ever
-    sent (serialized), never changed, so sharing one is safe."""
+    """The reply carrying a batch of committed events, made once for all the
+    followers that are sent it. Every all-sessions follower (the projection
+    service, the gateway's hub) reads the same events, and each copying them
+    into replies of its own cost the embedded stack's batched appends a
+    tenth of its loop. A batch is known by its events' positions: those name
+    committed events, which never change. A reply is only ever sent
+    (serialized), never changed, so sharing one is safe.
 
-    def __init__(self, kept: int = SHARED_BATCHES) -> None:
-        self._kept = kept
-        self._recent: OrderedDict[tuple[int, ...], list[pb.SubscribeAllResponse]] = OrderedDict()
+    Only the last batch is kept, and only one that fits one reply: the
+    followers read each live batch one after the other (keeping eight found
+    no more of them shared than keeping one), and a catch-up's big batches
+    are not held once sent."""
+
+    def __init__(self) -> None:
+        self._key: tuple[int, ...] = ()
+        self._reply: pb.SubscribeAllResponse | None = None
 
     def replies(self, events: Sequence[Event]) -> list[pb.SubscribeAllResponse]:
         key = tuple(event.position for event in events)
-        replies = self._recent.get(key)
-        if replies is None:
-            replies = [_batch_reply(chunk) for chunk in in_batches(events)]
-            self._recent[key] = replies
-            if len(self._recent) > self._kept:
-                self._recent.popitem(last=False)
+        if self._reply is not None and key == self._key:
+            return [self._reply]
+        replies = [_batch_reply(chunk) for chunk in in_batches(events)]
+        if len(replies) == 1:
+            self._key, self._reply = key, replies[0]
         return replies
 
 

@@ -200,7 +200,7 @@ async def test_batched_followers_reading_from_different_places_each_get_their_ow
 
 
 def test_a_shared_batch_reply_is_only_ever_the_reply_of_the_same_events() -> None:
-    replies = SharedBatchReplies(kept=2)
+    replies = SharedBatchReplies()
     events = {p: ev.Event(position=p, user_message=ev.UserMessage(text=str(p))) for p in range(6)}
     batches = [[1, 2, 4], [1, 3, 4], [1, 2, 4], [5], [1, 2, 4]]
     for positions in batches:
