@@ -71,6 +71,8 @@ PR_SET_DUMPABLE = 4
 HIDDEN_ENV_SUFFIX = "_FILE"
 HIDDEN_ENV_PREFIX = "AGENTHOST_"
 DATA_DIR_ENV = "AGENTHOST_DATA_DIR"
+# The MCP servers' configuration names no *_FILE but may hold their keys.
+MCP_CONFIG_ENV = "AGENTHOST_MCP_CONFIG"
 
 _log = logging.getLogger(__name__)
 # Cgroups being removed in the background (Prepared.cleanup_soon).
@@ -167,10 +169,10 @@ async def settled() -> None:
 def hidden_from_env(env: Mapping[str, str], data_dir: Path | None) -> tuple[Path, ...]:
     """The data directory (`data_dir`, else AGENTHOST_DATA_DIR) and every file
     an AGENTHOST_*_FILE setting names (the tokens file, TLS keys, the
-    internal token, the models file)."""
+    internal token, the models file), and the MCP servers' configuration."""
     paths = [data_dir] if data_dir is not None else []
     for name, value in env.items():
-        wanted = name == DATA_DIR_ENV or (
+        wanted = name in (DATA_DIR_ENV, MCP_CONFIG_ENV) or (
             name.startswith(HIDDEN_ENV_PREFIX) and name.endswith(HIDDEN_ENV_SUFFIX)
         )
         if wanted and value:
@@ -196,9 +198,10 @@ def bwrap_argv(
     argv += ["--ro-bind", "/", "/", "--dev", "/dev", *proc, "--tmpfs", "/tmp"]
     for path in jail.shown:
         argv += ["--ro-bind", str(path), str(path)]
-    inside = [p for p in jail.hidden if _within(p, cwd) and p != cwd]
-    holding = [p for p in jail.hidden if _within(cwd, p) and p != cwd]
-    argv += _hide(p for p in jail.hidden if p not in inside and p not in holding and p != cwd)
+    hidden = _uncovered(jail.hidden, cwd)
+    inside = [p for p in hidden if _within(p, cwd) and p != cwd]
+    holding = [p for p in hidden if _within(cwd, p) and p != cwd]
+    argv += _hide(p for p in hidden if p not in inside and p not in holding and p != cwd)
     # A hidden folder holding the session's folder (e.g. a data directory
     # that keeps workspaces) is hidden around it: the folder stays reachable.
     argv += _hide(holding, read_only=False)
@@ -210,6 +213,27 @@ def bwrap_argv(
     argv += _hide(inside)
     argv += ["--chdir", str(cwd), "--"]
     return argv + program
+
+
+def _uncovered(hidden: Iterable[Path], cwd: Path) -> list[Path]:
+    """The hidden paths that another hidden folder does not already cover.
+    Under a folder hidden by an empty read-only mount (the data folder) a
+    file (its models file, its mcp.json) no longer exists, and bwrap could
+    not mount /dev/null over it: every command would fail. A path inside the
+    session's folder stays, when that folder is bound again inside a hidden
+    one that holds it."""
+    paths = list(dict.fromkeys(hidden))
+    folders = [p for p in paths if p.is_dir()]
+
+    def covered(path: Path) -> bool:
+        return any(
+            path != folder
+            and _within(path, folder)
+            and not (_within(path, cwd) and _within(cwd, folder))
+            for folder in folders
+        )
+
+    return [p for p in paths if not covered(p)]
 
 
 def _hide(paths: Iterable[Path], read_only: bool = True) -> list[str]:

@@ -272,6 +272,35 @@ def test_with_the_containers_proc_a_non_dumpable_runtime_keeps_its_environment(
         holder.wait()
 
 
+@pytest.mark.parametrize("sandbox", CONFINED)
+async def test_settings_files_inside_the_hidden_data_folder_leave_commands_runnable(
+    machine: Machine, sandbox: str
+) -> None:
+    """`up` names the data folder's models.toml (and an mcp.json there) in
+    its settings: hidden with the folder, they must not break the sandbox."""
+    models, servers = machine.data / "models.toml", machine.data / "mcp.json"
+    models.write_text(f'[providers.x]\napi_key = "{SECRET}"\n')
+    servers.write_text(f'{{"mcpServers": {{}}, "key": "{SECRET}"}}')
+    env = {
+        "AGENTHOST_TOKENS_FILE": str(machine.tokens_file),
+        "AGENTHOST_MODELS_FILE": str(models),
+        "AGENTHOST_MCP_CONFIG": str(servers),
+    }
+    jail = Jail(sandbox, machine.workspace, hidden=(*hidden_from_env(env, machine.data),))
+    result = await run(machine, f"cat calc.py {models} {servers}; echo end", jail)
+    assert "def add" in result.output and "end" in result.output
+    assert SECRET not in result.output and TOKEN not in result.output
+
+
+async def test_a_settings_file_outside_the_data_folder_is_hidden(machine: Machine) -> None:
+    servers = machine.outside / "mcp.json"
+    servers.write_text(f'{{"key": "{SECRET}"}}')
+    env = {"AGENTHOST_MCP_CONFIG": str(servers)}
+    jail = Jail(WORKSPACE_WRITE, machine.workspace, hidden=hidden_from_env(env, machine.data))
+    result = await run(machine, f"cat {servers}; echo end", jail)
+    assert SECRET not in result.output and "end" in result.output
+
+
 async def test_a_workspace_inside_the_hidden_data_folder_stays_usable(machine: Machine) -> None:
     workspace = machine.data / "workspaces" / "project"
     workspace.mkdir(parents=True)

@@ -58,10 +58,12 @@ class Machine:
         (self.data / "token").write_text(TOKEN)
         (self.other / "notes.txt").write_text(SECRET)
         self.tokens_file.write_text(json.dumps({TOKEN: "local"}))
+        # The stack's settings that name files.
+        self.settings = {"AGENTHOST_TOKENS_FILE": str(self.tokens_file)}
 
     def hidden(self) -> tuple[Path, ...]:
         """What the runtime hides (service.py): the data dir and the *_FILE settings."""
-        return hidden_from_env({"AGENTHOST_TOKENS_FILE": str(self.tokens_file)}, self.data)
+        return hidden_from_env(self.settings, self.data)
 
 
 @pytest.fixture
@@ -218,6 +220,30 @@ async def test_the_reference_server_works_confined(
     write_config(machine.workspace, {"everything": {"command": node, "args": [str(EVERYTHING)]}})
     calls = [call("mcp__everything__get-sum", "sum", a=2, b=3)]
     logged = await run_turn(session_log, machine, servers, calls)
+    assert "5" in outputs(logged)["sum"]
+    assert mcp_servers(logged)["everything"]["state"] == "ready"
+
+
+async def test_a_server_runs_confined_when_the_data_folder_holds_the_settings_files(
+    session_log: SessionLog, machine: Machine
+) -> None:
+    """The deployment's mcp.json and models.toml in the data folder, as `up`
+    names them: hidden with the folder, the server still starts confined."""
+    node = shutil.which("node")
+    assert node and EVERYTHING.is_file(), "run `make mcp-test-servers` first"
+    deployment = machine.data / "mcp.json"
+    deployment.write_text(
+        json.dumps({"mcpServers": {"everything": {"command": node, "args": [str(EVERYTHING)]}}})
+    )
+    (machine.data / "models.toml").write_text("[providers]\n")
+    machine.settings["AGENTHOST_MODELS_FILE"] = str(machine.data / "models.toml")
+    machine.settings["AGENTHOST_MCP_CONFIG"] = str(deployment)
+    servers = McpServers(deployment)
+    try:
+        calls = [call("mcp__everything__get-sum", "sum", a=2, b=3)]
+        logged = await run_turn(session_log, machine, servers, calls)
+    finally:
+        await servers.close()
     assert "5" in outputs(logged)["sum"]
     assert mcp_servers(logged)["everything"]["state"] == "ready"
 
