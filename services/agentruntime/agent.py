@@ -21,11 +21,13 @@ ephemeral deltas, records it whole, and runs the tools it asked for under
 the sandbox and approval policy.
 
 Context: each model request's usage is recorded (model/usage). A request
-estimated past the compaction threshold of the model's window is preceded
-by a compaction (compaction.py): the model summarises the conversation and
-from then on sees the summary and what follows. A provider's "context
-length exceeded" refusal compacts (trigger overflow) and tries the step
-once more; if it still does not fit, the turn ends with ContextOverflow.
+the provider would likely count past the compaction threshold of the
+model's window (request_size.py) is preceded by a compaction (compactor.py):
+the model summarises the conversation and from then on sees the summary,
+what the compaction kept of the running turn, and what follows. A request
+predicted past the threshold even then is not sent: the turn ends with
+ContextOverflow. A provider's "context length exceeded" refusal compacts
+(trigger overflow) and tries the step once more.
 """
 
 from __future__ import annotations
@@ -60,20 +62,11 @@ from agenthost_core.folds import (
 )
 from services.common.errors import FailedPrecondition, LeaseLost, WrongExpectedSeq
 from services.common.tasks import spawn
-from services.sessionlog.port import AppendResult, Direction, SessionLogPort
+from services.sessionlog.port import AppendResult, SessionLogPort
 
 from . import gates, spill
-from .compaction import (
-    AUTO,
-    MANUAL,
-    OVERFLOW,
-    CompactionPolicy,
-    calibration,
-    fallback_summary,
-    summary_request,
-    tokens_label,
-    view_tokens,
-)
+from .compaction import AUTO, MANUAL, OVERFLOW, CompactionPolicy, tokens_label
+from .compactor import CompactionAsk, ContextOverflow, compact
 from .live import ANSWER, REASONING, LiveFeed
 from .mcp import McpServers
 from .models.base import (
@@ -98,12 +91,13 @@ from .questions import (
     QuestionNotFound,
     check_answer,
 )
+from .request_size import predicted_tokens
 from .tools import Call, ToolCatalog, ToolContext, ToolOutcome
 from .transcript import Transcript
+from .view import read_forward, read_view
 
 log = logging.getLogger("agenthost.runtime")
 
-READ_BATCH = 1000
 # Attempts of one step's model request; a retry reuses the assembled request,
 # so a plan choice made meanwhile waits for the next step's boundary.
 STEP_ATTEMPTS = 2
@@ -121,19 +115,6 @@ class AgentBusy(FailedPrecondition):
             self.REASON,
             f"session {session_id!r} is running a turn; queue or steer the input instead",
             session_id=session_id,
-        )
-
-
-class ContextOverflow(ModelError):
-    """The step's request does not fit the model's window even compacted."""
-
-    def __init__(self, context_window: int, detail: str) -> None:
-        super().__init__(
-            f"context overflow: the conversation does not fit the model's context window "
-            f"({context_window} tokens) even after compacting it ({detail}). Run /compact "
-            "with a focus to keep less, or choose a model with a larger context window.",
-            retryable=False,
-            context_overflow=True,
         )
 
 
@@ -224,10 +205,9 @@ class Agent:
         self._compaction = compaction or CompactionPolicy()
         # The answer streaming now: recorded as far as it got if cancelled.
         self._partial: StreamedAnswer | None = None
-        # The provider's tokens per estimated token, from the last usage it
-        # reported, and the estimate of the request sent last.
-        self._tokens_per_estimate = 1.0
-        self._sent_estimate = 0
+        # The provider's tokens per estimated token, from the last request it
+        # counted (for a view with no counted request in it yet).
+        self._ratio = 1.0
         self._neighbours = neighbours
 
     @property
@@ -277,52 +257,28 @@ class Agent:
                 if self._transcript is not None:
                     self._transcript.add(event)
 
-    async def _messages(self) -> list[ChatMessage]:
+    async def _view(self) -> Transcript:
         """The conversation up to the folded state (its caller has caught
-        up), read from the log the first time only: from the latest
-        compaction on (the fold knows its seq), never from seq 0."""
+        up), read from the log the first time only (view.py)."""
         async with self._reading:
             if self._transcript is None:
-                transcript = Transcript(spill.spill_limit(self._model.context_window))
-                start = await self._compaction_start(transcript)
-                async for event in self._events_after(start, until=self._state.last_seq):
-                    transcript.add(event)
-                self._transcript = transcript
-            return self._transcript.messages()
-
-    async def _compaction_start(self, transcript: Transcript) -> int:
-        """Give `transcript` the latest compaction; the seq it covers up to
-        (-1 when there is none: the view starts at the log's start)."""
-        seq = self._state.last_compaction_seq
-        if seq < 0:
-            return -1
-        read = await self._log.read(
-            self.session_id, from_seq=seq, direction=Direction.FORWARD, limit=1
-        )
-        compaction = next((e for e in read.events if e.HasField("compaction")), None)
-        if compaction is None:
-            return -1
-        transcript.add(compaction)
-        return compaction.compaction.up_to_seq
-
-    async def _events_after(self, seq: int, until: int | None = None) -> AsyncIterator[ev.Event]:
-        """Events after `seq` up to `until` (default: beyond the folded state)."""
-        while True:
-            batch = (
-                await self._log.read(
-                    self.session_id, from_seq=seq + 1, direction=Direction.FORWARD, limit=READ_BATCH
+                self._transcript = await read_view(
+                    self._log,
+                    self.session_id,
+                    self._state.last_compaction_seq,
+                    self._state.last_seq,
+                    spill.spill_limit(self._model.context_window),
                 )
-            ).events
-            for event in batch:
-                if until is not None and event.seq > until:
-                    return
-                if until is not None or event.seq > self._state.last_seq:
-                    yield event
-            # A short batch is the log's end; one that reached `until` holds
-            # all that was asked (reading on would cost a call for nothing).
-            if len(batch) < READ_BATCH or (until is not None and batch[-1].seq >= until):
-                return
-            seq = batch[-1].seq
+            return self._transcript
+
+    async def _messages(self) -> list[ChatMessage]:
+        return (await self._view()).messages()
+
+    async def _events_after(self, seq: int) -> AsyncIterator[ev.Event]:
+        """Events after `seq` not folded yet."""
+        async for event in read_forward(self._log, self.session_id, seq):
+            if event.seq > self._state.last_seq:
+                yield event
 
     # -- status --------------------------------------------------------------------------
 
@@ -628,15 +584,16 @@ class Agent:
         await self._append([*mcp_status, start, *steered])
         sections = sorted([*self._base_sections, *plan_sections], key=lambda s: s.order)
         request = await self._request(sections)
-        if self._compaction.due(self._expected_tokens(request), self._model.context_window):
+        if self._compaction.due(await self._predicted(request), self._model.context_window):
             await self._compact(AUTO, turn_id=turn_id, step=step, sections=sections)
-            request = replace(request, messages=await self._messages())
+            request = await self._fitting(replace(request, messages=await self._messages()))
         header = ev.RequestHeader(
             sections=sections,
             tools=request.tools,
             model=self._model.model,
             turn_id=turn_id,
             step=step,
+            estimated_tokens=request.estimated_tokens(),
         )
         await self._append([ev.Event(id=new_id("request"), request_header=header)])
         answer = await self._ask_fitting(request, turn_id, step)
@@ -669,7 +626,7 @@ class Agent:
                 raise
             log.warning("context overflow: compacting", extra={"session_id": self.session_id})
         await self._compact(OVERFLOW, turn_id=turn_id, step=step, sections=request.sections)
-        request = replace(request, messages=await self._messages())
+        request = await self._fitting(replace(request, messages=await self._messages()))
         try:
             return await self._ask_model(request, turn_id, step)
         except ModelError as error:
@@ -677,9 +634,22 @@ class Agent:
                 raise ContextOverflow(self._model.context_window, error.message) from error
             raise
 
-    def _expected_tokens(self, request: ModelRequest) -> int:
-        """The request's size as the provider will likely count it."""
-        return round(request.estimated_tokens() * self._tokens_per_estimate)
+    async def _predicted(self, request: ModelRequest) -> int:
+        """The request's size as the provider will likely count it: its count
+        of the view's last request and what was added since (request_size.py)."""
+        counted = (await self._view()).counted
+        if counted is not None:
+            self._ratio = counted.ratio
+        return predicted_tokens(request.estimated_tokens(), counted, self._ratio)
+
+    async def _fitting(self, request: ModelRequest) -> ModelRequest:
+        """`request` as compacted, unless even so it is predicted past the
+        threshold: then it is not sent (a provider would refuse it, or
+        leave the answer no room), and the turn ends with ContextOverflow."""
+        predicted, window = await self._predicted(request), self._model.context_window
+        if self._compaction.due(predicted, window):
+            raise ContextOverflow(window, f"about {predicted} tokens after compacting")
+        return request
 
     async def _boundary_catalog(self) -> tuple[ToolCatalog, list[ev.Event]]:
         """The step's tools with the MCP servers' as they are now, and the
@@ -695,7 +665,6 @@ class Agent:
         return self._catalog.extended(snapshot.tools), events
 
     async def _ask_model(self, request: ModelRequest, turn_id: str, step: int) -> StreamedAnswer:
-        self._sent_estimate = request.estimated_tokens()
         for attempt in range(1, STEP_ATTEMPTS + 1):
             answer = StreamedAnswer()
             self._partial = answer
@@ -741,9 +710,6 @@ class Agent:
         ]
         if answer.usage is not None:
             events.append(self._usage_event(answer.usage, turn_id, step))
-            if not answer.usage.estimated:
-                counted = answer.usage.prompt_tokens
-                self._tokens_per_estimate = calibration(counted, self._sent_estimate)
         if events:
             await self._append(events)
 
@@ -808,53 +774,30 @@ class Agent:
         """Ask the model for a summary of the view so far and record it as a
         compaction covering everything up to the folded state."""
         await self._catch_up()
-        # Taken before the view: an event folded meanwhile is then both
-        # summarised and kept after the summary, never lost.
-        up_to_seq = self._state.last_seq
-        messages = await self._messages()
-        tools = self._step_catalog.schemas()
-        before = ModelRequest(messages=messages, sections=sections, tools=tools)
-        answer = await self._summarise(messages, sections, focus)
-        summary = answer.text.strip() or fallback_summary(messages)
-        compaction = ev.Compaction(
-            summary=summary[:200_000],
-            up_to_seq=up_to_seq,
-            tokens_before=before.estimated_tokens(),
-            tokens_after=view_tokens(summary[:200_000], sections, tools),
-            trigger=trigger,
-            focus=focus[:4096],
+        window = self._model.context_window
+        ask = CompactionAsk(
+            trigger,
+            self._model,
+            await self._view(),
+            sections,
+            self._step_catalog.schemas(),
+            # Taken before the view: an event folded meanwhile is then both
+            # summarised and kept after the summary, never lost.
+            up_to_seq=self._state.last_seq,
+            limit_tokens=int(self._compaction.threshold * window),
+            ratio=self._ratio,
+            focus=focus,
         )
-        events = [ev.Event(id=new_id("compaction"), compaction=compaction)]
-        if answer.usage is not None:
-            events.insert(0, self._usage_event(answer.usage, turn_id, step))
+        done = await compact(ask)
+        events = [ev.Event(id=new_id("compaction"), compaction=done.compaction)]
+        if done.answer.usage is not None:
+            events.insert(0, self._usage_event(done.answer.usage, turn_id, step))
         await self._append(events)
         log.info(
             "compacted the conversation",
             extra={"session_id": self.session_id, "trigger": trigger},
         )
-        return compaction
-
-    async def _summarise(
-        self, messages: Sequence[ChatMessage], sections: Sequence[ev.PromptSection], focus: str
-    ) -> StreamedAnswer:
-        """The model's summary of `messages`, asked within the window less
-        room for the answer (by the calibrated estimate); refused as too
-        long, asked once more with half as much of the conversation."""
-        window, room = self._model.context_window, self._model.max_output_tokens
-        budget = int((window - room) / self._tokens_per_estimate)
-        for share in (1, 2):
-            asked = summary_request(messages, sections, focus, budget // share)
-            answer = StreamedAnswer()
-            try:
-                async with aclosing(self._model.stream(asked)) as chunks:
-                    async for chunk in chunks:
-                        answer.add(chunk)
-                return answer
-            except ModelError as error:
-                if not error.context_overflow:
-                    raise
-                detail = error.message
-        raise ContextOverflow(window, f"the summary request was refused too: {detail}")
+        return done.compaction
 
     # -- tool calls ---------------------------------------------------------------------------
 

@@ -72,21 +72,6 @@ class CompactionPolicy:
         return request_tokens > self.threshold * context_window
 
 
-# Bounds of the provider's tokens per estimated token (see `calibration`).
-CALIBRATION_BOUNDS = (0.5, 4.0)
-
-
-def calibration(provider_tokens: int, estimated_tokens: int) -> float:
-    """How many of the provider's tokens one estimated token (bytes / 4) is
-    worth, from the last request it counted: about 1 for English and code,
-    more for CJK text, whose characters take 3 bytes and a token or more
-    each. The threshold is judged on estimate x calibration."""
-    if provider_tokens <= 0 or estimated_tokens <= 0:
-        return 1.0
-    low, high = CALIBRATION_BOUNDS
-    return min(max(provider_tokens / estimated_tokens, low), high)
-
-
 def summary_message(summary: str) -> UserMessage:
     return UserMessage(f"{SUMMARY_HEADING}\n\n{summary}")
 
@@ -140,11 +125,14 @@ def fallback_summary(messages: Sequence[ChatMessage]) -> str:
 
 
 def view_tokens(
-    summary: str, sections: Sequence[ev.PromptSection], tools: Sequence[ev.ToolSchema]
+    summary: str,
+    sections: Sequence[ev.PromptSection],
+    tools: Sequence[ev.ToolSchema],
+    kept: Sequence[ChatMessage] = (),
 ) -> int:
     """The estimated size of the model's view right after a compaction."""
-    request = ModelRequest(messages=[summary_message(summary)], sections=sections, tools=tools)
-    return request.estimated_tokens()
+    messages = [summary_message(summary), *kept]
+    return ModelRequest(messages=messages, sections=sections, tools=tools).estimated_tokens()
 
 
 def tokens_label(tokens: int) -> str:

@@ -9,12 +9,17 @@ time: its calls that never ran get a result saying so, and a cancelled
 turn's partial answer (recorded as its assistant message) ends with a note
 that the user cancelled, so the next prompt never follows the last one
 with no answer between them.
+
+A compaction that kept part of the turn it cut (Compaction.kept: the turn's
+prompt and its latest tool exchange) leaves those entries after the summary.
+The transcript also keeps what the provider counted of the last request in
+the view (`counted`), for request_size.py.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import replace
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
 
 from agenthost.sessionlog.v1 import events_pb2
 
@@ -28,23 +33,49 @@ from .models.base import (
     ToolResultMessage,
     UserMessage,
 )
+from .request_size import CountedRequest
 
 CANCELLED_MARK = "[The user cancelled this turn here; the answer above is unfinished.]"
 ENDED_EARLY_MARK = "[This turn ended before the answer was complete: {reason}]"
 NOT_RUN = "Not run: the turn ended before this call ran."
 
-_Entry = tuple[int, ChatMessage]
+
+@dataclass
+class Entry:
+    """One message of the view and the seqs of the events it was made of."""
+
+    first_seq: int
+    last_seq: int
+    message: ChatMessage
+
+
+@dataclass(frozen=True)
+class TurnTail:
+    """What a compaction in the middle of a turn may keep verbatim: the
+    turn's user messages (its prompt, steered ones) and its latest tool
+    exchange (the assistant message that called tools, and their results)."""
+
+    # The seq of the turn's turn/start (-1: no turn open).
+    turn_seq: int = -1
+    prompts: tuple[Entry, ...] = ()
+    exchange: tuple[Entry, ...] = ()
 
 
 class Transcript:
     """Appended to as events are recorded; `messages()` is the model's view."""
 
     def __init__(self, spill_bytes: int = spill.MAX_SHOWN_BYTES) -> None:
-        self._entries: list[_Entry] = []
+        self._entries: list[Entry] = []
         self._summary: str | None = None
         self._spill_bytes = spill_bytes
         # Calls of the last assistant message still waiting for a result.
         self._waiting: list[str] = []
+        # The seq of the open turn's turn/start (None: no turn open).
+        self._turn_seq: int | None = None
+        # The estimate of the last request header not yet paired with the
+        # provider's count, and the last request the provider counted.
+        self._sent_estimate = 0
+        self.counted: CountedRequest | None = None
 
     def add(self, event: events_pb2.Event) -> None:
         kind = event.WhichOneof("body")
@@ -58,13 +89,18 @@ class Transcript:
         elif kind == "tool_result":
             self._add_result(event.seq, event.tool_result)
         elif kind == "tool_attachment":
-            self._attach_image(event.tool_attachment)
+            self._attach_image(event.seq, event.tool_attachment)
+        elif kind == "turn_start":
+            self._turn_seq = event.seq
         elif kind == "turn_end":
             self._end_turn(event.seq, event.turn_end)
+            self._turn_seq = None
         elif kind == "compaction":
-            self._summary = event.compaction.summary
-            up_to = event.compaction.up_to_seq
-            self._entries = [entry for entry in self._entries if entry[0] > up_to]
+            self._compact(event.compaction)
+        elif kind == "request_header":
+            self._sent_estimate = event.request_header.estimated_tokens
+        elif kind == "model_usage":
+            self._count(event.model_usage)
 
     def add_all(self, events: Iterable[events_pb2.Event]) -> None:
         for event in events:
@@ -72,10 +108,39 @@ class Transcript:
 
     def messages(self) -> list[ChatMessage]:
         head = [summary_message(self._summary)] if self._summary is not None else []
-        return [*head, *(message for _, message in self._entries)]
+        return [*head, *(entry.message for entry in self._entries)]
+
+    def turn_tail(self) -> TurnTail:
+        """The open turn's user messages and latest tool exchange (empty
+        when no turn is open)."""
+        if self._turn_seq is None:
+            return TurnTail()
+        turn = [e for e in self._entries if e.first_seq > self._turn_seq]
+        prompts = tuple(e for e in turn if isinstance(e.message, UserMessage))
+        called = [i for i, e in enumerate(turn) if _calls_tools(e.message)]
+        if not called:
+            return TurnTail(self._turn_seq, prompts)
+        start = called[-1]
+        results = [e for e in turn[start + 1 :] if isinstance(e.message, ToolResultMessage)]
+        return TurnTail(self._turn_seq, prompts, (turn[start], *results))
 
     def _append(self, seq: int, message: ChatMessage) -> None:
-        self._entries.append((seq, message))
+        self._entries.append(Entry(seq, seq, message))
+
+    def _compact(self, compaction: events_pb2.Compaction) -> None:
+        """The summary, then what it kept, then what follows its cut; the
+        provider's count of a request before it no longer describes the view."""
+        self._summary = compaction.summary
+        up_to, kept = compaction.up_to_seq, compaction.kept
+        self._entries = [e for e in self._entries if e.first_seq > up_to or _within(e, kept)]
+        self._sent_estimate = 0
+        self.counted = None
+
+    def _count(self, usage: events_pb2.ModelUsage) -> None:
+        """Pair the provider's count with the request header it answers."""
+        if self._sent_estimate > 0 and not usage.estimated and usage.prompt_tokens > 0:
+            self.counted = CountedRequest(self._sent_estimate, usage.prompt_tokens)
+        self._sent_estimate = 0
 
     def _add_result(self, seq: int, result: events_pb2.ToolResult) -> None:
         content = result.output if result.ok else result.error
@@ -84,24 +149,23 @@ class Transcript:
         if result.call_id in self._waiting:
             self._waiting.remove(result.call_id)
 
-    def _attach_image(self, attachment: events_pb2.ToolAttachment) -> None:
+    def _attach_image(self, seq: int, attachment: events_pb2.ToolAttachment) -> None:
         """Onto its call's result (recorded just before it)."""
-        for index in range(len(self._entries) - 1, -1, -1):
-            seq, message = self._entries[index]
+        for entry in reversed(self._entries):
+            message = entry.message
             if isinstance(message, ToolResultMessage) and message.call_id == attachment.call_id:
                 image = Image(attachment.mime_type, attachment.data)
-                self._entries[index] = (seq, replace(message, images=(*message.images, image)))
+                entry.message = replace(message, images=(*message.images, image))
+                entry.last_seq = seq
                 return
 
     def _attach_call(self, seq: int, call: ToolCallRequest) -> None:
         self._waiting.append(call.call_id)
         last = self._entries[-1] if self._entries else None
-        if last is not None and isinstance(last[1], AssistantMessage):
-            message = last[1]
-            self._entries[-1] = (
-                last[0],
-                AssistantMessage(message.text, (*message.tool_calls, call)),
-            )
+        if last is not None and isinstance(last.message, AssistantMessage):
+            message = last.message
+            last.message = AssistantMessage(message.text, (*message.tool_calls, call))
+            last.last_seq = seq
         else:
             self._append(seq, AssistantMessage("", (call,)))
 
@@ -117,8 +181,17 @@ class Transcript:
     def _mark(self, seq: int, mark: str) -> None:
         """The marker as (the end of) the turn's last assistant message."""
         last = self._entries[-1] if self._entries else None
-        if last is not None and isinstance(last[1], AssistantMessage) and not last[1].tool_calls:
-            text = f"{last[1].text}\n\n{mark}" if last[1].text else mark
-            self._entries[-1] = (last[0], AssistantMessage(text))
+        message = last.message if last is not None else None
+        if last is not None and isinstance(message, AssistantMessage) and not message.tool_calls:
+            last.message = AssistantMessage(f"{message.text}\n\n{mark}" if message.text else mark)
+            last.last_seq = seq
         else:
             self._append(seq, AssistantMessage(mark))
+
+
+def _calls_tools(message: ChatMessage) -> bool:
+    return isinstance(message, AssistantMessage) and bool(message.tool_calls)
+
+
+def _within(entry: Entry, kept: Sequence[events_pb2.SeqRange]) -> bool:
+    return any(r.from_seq <= entry.first_seq and entry.last_seq <= r.to_seq for r in kept)

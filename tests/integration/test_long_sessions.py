@@ -5,8 +5,10 @@ refuses longer requests the way real providers do (tests/support/windowed_model.
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -27,7 +29,13 @@ from services.agentruntime.models.tests.fake_provider import (
     usage_chunk,
 )
 from tests.support.stack import Stack, running_stack
-from tests.support.windowed_model import READ_ME, READ_PATH, WindowedModel
+from tests.support.windowed_model import (
+    READ_ME,
+    READ_PATH,
+    SUMMARY_MARK,
+    WindowedModel,
+    count_like_bpe,
+)
 
 SID = "long"
 WINDOW = 8000
@@ -253,3 +261,132 @@ async def test_a_refused_summary_is_asked_again_with_less_then_ends_the_turn_typ
     end = (await read_all(stack))[-1].turn_end
     assert end.reason == ev.TURN_END_REASON_ERROR
     assert end.error.startswith("context overflow:") and "summary request was refused" in end.error
+
+
+# 4 KB of JSON, which a tokenizer splits into about twice as many tokens as
+# its bytes / 4, and 4 KB of prose, which it splits into fewer.
+JSON_TEXT = json.dumps([{"id": n, "ok": n % 2 == 0, "tags": ["a", "b"]} for n in range(200)])[:4096]
+PROSE_TEXT = ("The parser reads the input and returns a tree of nodes. " * 80)[:4096]
+
+
+async def test_sixty_turns_of_mixed_outputs_send_no_request_over_the_window(
+    stack: Stack, provider: FakeProvider, tmp_path: Path
+) -> None:
+    """Each turn reads 4 KB, prose or JSON by turns, and a provider that
+    counts like a tokenizer (no one ratio to the estimate fits both) with an
+    8k window: the size of each request is predicted from the provider's
+    count of the last one and what was added since, so none is refused."""
+    model = WindowedModel(WINDOW, counter=count_like_bpe)
+    provider.responder = model
+    for number in range(60):
+        dense = number % 3 == 2
+        (tmp_path / "workspace" / READ_PATH).write_text(JSON_TEXT if dense else PROSE_TEXT)
+        if number % 10 == 9:
+            stack.embedded.model = adapter(provider)
+            await stack.restart("agentruntime")
+        await turn(stack, f"Turn {number}: {READ_ME}")
+    events = await read_all(stack)
+    ends = of_kind(events, "turn_end")
+    assert [e.turn_end.reason for e in ends] == [ev.TURN_END_REASON_COMPLETED] * 60
+    assert len(of_kind(events, "compaction")) >= 5
+    assert model.refused == [] and max(model.served) <= WINDOW
+
+
+async def test_after_a_restart_the_providers_last_count_still_predicts_the_next_request(
+    stack: Stack, provider: FakeProvider
+) -> None:
+    """JSON pasted in a prompt counts three times its estimate. A restarted
+    runtime reads the provider's count of the last request from the log, so
+    the next one, twice as big again, is compacted first, not refused."""
+    model = WindowedModel(WINDOW, counter=count_like_bpe)
+    provider.responder = model
+    await turn(stack, f"Check this: {JSON_TEXT[:3000]}")
+    stack.embedded.model = adapter(provider)
+    await stack.restart("agentruntime")
+    await turn(stack, f"And this: {JSON_TEXT}")
+    events = await read_all(stack)
+    assert model.refused == []
+    assert [c.compaction.trigger for c in of_kind(events, "compaction")] == ["auto"]
+    assert of_kind(events, "turn_end")[-1].turn_end.reason == ev.TURN_END_REASON_COMPLETED
+
+
+SMALL_WINDOW = 3000
+
+
+def small_adapter(provider: FakeProvider) -> OpenAICompatAdapter:
+    config = adapter(provider).config
+    return OpenAICompatAdapter(replace(config, context_window=SMALL_WINDOW))
+
+
+async def test_a_compaction_right_after_a_tool_result_keeps_the_turn_going(
+    tmp_path: Path, provider: FakeProvider
+) -> None:
+    """The second turn's read fills the window: the compaction before the
+    next request keeps that turn's prompt and its call and result verbatim
+    after the summary, and a restarted runtime rebuilds the same view."""
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    (workspace / READ_PATH).write_text(BIG_TEXT)
+    # A summary that does not quote the prompt: what the model goes on
+    # from must be the prompt itself.
+    model = WindowedModel(SMALL_WINDOW, summary="The user reads big.txt once a turn.")
+    provider.responder = model
+    async with running_stack(tmp_path / "data", model=small_adapter(provider)) as stack:
+        await stack.log.create_session(SID, str(workspace))
+        await turn(stack, f"Turn 0: {READ_ME}")
+        assert model.summaries == 0
+        await turn(stack, f"Turn 1: {READ_ME}")
+        events = await read_all(stack)
+        (compaction,) = of_kind(events, "compaction")
+        assert compaction.compaction.trigger == "auto"
+        # Compacted mid-turn, right after the tool result.
+        before = events[: events.index(compaction)]
+        assert [e for e in before if e.HasField("tool_result")][-1].seq > max(
+            e.seq for e in before if e.HasField("turn_start")
+        )
+        compacted = provider.requests[-1].body["messages"]
+        assert [m["role"] for m in compacted] == ["system", "user", "assistant", "tool"]
+        # The summary, then the turn's prompt word for word.
+        assert compacted[1]["content"].startswith(SUMMARY_HEADING)
+        assert compacted[1]["content"].endswith(f"Turn 1: {READ_ME}")
+        call = compacted[2]["tool_calls"][0]
+        assert call["function"]["name"] == "read_file"
+        assert compacted[3]["tool_call_id"] == call["id"]
+        assert "line 0065: " in compacted[3]["content"]
+        assert of_kind(events, "turn_end")[-1].turn_end.reason == ev.TURN_END_REASON_COMPLETED
+        # The model went on from the result: it did not read the file again.
+        turn_one = events[events.index(of_kind(events, "turn_start")[-1]) :]
+        assert len(of_kind(turn_one, "tool_call")) == 1
+
+        # A restarted runtime's view is the same, read from the log.
+        stack.embedded.model = small_adapter(provider)
+        await stack.restart("agentruntime")
+        await turn(stack, "Turn 2: what did you find?")
+        resumed = provider.requests[-1].body["messages"]
+        assert resumed[: len(compacted)] == compacted
+        assert resumed[-1] == {"role": "user", "content": "Turn 2: what did you find?"}
+        assert model.refused == []
+
+
+async def test_a_request_still_too_big_after_compacting_is_not_sent(
+    tmp_path: Path, provider: FakeProvider
+) -> None:
+    """A summary that alone fills the window: the request after it would be
+    refused (or leave no room for the answer), so it is never sent and the
+    turn ends with the typed overflow error."""
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    (workspace / READ_PATH).write_text(BIG_TEXT)
+    model = WindowedModel(SMALL_WINDOW, summary="All of it. " * 1000)
+    provider.responder = model
+    async with running_stack(tmp_path / "data", model=small_adapter(provider)) as stack:
+        await stack.log.create_session(SID, str(workspace))
+        await turn(stack, f"Turn 0: {READ_ME}")
+        await turn(stack, f"Turn 1: {READ_ME}")
+        events = await read_all(stack)
+        assert len(of_kind(events, "compaction")) == 1
+        end = of_kind(events, "turn_end")[-1].turn_end
+        assert end.reason == ev.TURN_END_REASON_ERROR and end.error.startswith("context overflow:")
+        # The last request the provider saw was the summary request.
+        assert SUMMARY_MARK in provider.requests[-1].body["messages"][-1]["content"]
+        assert model.refused == []

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import json
 import math
+import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,6 +42,11 @@ class WindowedModel:
     window: int
     # Refuse this many of the next requests as too long, whatever their size.
     refuse_next: int = 0
+    # What a summary request is answered with (None: a summary ending with
+    # the latest instruction, word for word).
+    summary: str | None = None
+    # How it counts a request's tokens.
+    counter: Callable[[dict[str, Any]], int] = field(default=lambda body: count_tokens(body))
     # Tokens of each request served, in order (refused ones are not served).
     served: list[int] = field(default_factory=list)
     refused: list[int] = field(default_factory=list)
@@ -50,7 +57,7 @@ class WindowedModel:
     _previous_prompt: int = 0
 
     def __call__(self, body: dict[str, Any]) -> ProviderReply:
-        tokens = count_tokens(body)
+        tokens = self.counter(body)
         if tokens > self.window or self.refuse_next > 0:
             self.refuse_next = max(0, self.refuse_next - 1)
             self.refused.append(tokens)
@@ -60,7 +67,7 @@ class WindowedModel:
         content = str(last.get("content") or "")
         if last["role"] == "user" and SUMMARY_MARK in content:
             self.summaries += 1
-            return self._text(tokens, summary_of(content))
+            return self._text(tokens, self.summary or summary_of(content))
         if last["role"] == "user" and content.rstrip().endswith(READ_ME):
             return self._read(tokens)
         return self._text(tokens, "Read it; the file is as expected.")
@@ -98,6 +105,22 @@ class WindowedModel:
 def count_tokens(body: dict[str, Any]) -> int:
     size = len(json.dumps(body["messages"])) + len(json.dumps(body.get("tools", [])))
     return math.ceil(size / 4)
+
+
+# Roughly how a byte-pair tokenizer splits text: a word with the space
+# before it, up to three digits, a run of spaces, any other character.
+BPE_PIECE = re.compile(r" ?[A-Za-z]+| ?\d{1,3}|\s+|[^\sA-Za-z\d]")
+
+
+def count_like_bpe(body: dict[str, Any]) -> int:
+    """Tokens as a real provider's tokenizer counts them, roughly: prose
+    counts fewer than its bytes / 4, code and JSON (punctuation) and
+    non-Latin text more, so no one ratio fits a whole conversation."""
+    texts = [json.dumps(body.get("tools", []))]
+    for message in body["messages"]:
+        texts.append(str(message.get("content") or ""))
+        texts += [json.dumps(call) for call in message.get("tool_calls", [])]
+    return sum(len(BPE_PIECE.findall(text)) + 4 for text in texts)
 
 
 def summary_of(request_text: str) -> str:

@@ -8,7 +8,6 @@ import pytest
 from services.agentruntime.compaction import (
     SUMMARY_PROMPT,
     CompactionPolicy,
-    calibration,
     summary_request,
 )
 from services.agentruntime.models.base import (
@@ -47,10 +46,3 @@ def test_the_summary_request_keeps_the_newest_parts_within_its_budget() -> None:
     assert "bytes cut" in text and "x" * 2000 not in text
     assert "earlier parts left out]" in text and "old request 0 " not in text
     assert text.endswith(f"{SUMMARY_PROMPT}\n\nThe user asks the summary to focus on: the parser")
-
-
-def test_calibration_follows_the_providers_count_within_bounds() -> None:
-    assert calibration(2000, 1000) == 2.0
-    assert calibration(100_000, 1000) == 4.0
-    assert calibration(10, 1000) == 0.5
-    assert calibration(0, 1000) == 1.0 and calibration(500, 0) == 1.0

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from agenthost.sessionlog.v1 import events_pb2 as ev
 
-from services.agentruntime import agent as agent_module
+from services.agentruntime import view as view_module
 from services.agentruntime.compaction import SUMMARY_HEADING
 from services.agentruntime.models.base import ToolResultMessage, UserMessage
 from services.agentruntime.models.builtin import BuiltinAdapter, ScriptedReply, ScriptedToolCall
@@ -169,7 +169,7 @@ async def test_a_restarted_runtime_sees_the_whole_conversation_whatever_its_read
     answers = [e.assistant_message.text for e in events if e.HasField("assistant_message")]
     await runtime.close()
 
-    monkeypatch.setattr(agent_module, "READ_BATCH", read_batch)
+    monkeypatch.setattr(view_module, "READ_BATCH", read_batch)
     fresh_model = BuiltinAdapter()
     restarted = AgentRuntime(session_log, fresh_model)
     await restarted.prompt(session, "question 3")
