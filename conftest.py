@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import os
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 
+from agenthost_core.locations import ENV_CONFIG_DIR
 from services.projection.checkpoint_store import CheckpointStore
 from services.sessionlog.domain import SessionLog, open_session_log
 from services.workspace.store import WorkspaceStore
@@ -18,6 +20,21 @@ from tests.support.stores import (
     checkpoint_store_backend,
     workspace_store_backend,
 )
+
+
+@pytest.fixture(autouse=True, scope="session")
+def empty_config_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """No test reads the developer's own agenthost config folder (global
+    instructions, skills, settings): the run has an empty one of its own,
+    and a test that needs files there names a folder of its own."""
+    folder = tmp_path_factory.mktemp("config")
+    before = os.environ.get(ENV_CONFIG_DIR)
+    os.environ[ENV_CONFIG_DIR] = str(folder)
+    yield folder
+    if before is None:
+        os.environ.pop(ENV_CONFIG_DIR, None)
+    else:
+        os.environ[ENV_CONFIG_DIR] = before
 
 
 @pytest.fixture

@@ -220,6 +220,8 @@ class QueuedInput:
     text: str
     # Steered inputs join the next step; the others wait for the next turn.
     steer: bool
+    # Its input/queued holds the user/message to record (files attached).
+    attached: bool = False
 
 
 @dataclass(frozen=True)
@@ -299,7 +301,8 @@ def _inputs_after(inputs: tuple[QueuedInput, ...], event: Event) -> tuple[Queued
     if event.HasField("input_queued"):
         queued = event.input_queued
         steer = queued.mode == ev.INPUT_MODE_STEER
-        return (*inputs, QueuedInput(queued.input_id, queued.text, steer))
+        attached = queued.HasField("message")
+        return (*inputs, QueuedInput(queued.input_id, queued.text, steer, attached))
     # A queued input runs as the user/message whose event id is its input id.
     return tuple(i for i in inputs if i.input_id != event.id)
 

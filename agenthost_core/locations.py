@@ -21,3 +21,17 @@ def default_data_dir(env: Mapping[str, str] | None = None) -> Path:
         return Path(env[ENV_DATA_DIR]).expanduser()
     state = env.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
     return Path(state).expanduser() / "agenthost"
+
+
+ENV_CONFIG_DIR = "AGENTHOST_CONFIG_DIR"
+
+
+def config_dir(env: Mapping[str, str] | None = None) -> Path:
+    """The user's agenthost config folder (their settings, global
+    instructions, skills, commands, agents, hooks): AGENTHOST_CONFIG_DIR,
+    else $XDG_CONFIG_HOME/agenthost, by default ~/.config/agenthost."""
+    env = os.environ if env is None else env
+    if env.get(ENV_CONFIG_DIR):
+        return Path(env[ENV_CONFIG_DIR]).expanduser()
+    config = env.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(config).expanduser() / "agenthost"

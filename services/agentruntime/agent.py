@@ -44,27 +44,24 @@ from pathlib import Path
 from agenthost.sessionlog.v1 import events_pb2 as ev
 
 from agenthost_core.folds import (
-    SESSION_SCOPE,
-    WORKSPACE_SCOPE,
-    Approval,
     McpFold,
     PendingCall,
-    PermissionRule,
     Question,
+    QueuedInput,
     SessionState,
     SettingsFold,
     fold,
     fold_mcp,
     mcp_status_event,
-    permission_rule_event,
     settings_event,
     title_from_message,
 )
 from services.common.errors import FailedPrecondition, LeaseLost, WrongExpectedSeq
 from services.common.tasks import spawn
-from services.sessionlog.port import AppendResult, SessionLogPort
+from services.sessionlog.port import AppendResult, Direction, SessionLogPort
 
-from . import gates, spill
+from . import approvals, gates, spill
+from .capability import Capability, Prompt, SessionPart, SessionScope
 from .compaction import AUTO, MANUAL, OVERFLOW, CompactionPolicy, tokens_label
 from .compactor import CompactionAsk, ContextOverflow, compact
 from .live import ANSWER, REASONING, LiveFeed
@@ -94,7 +91,7 @@ from .questions import (
 from .request_size import predicted_tokens
 from .tools import Call, ToolCatalog, ToolContext, ToolOutcome
 from .transcript import Transcript
-from .view import read_forward, read_view
+from .view import ModelView, read_forward, read_view
 
 log = logging.getLogger("agenthost.runtime")
 
@@ -160,6 +157,8 @@ class Agent:
         compaction: CompactionPolicy | None = None,
         neighbours: Neighbours | None = None,
         mcp: McpServers | None = None,
+        capabilities: Sequence[Capability] = (),
+        config_dir: Path | None = None,
     ) -> None:
         self.session_id = session_id
         # The folder as the log records it (workspace rules name it so).
@@ -186,9 +185,12 @@ class Agent:
         self._base_sections = list(base_sections)
         self._on_status = on_status
         self._state = SessionState()
-        # The model's view of the conversation, built when a model request
-        # first needs it: a load (resume, status) only needs the fold.
-        self._transcript: Transcript | None = None
+        # The model's view of the conversation and the capabilities' parts
+        # that follow it, built when a model request first needs it: a load
+        # (resume, status) only needs the fold.
+        self._view_read: ModelView | None = None
+        self._capabilities = tuple(capabilities)
+        self._scope = SessionScope(session_id, self.cwd, self._hidden, config_dir or Path.home())
         self._answers = AnswerWaits()
         # Serialises reading the log into the fold (several tasks catch up).
         self._reading = asyncio.Lock()
@@ -254,25 +256,48 @@ class Agent:
             async for event in self._events_after(self._state.last_seq):
                 self._state = fold(self._state, event)
                 self._mcp_seen = fold_mcp(self._mcp_seen, event)
-                if self._transcript is not None:
-                    self._transcript.add(event)
+                if self._view_read is None:
+                    continue
+                if event.HasField("compaction"):
+                    self._view_read = None  # a new view, read from the log when needed
+                else:
+                    self._view_read.add(event)
 
-    async def _view(self) -> Transcript:
-        """The conversation up to the folded state (its caller has caught
-        up), read from the log the first time only (view.py)."""
+    async def _view(self) -> ModelView:
+        """The view up to the folded state (its caller has caught up), read
+        from the log the first time only (view.py)."""
         async with self._reading:
-            if self._transcript is None:
-                self._transcript = await read_view(
+            if self._view_read is None:
+                transcript = Transcript(spill.spill_limit(self._model.context_window))
+                made = {cap.name: cap.session(self._scope) for cap in self._capabilities}
+                parts = {name: part for name, part in made.items() if part is not None}
+                self._view_read = await read_view(
                     self._log,
                     self.session_id,
                     self._state.last_compaction_seq,
                     self._state.last_seq,
-                    spill.spill_limit(self._model.context_window),
+                    ModelView(transcript, parts),
                 )
-            return self._transcript
+            return self._view_read
+
+    async def part(self, capability: str) -> SessionPart | None:
+        """A capability's part of the session, as of its view now."""
+        await self._catch_up()
+        return (await self._view()).parts.get(capability)
+
+    async def all_parts(self) -> list[SessionPart]:
+        await self._catch_up()
+        return list((await self._view()).parts.values())
 
     async def _messages(self) -> list[ChatMessage]:
         return (await self._view()).messages()
+
+    async def _context_events(self) -> list[ev.Event]:
+        """What the capabilities record for the model before its next request."""
+        events: list[ev.Event] = []
+        for part in (await self._view()).parts.values():
+            events += await part.before_request()
+        return events
 
     async def _events_after(self, seq: int) -> AsyncIterator[ev.Event]:
         """Events after `seq` not folded yet."""
@@ -309,17 +334,26 @@ class Agent:
         async with self._admitting:
             await self._catch_up()
             self._run_unrun_turn()
+            if self._state.turn.open and mode is PromptMode.SEND:
+                raise AgentBusy(self.session_id)
+            message = await self._prepared(text)
             if not self._state.turn.open:
                 # Idle, or the last turn just ended: this input opens the next
                 # one (a runner still finishing picks it up).
-                if await self._open_turn(input_id, text) and not self.running:
+                if await self._open_turn(input_id, message) and not self.running:
                     self._start(self._state.turn.turn_id, resuming=False)
                 return PromptMode.SEND
-            if mode is PromptMode.SEND:
-                raise AgentBusy(self.session_id)
-            await self._append([_queued(input_id, text, mode)])
+            await self._append([_queued(input_id, message, mode)])
         self._publish_status()
         return mode
+
+    async def _prepared(self, text: str) -> ev.UserMessage:
+        """The user/message a prompt is recorded as, with what the
+        capabilities attach to it (they may refuse it: a typed error)."""
+        prompt = Prompt(text, _user_message("", text).user_message)
+        for part in (await self._view()).parts.values():
+            await part.on_prompt(prompt)
+        return prompt.message
 
     def _run_unrun_turn(self) -> None:
         """Start the open turn if nothing runs it: an admission whose append
@@ -330,7 +364,7 @@ class Agent:
             log.warning("running a turn left unstarted", extra={"session_id": self.session_id})
             self._start(turn.turn_id, resuming=turn.step >= 0)
 
-    async def _open_turn(self, input_id: str, text: str) -> bool:
+    async def _open_turn(self, input_id: str, message: ev.UserMessage) -> bool:
         """Record turn/start and the user's message; whether that turn is open
         now. A duplicate answer is no reason to leave it unrun: the log gives
         it to a batch re-sent after a lost answer (its first send wrote it) as
@@ -338,10 +372,13 @@ class Agent:
         is closed."""
         await self._apply_pending_plan()
         turn = ev.Event(id=f"{input_id}-turn", turn_start=ev.TurnStart(turn_id=new_id("turn")))
-        events = [turn, _user_message(input_id, text)]
+        # The capabilities' context first, so the model reads the prompt after it.
+        added = await self._context_events()
+        context = [replace_id(e, f"{input_id}-context-{n}") for n, e in enumerate(added)]
+        events = [turn, *context, ev.Event(id=input_id, user_message=message)]
         if not self._state.title:
             # A session is named after its first message until someone renames it.
-            title = ev.SessionTitle(title=title_from_message(text))
+            title = ev.SessionTitle(title=title_from_message(message.text))
             events.append(ev.Event(id=f"{input_id}-title", session_title=title))
         await self._write(events)
         await self._catch_up()
@@ -394,7 +431,7 @@ class Agent:
             )
             # An "always allow" answer and its rule are one append: the log
             # never shows one without the other.
-            events = [answered, *self._rule_from(question, answer)]
+            events = [answered, *approvals.rule_events(question, answer, self.cwd_text)]
             try:
                 result = await self._write(events, expected_last_seq=self._state.last_seq)
             except WrongExpectedSeq:
@@ -402,22 +439,6 @@ class Agent:
             self._answers.resolve(question_id, answer)
             return result.last_seq
         raise FailedPrecondition("BUSY_LOG", f"session {self.session_id!r} changed too often")
-
-    def _rule_from(self, question: Question, answer: ev.QuestionAnswer) -> list[ev.Event]:
-        """The permission/rule_added an "always allow" answer records."""
-        kind = answer.WhichOneof("kind")
-        grant = question.approval.grant if question.approval else ""
-        if kind not in ("always_allow_session", "always_allow_workspace") or not grant:
-            return []
-        workspace = kind == "always_allow_workspace"
-        rule = PermissionRule(
-            new_id("rule"),
-            grant,
-            WORKSPACE_SCOPE if workspace else SESSION_SCOPE,
-            self.cwd_text if workspace else "",
-        )
-        added = permission_rule_event(rule, question.question_id)
-        return [ev.Event(id=new_id("rule"), permission_rule_added=added)]
 
     async def revoke_rule(self, rule_id: str) -> int | None:
         """Record that a rule of this session's log no longer applies; the
@@ -485,8 +506,27 @@ class Agent:
         waiting = self._state.turn.inputs
         if not waiting or self._closing:
             return ""
-        await self._open_turn(waiting[0].input_id, waiting[0].text)
+        await self._open_turn(waiting[0].input_id, await self._queued_message(waiting[0]))
         return self._state.turn.turn_id
+
+    async def _queued_message(self, queued: QueuedInput) -> ev.UserMessage:
+        """The user/message a queued input runs as: its text, or the message
+        its input/queued holds (read back from the log's recent events)."""
+        if not queued.attached:
+            return _user_message(queued.input_id, queued.text).user_message
+        before = self._state.last_seq + 1
+        while before > 0:
+            read = await self._log.read(
+                self.session_id, from_seq=before - 1, direction=Direction.BACKWARD, limit=256
+            )
+            for event in read.events:
+                recorded = event.input_queued
+                if event.HasField("input_queued") and recorded.input_id == queued.input_id:
+                    return recorded.message
+            if not read.events:
+                break
+            before = read.events[-1].seq
+        return _user_message(queued.input_id, queued.text).user_message
 
     async def _run(self, turn_id: str, resuming: bool) -> None:
         try:
@@ -560,6 +600,9 @@ class Agent:
         if partial is not None and (partial.text or partial.reasoning):
             message = ev.AssistantMessage(text=partial.text, reasoning=partial.reasoning)
             events.append(ev.Event(id=new_id("assistant"), assistant_message=message))
+        if not self._closing:
+            for part in (await self._view()).parts.values():
+                events += await part.on_turn_end(turn_id, reason)
         end = ev.TurnEnd(turn_id=turn_id, reason=reason, error=error[:65536])
         events.append(ev.Event(id=new_id("end"), turn_end=end))
         self._partial = None
@@ -579,9 +622,12 @@ class Agent:
         # The session's model as of this boundary (a change made during the
         # last step applies from here, like a plan choice).
         self._choose_model()
-        steered = [_user_message(i.input_id, i.text) for i in self._state.turn.steered]
+        steered = [
+            ev.Event(id=i.input_id, user_message=await self._queued_message(i))
+            for i in self._state.turn.steered
+        ]
         start = ev.Event(id=new_id("step"), step_start=ev.StepStart(turn_id=turn_id, step=step))
-        await self._append([*mcp_status, start, *steered])
+        await self._append([*mcp_status, start, *await self._context_events(), *steered])
         sections = sorted([*self._base_sections, *plan_sections], key=lambda s: s.order)
         request = await self._request(sections)
         if self._compaction.due(await self._predicted(request), self._model.context_window):
@@ -637,7 +683,7 @@ class Agent:
     async def _predicted(self, request: ModelRequest) -> int:
         """The request's size as the provider will likely count it: its count
         of the view's last request and what was added since (request_size.py)."""
-        counted = (await self._view()).counted
+        counted = (await self._view()).transcript.counted
         if counted is not None:
             self._ratio = counted.ratio
         return predicted_tokens(request.estimated_tokens(), counted, self._ratio)
@@ -775,10 +821,11 @@ class Agent:
         compaction covering everything up to the folded state."""
         await self._catch_up()
         window = self._model.context_window
+        view = await self._view()
         ask = CompactionAsk(
             trigger,
             self._model,
-            await self._view(),
+            view.transcript,
             sections,
             self._step_catalog.schemas(),
             # Taken before the view: an event folded meanwhile is then both
@@ -787,6 +834,7 @@ class Agent:
             limit_tokens=int(self._compaction.threshold * window),
             ratio=self._ratio,
             focus=focus,
+            carried=[context for part in view.parts.values() for context in part.carried()],
         )
         done = await compact(ask)
         events = [ev.Event(id=new_id("compaction"), compaction=done.compaction)]
@@ -817,6 +865,18 @@ class Agent:
         if isinstance(parsed, ToolOutcome):
             return parsed
         context = await self._context(turn_id, call.call_id)
+        outcome = await self._decided(turn_id, call, parsed, context)
+        events: list[ev.Event] = []
+        for part in (await self._view()).parts.values():
+            after = await part.after_tool(parsed, context, outcome)
+            outcome, events = after.outcome, [*events, *after.events]
+        return replace(outcome, events=(*outcome.events, *events))
+
+    async def _decided(
+        self, turn_id: str, call: PendingCall, parsed: Call, context: ToolContext
+    ) -> ToolOutcome:
+        """The call's outcome once it ran, or was refused or denied (a
+        question may come first)."""
         question = next((q for q in self._state.questions.open if q.call_id == call.call_id), None)
         resumed = self._resumed
         if question is None and resumed is not None and resumed.call_id == call.call_id:
@@ -842,48 +902,25 @@ class Agent:
                 approve_label=review.approve_label,
             )
             return await self._ask(context, asked)
-        decision = self._gate(call)
-        if decision.gate is gates.Gate.ASK and await self._workspace_allows(call):
+        decision = approvals.decision(call, self._state)
+        verdicts = [
+            await part.before_tool(call, context) for part in (await self._view()).parts.values()
+        ]
+        refusal = next((v for v in verdicts if v is not None and v.refuse), None)
+        if decision.gate is not gates.Gate.REFUSE and refusal is not None:
+            return ToolOutcome(ok=False, error=f"Not run: {refusal.reason}")
+        if decision.gate is gates.Gate.ALLOW and any(v is not None and v.ask for v in verdicts):
+            decision = gates.Decision(gates.Gate.ASK)
+        elif decision.gate is gates.Gate.ASK and await approvals.workspace_allows(
+            call, self.session_id, self.cwd_text, self._log, self._neighbours
+        ):
             decision = gates.ALLOW
         if decision.gate is gates.Gate.REFUSE:
             return ToolOutcome(ok=False, error=f"Not run: {decision.reason}.")
         if decision.gate is gates.Gate.ALLOW:
             return await call.tool.run(context, call.args)
         approval = await call.tool.approval_shown(context, call.args)
-        return await self._ask(context, _approval_question(approval))
-
-    def _gate(self, call: Call) -> gates.Decision:
-        """The decision by this session's own log: its settings, its "allow
-        for this session" grants and the rules it holds."""
-        settings = self._state.settings
-        grant = call.tool.approval(call.args).grant
-        rules = (rule.grant for rule in self._state.permissions.rules)
-        granted = grant in self._state.questions.grants or any(
-            gates.rule_covers(rule, grant) for rule in rules
-        )
-        return gates.decide(call.tool.effect, settings.sandbox, settings.approvals, granted=granted)
-
-    async def _workspace_allows(self, call: Call) -> bool:
-        """Whether a workspace rule another session of this folder holds
-        covers the call (read from their logs, asked only before a question)."""
-        if self._neighbours is None:
-            return False
-        grant = call.tool.approval(call.args).grant
-        try:
-            members = await self._neighbours.sharing(self.session_id, self.cwd_text)
-        except Exception as error:  # the workspace service away: we ask
-            log.warning("cannot list the workspace's sessions: %s", error)
-            return False
-        for session_id in members:
-            try:
-                state = await self._log.load_state(session_id)
-            except Exception as error:  # a broken neighbour only means we ask
-                log.warning("cannot read %s's rules: %s", session_id, error)
-                continue
-            rules = state.permissions.workspace_rules(self.cwd_text)
-            if any(gates.rule_covers(rule.grant, grant) for rule in rules):
-                return True
-        return False
+        return await self._ask(context, approvals.approval_question(approval))
 
     async def _ask(self, context: ToolContext, asked: ev.QuestionAsked) -> Question:
         asked.question_id = new_id("q")
@@ -900,8 +937,9 @@ class Agent:
             return await call.tool.reviewed(context, call.args, answer)
         if answer.WhichOneof("kind") in ALLOWING:
             # The sandbox may have changed while the user thought about it.
-            if self._gate(call).gate is gates.Gate.REFUSE:
-                return ToolOutcome(ok=False, error=f"Not run: {self._gate(call).reason}.")
+            decision = approvals.decision(call, self._state)
+            if decision.gate is gates.Gate.REFUSE:
+                return ToolOutcome(ok=False, error=f"Not run: {decision.reason}.")
             context = await self._context(context.turn_id, context.call_id)
             return await call.tool.run(context, call.args)
         reason = answer.deny.strip() if answer.WhichOneof("kind") == "deny" else ""
@@ -952,12 +990,19 @@ class Agent:
             )
             for a in outcome.attachments
         ]
-        await self._append([ev.Event(id=new_id("result"), tool_result=result), *attachments])
+        recorded = [ev.Event(id=new_id("result"), tool_result=result), *attachments]
+        await self._append([*recorded, *_with_ids(outcome.events)])
         self._live.end_output(self.session_id, turn_id, call.call_id)
 
     async def _append(self, events: list[ev.Event]) -> None:
         await self._write(events)
         await self._catch_up()
+
+    async def record(self, events: list[ev.Event]) -> int:
+        """Append `events` under the agent's lease (a command's record); the
+        seq of the last."""
+        await self._append(_with_ids(events))
+        return self._state.last_seq
 
     async def _write(
         self, events: list[ev.Event], expected_last_seq: int | None = None
@@ -983,26 +1028,24 @@ def _user_message(input_id: str, text: str) -> ev.Event:
     )
 
 
-def _queued(input_id: str, text: str, mode: PromptMode) -> ev.Event:
+def _queued(input_id: str, message: ev.UserMessage, mode: PromptMode) -> ev.Event:
     input_mode = ev.INPUT_MODE_STEER if mode is PromptMode.STEER else ev.INPUT_MODE_QUEUE
-    return ev.Event(
-        id=f"{input_id}-queued",
-        input_queued=ev.InputQueued(input_id=input_id, text=text, mode=input_mode),
-    )
+    queued = ev.InputQueued(input_id=input_id, text=message.text, mode=input_mode)
+    if message != _user_message("", message.text).user_message:
+        queued.message.CopyFrom(message)
+    return ev.Event(id=f"{input_id}-queued", input_queued=queued)
 
 
-def _approval_question(approval: Approval) -> ev.QuestionAsked:
-    return ev.QuestionAsked(
-        presentation=ev.QUESTION_PRESENTATION_TOOL_APPROVAL,
-        title=f"Allow {approval.summary}?"[:512],
-        body=approval.detail[:262144],
-        approval=ev.ToolApproval(
-            tool=approval.tool,
-            summary=approval.summary[:4096],
-            detail=approval.detail[:262144],
-            grant=approval.grant[:4096],
-        ),
-    )
+def replace_id(event: ev.Event, event_id: str) -> ev.Event:
+    """`event` with the id given (a retried batch must carry the same ids)."""
+    named = ev.Event()
+    named.CopyFrom(event)
+    named.id = event_id
+    return named
+
+
+def _with_ids(events: Sequence[ev.Event]) -> list[ev.Event]:
+    return [e if e.id else replace_id(e, new_id("event")) for e in events]
 
 
 __all__ = [

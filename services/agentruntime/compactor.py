@@ -6,7 +6,9 @@ A compaction in the middle of a turn (at a boundary, automatically or
 after the provider refused a request as too long) keeps that turn's user
 messages and its latest tool exchange verbatim after the summary when they
 fit, so the model goes on with the work it was doing rather than from a
-summary of it. `/compact` between turns keeps nothing.
+summary of it. `/compact` between turns keeps nothing of the conversation.
+Every compaction carries the context the capabilities give it (the
+repository's instructions, the task list): the view starts with it again.
 """
 
 from __future__ import annotations
@@ -18,7 +20,14 @@ from dataclasses import dataclass
 from agenthost.sessionlog.v1 import events_pb2 as ev
 
 from .compaction import MANUAL, fallback_summary, summary_request, view_tokens
-from .models.base import ChatMessage, ModelAdapter, ModelError, ModelRequest, StreamedAnswer
+from .models.base import (
+    ChatMessage,
+    ModelAdapter,
+    ModelError,
+    ModelRequest,
+    StreamedAnswer,
+    UserMessage,
+)
 from .request_size import ADDED_MARGIN, predicted_tokens
 from .transcript import Entry, Transcript, TurnTail
 
@@ -53,6 +62,8 @@ class CompactionAsk:
     # The provider's tokens per estimated token, as last seen.
     ratio: float = 1.0
     focus: str = ""
+    # The capabilities' context the view starts with again.
+    carried: Sequence[ev.ContextAdded] = ()
 
 
 @dataclass(frozen=True)
@@ -73,10 +84,11 @@ async def compact(ask: CompactionAsk) -> Compacted:
         summary=summary,
         up_to_seq=ask.up_to_seq,
         tokens_before=before.estimated_tokens(),
-        tokens_after=view_tokens(summary, ask.sections, ask.tools, [e.message for e in kept]),
+        tokens_after=view_tokens(summary, ask.sections, ask.tools, _after(ask, kept)),
         trigger=ask.trigger,
         focus=ask.focus[:4096],
         kept=_ranges(kept, tail),
+        context=ask.carried,
     )
     return Compacted(compaction, answer)
 
@@ -85,11 +97,15 @@ def _fitting(summary: str, tail: TurnTail, ask: CompactionAsk) -> list[Entry]:
     """The most of the turn's tail that fits after the summary: its prompts
     and latest exchange, else its prompts, else nothing."""
     for kept in ([*tail.prompts, *tail.exchange], [*tail.prompts], []):
-        messages = [entry.message for entry in kept]
-        estimate = view_tokens(summary, ask.sections, ask.tools, messages)
+        estimate = view_tokens(summary, ask.sections, ask.tools, _after(ask, kept))
         if predicted_tokens(estimate, None, ask.ratio * ADDED_MARGIN) <= ask.limit_tokens:
             return kept
     return []
+
+
+def _after(ask: CompactionAsk, kept: Sequence[Entry]) -> list[ChatMessage]:
+    """The messages besides the summary the view will start with."""
+    return [*(UserMessage(c.text) for c in ask.carried), *(e.message for e in kept)]
 
 
 def _ranges(kept: Sequence[Entry], tail: TurnTail) -> list[ev.SeqRange]:

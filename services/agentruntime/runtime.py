@@ -14,6 +14,7 @@ from typing import TypeVar
 from agenthost.sessionlog.v1 import events_pb2 as ev
 
 from agenthost_core.folds import PermissionRule, SettingsFold
+from agenthost_core.locations import config_dir as default_config_dir
 from services.common.config import seconds_from_env
 from services.common.errors import LeaseLost, NotFound, SessionOwnedElsewhere
 from services.common.tasks import spawn
@@ -21,6 +22,8 @@ from services.sessionlog.port import SessionLogPort
 
 from . import confinement
 from .agent import Agent, AgentStatus, PromptMode
+from .capabilities import default_capabilities
+from .capability import Capability, Command, CommandResult
 from .compaction import CompactionPolicy
 from .leases import DEFAULT_LEASE_S, SessionLeases
 from .live import LiveDelta, LiveFeed
@@ -71,13 +74,6 @@ class CommandInfo:
     usage: str
 
 
-@dataclass(frozen=True)
-class CommandResult:
-    ok: bool
-    message: str
-    last_seq: int
-
-
 COMPACT_COMMAND = CommandInfo(
     "compact",
     "Summarise the conversation so far so the model sees less of it; "
@@ -123,8 +119,14 @@ class AgentRuntime:
         mcp: McpServers | None = None,
         idle_s: float = DEFAULT_IDLE_S,
         on_unload: Callable[[str], None] | None = None,
+        capabilities: Sequence[Capability] | None = None,
+        config_dir: Path | None = None,
     ) -> None:
         self._log = log
+        # What every session gets beyond the core (capabilities/), and where
+        # the user's own files for them live.
+        self._capabilities = list(default_capabilities() if capabilities is None else capabilities)
+        self._config_dir = config_dir or default_config_dir()
         self._compaction = compaction or CompactionPolicy.from_env()
         # The MCP servers of the sessions' folders (None: none configured anywhere).
         self._mcp = mcp
@@ -137,7 +139,10 @@ class AgentRuntime:
         self._plan = plan
         # The same catalog in every mode: plan mode steers, it never hides tools.
         plan_tools = [exit_plan_mode_tool(plan)] if plan is not None else []
-        self._catalog = ToolCatalog([*workspace_tools(), *plan_tools, *(extra_tools or [])])
+        capability_tools = [tool for cap in self._capabilities for tool in cap.tools()]
+        self._catalog = ToolCatalog(
+            [*workspace_tools(), *plan_tools, *capability_tools, *(extra_tools or [])]
+        )
         self.live = LiveFeed()
         self._agents: dict[str, Agent] = {}
         self._loading: dict[str, asyncio.Task[Agent]] = {}
@@ -201,6 +206,8 @@ class AgentRuntime:
             compaction=self._compaction,
             neighbours=self.neighbours,
             mcp=self._mcp,
+            capabilities=self._capabilities,
+            config_dir=self._config_dir,
         )
         try:
             await agent.load()
@@ -396,12 +403,27 @@ class AgentRuntime:
     # -- commands -------------------------------------------------------------------
 
     async def commands(self, session_id: str) -> list[CommandInfo]:
-        await self.resume(session_id)
-        return [
+        agent = await self.resume(session_id)
+        builtin = [
             *([PLAN_COMMAND] if self._plan is not None else []),
             COMPACT_COMMAND,
             PERMISSIONS_COMMAND,
         ]
+        added = [CommandInfo(c.name, c.description, c.usage) for c in await self._commands(agent)]
+        return [*builtin, *added]
+
+    async def _commands(self, agent: Agent) -> list[Command]:
+        """The capabilities' commands, then the session's own (a name taken
+        already is not offered twice)."""
+        found = [c for cap in self._capabilities for c in cap.commands()]
+        found += [c for part in await agent.all_parts() for c in part.commands()]
+        taken = {PLAN_COMMAND.name, COMPACT_COMMAND.name, PERMISSIONS_COMMAND.name}
+        offered = []
+        for command in found:
+            if command.name not in taken:
+                taken.add(command.name)
+                offered.append(command)
+        return offered
 
     async def execute_command(self, session_id: str, name: str, args: str | None) -> CommandResult:
         # A call on the agent: the idle check never unloads it while a
@@ -415,7 +437,10 @@ class AgentRuntime:
         if name == PERMISSIONS_COMMAND.name:
             return await self._permissions_command(agent, (args or "").split())
         if name != PLAN_COMMAND.name or self._plan is None:
-            raise CommandNotFound(name)
+            command = next((c for c in await self._commands(agent) if c.name == name), None)
+            if command is None:
+                raise CommandNotFound(name)
+            return await command.run(agent, args)
         outcome = await self._plan.run_plan_command(agent.session_id, args)
         if outcome.ok and outcome.steer_text:
             await agent.prompt(outcome.steer_text, PromptMode.STEER)

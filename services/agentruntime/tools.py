@@ -65,6 +65,8 @@ class ToolOutcome:
     error: str = ""
     display: ToolDisplay | None = None
     attachments: tuple[Attachment, ...] = ()
+    # Events recorded right after the call's result (a task list it wrote).
+    events: tuple[events_pb2.Event, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,11 @@ turn's partial answer (recorded as its assistant message) ends with a note
 that the user cancelled, so the next prompt never follows the last one
 with no answer between them.
 
-A compaction that kept part of the turn it cut (Compaction.kept: the turn's
-prompt and its latest tool exchange) leaves those entries after the summary.
+Context the runtime's capabilities add (context/added: a repository's
+instructions, the task list) is a user-role message of its own. A
+compaction starts the view with the context it carried (Compaction.context)
+and its summary, then what it kept of the turn it cut (Compaction.kept: the
+turn's prompt and its latest tool exchange), then what follows its cut.
 The transcript also keeps what the provider counted of the last request in
 the view (`counted`), for request_size.py.
 """
@@ -66,7 +69,8 @@ class Transcript:
 
     def __init__(self, spill_bytes: int = spill.MAX_SHOWN_BYTES) -> None:
         self._entries: list[Entry] = []
-        self._summary: str | None = None
+        # What the latest compaction starts the view with.
+        self._head: list[ChatMessage] = []
         self._spill_bytes = spill_bytes
         # Calls of the last assistant message still waiting for a result.
         self._waiting: list[str] = []
@@ -81,6 +85,8 @@ class Transcript:
         kind = event.WhichOneof("body")
         if kind == "user_message":
             self._append(event.seq, UserMessage(event.user_message.text))
+        elif kind == "context_added":
+            self._append(event.seq, UserMessage(event.context_added.text))
         elif kind == "assistant_message":
             self._append(event.seq, AssistantMessage(event.assistant_message.text))
         elif kind == "tool_call":
@@ -107,8 +113,7 @@ class Transcript:
             self.add(event)
 
     def messages(self) -> list[ChatMessage]:
-        head = [summary_message(self._summary)] if self._summary is not None else []
-        return [*head, *(entry.message for entry in self._entries)]
+        return [*self._head, *(entry.message for entry in self._entries)]
 
     def turn_tail(self) -> TurnTail:
         """The open turn's user messages and latest tool exchange (empty
@@ -130,7 +135,8 @@ class Transcript:
     def _compact(self, compaction: events_pb2.Compaction) -> None:
         """The summary, then what it kept, then what follows its cut; the
         provider's count of a request before it no longer describes the view."""
-        self._summary = compaction.summary
+        carried = [UserMessage(context.text) for context in compaction.context]
+        self._head = [*carried, summary_message(compaction.summary)]
         up_to, kept = compaction.up_to_seq, compaction.kept
         self._entries = [e for e in self._entries if e.first_seq > up_to or _within(e, kept)]
         self._sent_estimate = 0

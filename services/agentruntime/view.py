@@ -1,18 +1,22 @@
 """The model's view of a session, read from its log: the transcript from the
 latest compaction on (with the events that compaction kept), never from
-seq 0. It is read the first time a model request needs it (loading an
-agent for a status or a setting needs only the fold) and then kept up to
-date as the agent folds new events.
+seq 0, and the capabilities' session parts that follow the same events
+(capability.py). It is read the first time a model request needs it
+(loading an agent for a status or a setting needs only the fold), then
+kept up to date as the agent folds new events; a compaction starts a new
+view, read again from the log.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 
 from agenthost.sessionlog.v1 import events_pb2 as ev
 
 from services.sessionlog.port import Direction, SessionLogPort
 
+from .capability import SessionPart
+from .models.base import ChatMessage
 from .transcript import Transcript
 
 READ_BATCH = 1000
@@ -40,22 +44,45 @@ async def read_forward(
         seq = batch[-1].seq
 
 
+class ModelView:
+    """The transcript and the parts that follow it (by capability), fed the
+    same events."""
+
+    def __init__(self, transcript: Transcript, parts: Mapping[str, SessionPart]) -> None:
+        self.transcript = transcript
+        self.parts = dict(parts)
+
+    def add(self, event: ev.Event) -> None:
+        self.transcript.add(event)
+        for part in self.parts.values():
+            part.observe(event)
+
+    def messages(self) -> list[ChatMessage]:
+        return self.transcript.messages()
+
+
 async def read_view(
-    log: SessionLogPort, session_id: str, compaction_seq: int, until: int, spill_bytes: int
-) -> Transcript:
-    """The view as of `until`: the compaction at `compaction_seq` (-1: none),
-    the events it kept, and the events after what it covered."""
-    transcript = Transcript(spill_bytes)
+    log: SessionLogPort,
+    session_id: str,
+    compaction_seq: int,
+    until: int,
+    view: ModelView,
+) -> ModelView:
+    """`view` (new, empty) fed the events as of `until`: the compaction at
+    `compaction_seq` (-1: none), the events it kept, and those after what
+    it covered."""
     start = -1
     if compaction_seq >= 0:
         read = await log.read(session_id, from_seq=compaction_seq, limit=1)
         compaction = next((e for e in read.events if e.HasField("compaction")), None)
         if compaction is not None:
-            transcript.add(compaction)
+            view.add(compaction)
             for kept in compaction.compaction.kept:
                 async for event in read_forward(log, session_id, kept.from_seq - 1, kept.to_seq):
-                    transcript.add(event)
+                    view.add(event)
             start = compaction.compaction.up_to_seq
     async for event in read_forward(log, session_id, start, until):
-        transcript.add(event)
-    return transcript
+        # The compaction itself comes again after what it covered: once is enough.
+        if event.seq != compaction_seq:
+            view.add(event)
+    return view

@@ -6,49 +6,13 @@ computed by the same code the runtime acts on."""
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
-
-from agenthost.sessionlog.v1 import events_pb2
+from typing import Any
 
 from agenthost_core import folds
+from services.agentruntime.capabilities import projection_units
 from services.sessionlog import usage
 
-from .unit import View
-
-S = TypeVar("S")
-
-
-@dataclass(frozen=True)
-class FoldUnit(Generic[S]):
-    """A projection unit made of one fold of the session log."""
-
-    key: str
-    state_version: int
-    initial: Callable[[], S]
-    fold: Callable[[S, events_pb2.Event], S]
-    show: Callable[[S], View]
-    restore: Callable[[dict[str, Any]], S]
-    # The event kinds `fold` reads (None: any): the fold's own constant.
-    kinds: frozenset[str] | None = None
-
-    def init(self) -> S:
-        return self.initial()
-
-    def apply(self, state: S, event: events_pb2.Event) -> S:
-        return self.fold(state, event)
-
-    def view(self, state: S) -> View:
-        return self.show(state)
-
-    def dump(self, state: S) -> bytes:
-        return folds.dump_state(state)
-
-    def load(self, data: bytes) -> S:
-        return self.restore(json.loads(data))
-
+from .unit import FoldUnit, ProjectionUnit
 
 QUESTIONS_UNIT = FoldUnit(
     "questions",
@@ -106,11 +70,13 @@ MCP_UNIT = FoldUnit(
     folds.load_mcp,
     folds.MCP_KINDS,
 )
-SESSION_UNITS = (
+SESSION_UNITS: tuple[ProjectionUnit[Any], ...] = (
     QUESTIONS_UNIT,
     SETTINGS_UNIT,
     STATUS_UNIT,
     USAGE_UNIT,
     PERMISSIONS_UNIT,
     MCP_UNIT,
+    # The runtime's capabilities' views (the files in context, the task list, ...).
+    *projection_units(),
 )

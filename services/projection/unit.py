@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any, Protocol, TypeVar
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Generic, Protocol, TypeVar
 
 from agenthost.sessionlog.v1 import events_pb2
 
+from agenthost_core import folds
+
 State = TypeVar("State")
+S = TypeVar("S")
 
 # A view is JSON-shaped (it travels as google.protobuf.Value).
 View = dict[str, Any] | list[Any] | str | int | float | bool | None
@@ -64,3 +70,32 @@ def copy_view(view: View) -> View:
     if isinstance(view, list):
         return [copy_view(value) for value in view]
     return view
+
+
+@dataclass(frozen=True)
+class FoldUnit(Generic[S]):
+    """A projection unit made of one fold of the session log."""
+
+    key: str
+    state_version: int
+    initial: Callable[[], S]
+    fold: Callable[[S, events_pb2.Event], S]
+    show: Callable[[S], View]
+    restore: Callable[[dict[str, Any]], S]
+    # The event kinds `fold` reads (None: any): the fold's own constant.
+    kinds: frozenset[str] | None = None
+
+    def init(self) -> S:
+        return self.initial()
+
+    def apply(self, state: S, event: events_pb2.Event) -> S:
+        return self.fold(state, event)
+
+    def view(self, state: S) -> View:
+        return self.show(state)
+
+    def dump(self, state: S) -> bytes:
+        return folds.dump_state(state)
+
+    def load(self, data: bytes) -> S:
+        return self.restore(json.loads(data))

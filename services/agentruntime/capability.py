@@ -1,0 +1,170 @@
+"""The seam the runtime's capabilities plug into (DESIGN.md, "Capabilities").
+
+A capability is a module of capabilities/ (instructions, skills, the task
+list, ...). It may give the runtime tools and slash commands, and, for each
+session, a part that follows the model's view of the session and is asked
+at fixed points of its turns:
+
+  - before each model request (and again right after a compaction): the
+    context to record for the model (context/added events, say a
+    repository's AGENTS.md);
+  - when a prompt is taken: what to attach to its user/message, or why to
+    refuse it (a typed error: nothing is recorded);
+  - before a tool call runs: whether it may (a refusal, or a question);
+  - after it ran: what to change in its result and to record with it;
+  - when a turn ends: what to record.
+
+A part's state is folded from the events of the model's view (`observe`:
+the view's events in log order, from the latest compaction on), and what
+the model must keep through a compaction it gives as context that the
+compaction records (`carried`), so restart, resume, fork and compaction
+need nothing special from it. agent.py asks these points and knows no
+capability; the projections clients see are folded from the whole log by
+the capability's projection units (capabilities/__init__.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from agenthost.sessionlog.v1 import events_pb2 as ev
+
+from agenthost_core.folds import SessionState
+
+from .tools import Call, Tool, ToolContext, ToolOutcome
+
+
+@dataclass(frozen=True)
+class SessionScope:
+    """What a capability knows of the session it serves."""
+
+    session_id: str
+    # The session's folder (canonical, as its log records it).
+    cwd: Path
+    # What its commands must not see (the stack's data and secrets, the
+    # other sessions' folders): never read for the model either.
+    hidden: Callable[[], Awaitable[tuple[Path, ...]]]
+    # The user's agenthost config folder (global instructions, skills, ...).
+    config_dir: Path
+
+
+@dataclass
+class Prompt:
+    """A prompt being taken, before its user/message is recorded: a part may
+    attach files to it (UserMessage.files) or add context before it."""
+
+    text: str
+    message: ev.UserMessage
+    # Events recorded right before the user/message (context for it).
+    before: list[ev.Event] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class ToolVerdict:
+    """What a part decides before a call runs: refuse it (the model is told
+    `reason`), or ask the user first although the policy would not."""
+
+    refuse: bool = False
+    ask: bool = False
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class AfterTool:
+    """A call's result as a part leaves it, and events to record after it."""
+
+    outcome: ToolOutcome
+    events: tuple[ev.Event, ...] = ()
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    ok: bool
+    message: str
+    last_seq: int
+
+
+class AgentHandle(Protocol):
+    """What a command sees of the session's live agent."""
+
+    session_id: str
+    cwd: Path
+
+    @property
+    def state(self) -> SessionState: ...
+
+    async def catch_up(self) -> None: ...
+
+    async def record(self, events: list[ev.Event]) -> int:
+        """Append `events` under the agent's lease; the seq of the last."""
+        ...
+
+    async def part(self, capability: str) -> SessionPart | None:
+        """The session's part of a capability, as of its view now."""
+        ...
+
+
+CommandRun = Callable[[AgentHandle, str | None], Awaitable[CommandResult]]
+
+
+@dataclass(frozen=True)
+class Command:
+    name: str
+    description: str
+    usage: str
+    run: CommandRun
+
+
+class SessionPart:
+    """One capability's part in one session; every point is optional.
+
+    A part follows one view: the session's parts are made afresh each time
+    its view is read from the log (the agent's first model request, after a
+    compaction), so their state is the fold of that view's events. What
+    must outlive a view (a running job, say) belongs to the capability."""
+
+    def observe(self, event: ev.Event) -> None:
+        """One more event of the model's view, in log order (a compaction
+        starts the view again: its `context` is what stays of it)."""
+
+    def carried(self) -> list[ev.ContextAdded]:
+        """What of this part's context a compaction must keep in the view."""
+        return []
+
+    async def before_request(self) -> list[ev.Event]:
+        """Events to record before the next model request (context for it)."""
+        return []
+
+    async def on_prompt(self, prompt: Prompt) -> None:
+        """Attach to a prompt being taken, or raise a typed error to refuse it."""
+
+    async def before_tool(self, call: Call, context: ToolContext) -> ToolVerdict | None:
+        return None
+
+    async def after_tool(self, call: Call, context: ToolContext, outcome: ToolOutcome) -> AfterTool:
+        return AfterTool(outcome)
+
+    async def on_turn_end(self, turn_id: str, reason: ev.TurnEndReason.ValueType) -> list[ev.Event]:
+        return []
+
+    def commands(self) -> Sequence[Command]:
+        """Commands of this session only (say, a workspace's prompt files)."""
+        return ()
+
+
+class Capability:
+    """A family of behaviour the runtime offers every session."""
+
+    name = ""
+
+    def tools(self) -> Sequence[Tool]:
+        return ()
+
+    def commands(self) -> Sequence[Command]:
+        return ()
+
+    def session(self, scope: SessionScope) -> SessionPart | None:
+        return None
