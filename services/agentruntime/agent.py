@@ -33,7 +33,6 @@ ContextOverflow. A provider's "context length exceeded" refusal compacts
 from __future__ import annotations
 
 import asyncio
-import enum
 import logging
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -61,7 +60,7 @@ from services.common.tasks import spawn
 from services.sessionlog.port import AppendResult, Direction, SessionLogPort
 
 from . import approvals, gates, spill
-from .capability import Capability, Prompt, SessionPart, SessionScope
+from .capability import Capability, Prompt, PromptMode, SessionPart, SessionScope
 from .compaction import AUTO, MANUAL, OVERFLOW, CompactionPolicy, tokens_label
 from .compactor import CompactionAsk, ContextOverflow, compact
 from .live import ANSWER, REASONING, LiveFeed
@@ -119,12 +118,6 @@ class AgentBusy(FailedPrecondition):
 class CompactOutcome:
     ok: bool
     message: str
-
-
-class PromptMode(enum.Enum):
-    SEND = "send"
-    QUEUE = "queue"
-    STEER = "steer"
 
 
 @dataclass(frozen=True)

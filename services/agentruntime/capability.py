@@ -25,6 +25,7 @@ the capability's projection units (capabilities/__init__.py).
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +36,12 @@ from agenthost.sessionlog.v1 import events_pb2 as ev
 from agenthost_core.folds import SessionState
 
 from .tools import Call, Tool, ToolContext, ToolOutcome
+
+
+class PromptMode(enum.Enum):
+    SEND = "send"
+    QUEUE = "queue"
+    STEER = "steer"
 
 
 @dataclass(frozen=True)
@@ -104,6 +111,10 @@ class AgentHandle(Protocol):
 
     async def part(self, capability: str) -> SessionPart | None:
         """The session's part of a capability, as of its view now."""
+        ...
+
+    async def prompt(self, text: str, mode: PromptMode, input_id: str = "") -> PromptMode:
+        """Take `text` as the user's input (a command that sends a prompt)."""
         ...
 
 
