@@ -670,6 +670,14 @@ class SessionState:
     permissions: PermissionsFold = field(default_factory=PermissionsFold)
     # The plan state the model's view last showed (fold_model_saw_plan).
     model_saw_plan: bool | None = None
+    # Runs of events (first, last seq) that rewinds took out of the model's
+    # view; as compaction, only the view reads them.
+    hidden: tuple[tuple[int, int], ...] = ()
+
+    def in_view(self, seq: int) -> bool:
+        """Whether the model's view may show the event at `seq` (a rewind
+        has not taken it out)."""
+        return not any(first <= seq <= last for first, last in self.hidden)
 
 
 def fold(state: SessionState, event: Event) -> SessionState:
@@ -687,7 +695,7 @@ def fold_events(
     numbered by its result)."""
     plan, turn, questions, settings = state.plan, state.turn, state.questions, state.settings
     title, blank, last_seq = state.title, state.blank, state.last_seq
-    compaction = state.last_compaction_seq
+    compaction, hidden = state.last_compaction_seq, state.hidden
     permissions, model_saw_plan = state.permissions, state.model_saw_plan
     folded = False
     numbered = ((e.seq, e) for e in events) if seqs is None else zip(seqs, events, strict=True)
@@ -712,6 +720,10 @@ def fold_events(
         blank = blank and kind not in BLANK_ENDING_KINDS
         last_seq = max(last_seq, seq)
         compaction = seq if kind == "compaction" else compaction
+        if kind == "rewind":
+            # The view now ends at the turn kept, then goes on after this event.
+            hidden = (*hidden, (event.rewind.to_seq + 1, seq))
+            compaction = event.rewind.view_compaction_seq
     if not folded:
         return state
     return SessionState(
@@ -725,6 +737,7 @@ def fold_events(
         compaction,
         permissions,
         model_saw_plan,
+        hidden,
     )
 
 
@@ -805,6 +818,8 @@ def load_state(raw: bytes) -> SessionState:
         last_compaction_seq=int(data["last_compaction_seq"]),
         permissions=load_permissions(data["permissions"]),
         model_saw_plan=_optional_bool(data["model_saw_plan"]),
+        # Checkpoints from before rewinds existed have none.
+        hidden=tuple((int(a), int(b)) for a, b in data.get("hidden", ())),
     )
 
 

@@ -183,7 +183,9 @@ class Agent:
         # (resume, status) only needs the fold.
         self._view_read: ModelView | None = None
         self._capabilities = tuple(capabilities)
-        self._scope = SessionScope(session_id, self.cwd, self._hidden, config_dir or Path.home())
+        self._scope = SessionScope(
+            session_id, self.cwd, self._hidden, config_dir or Path.home(), self._find_back
+        )
         self._answers = AnswerWaits()
         # Serialises reading the log into the fold (several tasks catch up).
         self._reading = asyncio.Lock()
@@ -251,7 +253,7 @@ class Agent:
                 self._mcp_seen = fold_mcp(self._mcp_seen, event)
                 if self._view_read is None:
                     continue
-                if event.HasField("compaction"):
+                if event.HasField("compaction") or event.HasField("rewind"):
                     self._view_read = None  # a new view, read from the log when needed
                 else:
                     self._view_read.add(event)
@@ -264,13 +266,8 @@ class Agent:
                 transcript = Transcript(spill.spill_limit(self._model.context_window))
                 made = {cap.name: cap.session(self._scope) for cap in self._capabilities}
                 parts = {name: part for name, part in made.items() if part is not None}
-                self._view_read = await read_view(
-                    self._log,
-                    self.session_id,
-                    self._state.last_compaction_seq,
-                    self._state.last_seq,
-                    ModelView(transcript, parts),
-                )
+                view = ModelView(transcript, parts)
+                self._view_read = await read_view(self._log, self.session_id, self._state, view)
             return self._view_read
 
     async def part(self, capability: str) -> SessionPart | None:
@@ -505,21 +502,42 @@ class Agent:
     async def _queued_message(self, queued: QueuedInput) -> ev.UserMessage:
         """The user/message a queued input runs as: its text, or the message
         its input/queued holds (read back from the log's recent events)."""
+        plain = _user_message(queued.input_id, queued.text).user_message
         if not queued.attached:
-            return _user_message(queued.input_id, queued.text).user_message
+            return plain
+
+        def its_own(event: ev.Event) -> bool:
+            return event.HasField("input_queued") and event.input_queued.input_id == queued.input_id
+
+        found = await self._find_back(its_own, lambda _: False)
+        return found.input_queued.message if found is not None else plain
+
+    async def _find_back(
+        self, match: Callable[[ev.Event], bool], stop: Callable[[ev.Event], bool]
+    ) -> ev.Event | None:
+        """The latest event `match` takes, read back from the log's end, no
+        further than the first one `stop` takes."""
         before = self._state.last_seq + 1
         while before > 0:
             read = await self._log.read(
                 self.session_id, from_seq=before - 1, direction=Direction.BACKWARD, limit=256
             )
             for event in read.events:
-                recorded = event.input_queued
-                if event.HasField("input_queued") and recorded.input_id == queued.input_id:
-                    return recorded.message
+                if match(event):
+                    return event
+                if stop(event):
+                    return None
             if not read.events:
-                break
+                return None
             before = read.events[-1].seq
-        return _user_message(queued.input_id, queued.text).user_message
+        return None
+
+    async def events(self, kinds: frozenset[str]) -> AsyncIterator[ev.Event]:
+        """Every event of the whole log of those kinds, oldest first."""
+        await self._catch_up()
+        async for event in read_forward(self._log, self.session_id, -1, self._state.last_seq):
+            if event.WhichOneof("body") in kinds:
+                yield event
 
     async def _run(self, turn_id: str, resuming: bool) -> None:
         try:
@@ -911,7 +929,7 @@ class Agent:
         if decision.gate is gates.Gate.REFUSE:
             return ToolOutcome(ok=False, error=f"Not run: {decision.reason}.")
         if decision.gate is gates.Gate.ALLOW:
-            return await call.tool.run(context, call.args)
+            return await self._run_tool(call, context)
         approval = await call.tool.approval_shown(context, call.args)
         return await self._ask(context, approvals.approval_question(approval))
 
@@ -934,9 +952,20 @@ class Agent:
             if decision.gate is gates.Gate.REFUSE:
                 return ToolOutcome(ok=False, error=f"Not run: {decision.reason}.")
             context = await self._context(context.turn_id, context.call_id)
-            return await call.tool.run(context, call.args)
+            return await self._run_tool(call, context)
         reason = answer.deny.strip() if answer.WhichOneof("kind") == "deny" else ""
         return ToolOutcome(ok=False, error=f"{DENIED}: {reason}" if reason else f"{DENIED}.")
+
+    async def _run_tool(self, call: Call, context: ToolContext) -> ToolOutcome:
+        """Run an allowed call, after what the capabilities record first."""
+        first = [
+            e
+            for part in (await self._view()).parts.values()
+            for e in await part.before_run(call, context)
+        ]
+        if first:
+            await self._append(_with_ids(first))
+        return await call.tool.run(context, call.args)
 
     async def _context(self, turn_id: str, call_id: str) -> ToolContext:
         def on_output(piece: str) -> None:

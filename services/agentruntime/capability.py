@@ -11,6 +11,8 @@ at fixed points of its turns:
   - when a prompt is taken: what to attach to its user/message, or why to
     refuse it (a typed error: nothing is recorded);
   - before a tool call runs: whether it may (a refusal, or a question);
+  - right before it runs (allowed, and answered if it asked): what to
+    record first (a snapshot of the folder, say);
   - after it ran: what to change in its result and to record with it;
   - when a turn ends: what to record.
 
@@ -26,7 +28,7 @@ the capability's projection units (capabilities/__init__.py).
 from __future__ import annotations
 
 import enum
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -56,6 +58,11 @@ class SessionScope:
     hidden: Callable[[], Awaitable[tuple[Path, ...]]]
     # The user's agenthost config folder (global instructions, skills, ...).
     config_dir: Path
+    # The latest event of the log `match` takes, looking back from its end
+    # no further than the first event `stop` takes (None: not found).
+    find_back: Callable[
+        [Callable[[ev.Event], bool], Callable[[ev.Event], bool]], Awaitable[ev.Event | None]
+    ]
 
 
 @dataclass
@@ -117,6 +124,10 @@ class AgentHandle(Protocol):
         """Take `text` as the user's input (a command that sends a prompt)."""
         ...
 
+    def events(self, kinds: frozenset[str]) -> AsyncIterator[ev.Event]:
+        """Every event of the whole log of those kinds, oldest first."""
+        ...
+
 
 CommandRun = Callable[[AgentHandle, str | None], Awaitable[CommandResult]]
 
@@ -154,6 +165,10 @@ class SessionPart:
 
     async def before_tool(self, call: Call, context: ToolContext) -> ToolVerdict | None:
         return None
+
+    async def before_run(self, call: Call, context: ToolContext) -> list[ev.Event]:
+        """Events to record right before an allowed call runs."""
+        return []
 
     async def after_tool(self, call: Call, context: ToolContext, outcome: ToolOutcome) -> AfterTool:
         return AfterTool(outcome)

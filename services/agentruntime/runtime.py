@@ -121,11 +121,13 @@ class AgentRuntime:
         on_unload: Callable[[str], None] | None = None,
         capabilities: Sequence[Capability] | None = None,
         config_dir: Path | None = None,
+        data_dir: Path | None = None,
     ) -> None:
         self._log = log
         # What every session gets beyond the core (capabilities/), and where
         # the user's own files for them live.
-        self._capabilities = list(default_capabilities() if capabilities is None else capabilities)
+        chosen = default_capabilities(data_dir) if capabilities is None else capabilities
+        self._capabilities = list(chosen)
         self._config_dir = config_dir or default_config_dir()
         self._compaction = compaction or CompactionPolicy.from_env()
         # The MCP servers of the sessions' folders (None: none configured anywhere).

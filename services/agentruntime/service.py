@@ -50,6 +50,7 @@ def agent_runtime_service(
         workspaces=workspaces,
         mcp=mcp,
         idle_s=idle_s,
+        data_dir=data_dir,
     )
     servicer = AgentRuntimeServicer(runtime)
 

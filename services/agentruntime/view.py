@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator, Mapping
 
 from agenthost.sessionlog.v1 import events_pb2 as ev
 
+from agenthost_core.folds import SessionState
 from services.sessionlog.port import Direction, SessionLogPort
 
 from .capability import SessionPart
@@ -62,15 +63,12 @@ class ModelView:
 
 
 async def read_view(
-    log: SessionLogPort,
-    session_id: str,
-    compaction_seq: int,
-    until: int,
-    view: ModelView,
+    log: SessionLogPort, session_id: str, state: SessionState, view: ModelView
 ) -> ModelView:
-    """`view` (new, empty) fed the events as of `until`: the compaction at
-    `compaction_seq` (-1: none), the events it kept, and those after what
-    it covered."""
+    """`view` (new, empty) fed the events of the folded `state`'s view: the
+    compaction it starts from (if any), the events that compaction kept, and
+    those after what it covered that no rewind took out."""
+    compaction_seq, until = state.last_compaction_seq, state.last_seq
     start = -1
     if compaction_seq >= 0:
         read = await log.read(session_id, from_seq=compaction_seq, limit=1)
@@ -83,6 +81,6 @@ async def read_view(
             start = compaction.compaction.up_to_seq
     async for event in read_forward(log, session_id, start, until):
         # The compaction itself comes again after what it covered: once is enough.
-        if event.seq != compaction_seq:
+        if event.seq != compaction_seq and state.in_view(event.seq):
             view.add(event)
     return view
