@@ -105,7 +105,8 @@ async def command(stack: Stack, name: str, args: str = "") -> rt.ExecuteCommandR
     request = rt.ExecuteCommandRequest(session_id=SID, name=name)
     if args:
         request.args = args
-    return await stack.runtime.ExecuteCommand(request)
+    reply: rt.ExecuteCommandResponse = await stack.runtime.ExecuteCommand(request)
+    return reply
 
 
 async def logged(stack: Stack, kind: str) -> list[ev.Event]:
