@@ -12,8 +12,8 @@
 // reaches the stream before that reply does): it is kept, up to EARLY_KEPT a
 // stream, and added once the text before it is held. A stream ends when the
 // log records its whole value: the step's assistant/message, the command's
-// tool/result, or the turn's turn/end; a stream whose message or result is
-// logged takes no late piece (up to ENDED_KEPT streams are remembered).
+// tool/result, or the turn's turn/end; a stream that ended takes no late
+// piece (up to ENDED_KEPT ended streams and turns are remembered).
 //
 // JavaScript strings count UTF-16 code units, not code points: "🙂" has
 // `length` 2 but is one code point, so offsets are never compared with
@@ -96,7 +96,7 @@ export class LiveText {
   #outputs = new Map<string, Held>();
   #earlyTexts = new Map<string, Early>();
   #earlyOutputs = new Map<string, Early>();
-  /** Ended streams, oldest first: "text " + step key or "output " + call id. */
+  /** Ended streams and turns, oldest first: "text " + step key, "output " + call id, "turn " + turn id. */
   #ended = new Set<string>();
   #step: { turnId: string; step: number } | undefined = undefined;
   #seq = -1n;
@@ -111,7 +111,7 @@ export class LiveText {
     if (!this.#mine(delta.sessionId)) return "";
     const kind = kindOf(delta.kind);
     const key = stepKey(delta.turnId, delta.step, kind);
-    if (this.#ended.has(`text ${key}`)) return "";
+    if (this.#ended.has(`text ${key}`) || this.#ended.has(`turn ${delta.turnId}`)) return "";
     const held = this.#texts.get(key) ?? { turnId: delta.turnId, step: delta.step, kind, text: "", length: 0 };
     const fresh = this.#append(held, delta, this.#earlyTexts, key);
     if (fresh) this.#texts.set(key, held);
@@ -120,7 +120,7 @@ export class LiveText {
 
   /** Adds a piece of a command's output; returns what it adds ("" when nothing). */
   addOutput(delta: ToolOutputDelta): string {
-    if (!this.#mine(delta.sessionId) || this.#ended.has(`output ${delta.callId}`)) return "";
+    if (!this.#mine(delta.sessionId) || this.#ended.has(`output ${delta.callId}`) || this.#ended.has(`turn ${delta.turnId}`)) return "";
     const held = this.#outputs.get(delta.callId) ?? { turnId: delta.turnId, text: "", length: 0 };
     const fresh = this.#append(held, delta, this.#earlyOutputs, delta.callId);
     if (fresh) this.#outputs.set(delta.callId, held);
@@ -158,12 +158,16 @@ export class LiveText {
     this.#remember(`output ${callId}`);
   }
 
-  /** The turn ended: every stream of it ends. */
+  /**
+   * The turn ended: every stream of it ends and takes no late piece, also one
+   * whose step logged no message (a failed step) or that was never seen here.
+   */
   endTurn(turnId: string): void {
     for (const streams of [this.#texts, this.#outputs, this.#earlyTexts, this.#earlyOutputs]) {
       for (const [key, stream] of streams) if (stream.turnId === turnId) streams.delete(key);
     }
     if (this.#step?.turnId === turnId) this.#step = undefined;
+    this.#remember(`turn ${turnId}`);
   }
 
   /** Forgets every stream. */

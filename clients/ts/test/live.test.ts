@@ -83,6 +83,22 @@ describe("LiveText", () => {
     assert.equal(live.add(delta(0, "next step", { step: 1 })), "next step");
   });
 
+  test("a turn that ends takes no late piece of any of its streams", () => {
+    const live = new LiveText("s1");
+    live.followEvent(event(1, { case: "stepStart", value: { turnId: "t1", step: 0 } }));
+    live.add(delta(0, "Let me"));
+    live.addOutput(output(0, "line 1\n"));
+    // The step failed: no message is logged, the turn ends.
+    live.followEvent(event(2, { case: "turnEnd", value: { turnId: "t1" } }));
+    // An OpenSession reply read before the turn ended: its text so far.
+    assert.equal(live.add(delta(0, "Let me look")), "");
+    assert.equal(live.add(delta(0, "Thinking", { step: 0, kind: TextKind.REASONING })), "");
+    assert.equal(live.addOutput(output(0, "line 1\nline 2\n")), "");
+    assert.deepEqual(live.steps(), [], "nothing of the ended turn shows as running");
+    assert.equal(live.outputOf("c1"), "");
+    assert.equal(live.add(delta(0, "Next turn", { turn: "t2" })), "Next turn");
+  });
+
   test("only the newest ENDED_KEPT ended streams are remembered", () => {
     const live = new LiveText("s1");
     for (let step = 0; step <= ENDED_KEPT; step++) live.end("t1", step);
