@@ -696,7 +696,7 @@ class Session:
             self.live.end_output(event.tool_result.call_id)
         elif kind == "turn_end":
             self._step = None
-            self.live.clear()
+            self.live.end_turn(event.turn_end.turn_id)
 
     def _repair_soon(self) -> None:
         if self.closed or self.history.missing() is None:
