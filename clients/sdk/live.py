@@ -9,7 +9,8 @@ gateway took OpenSession's text so far reaches the stream before that reply
 does. It is kept (up to EARLY_KEPT a stream) and added once the text before
 it is held. A stream ends when the log records its whole value (the step's
 assistant/message, the command's tool/result) or the turn ends; a stream
-that ended takes no late piece.
+that ended takes no late piece (of the streams and turns remembered:
+runtime.proto's LIVE_LIMIT_ENDED_STREAMS_KEPT, as the gateway keeps).
 """
 
 from __future__ import annotations
@@ -24,10 +25,6 @@ REASONING = "reasoning"
 _KINDS = {rt.TEXT_KIND_ANSWER: ANSWER, rt.TEXT_KIND_REASONING: REASONING}
 # Pieces kept per stream while the text before them has not arrived.
 EARLY_KEPT = 256
-# Streams (and turns) remembered as ended, so a late piece of one (an
-# OpenSession reply's text so far read before the step's message was logged)
-# does not start it again.
-ENDED_KEPT = 1024
 
 
 @dataclass(frozen=True)
@@ -113,7 +110,8 @@ class LiveText:
         if not isinstance(key, EndedTurn):
             self._early.pop(key, None)
         self._ended[key] = None
-        while len(self._ended) > ENDED_KEPT:
+        # How many the gateway and every client keep (the contract's number).
+        while len(self._ended) > rt.LIVE_LIMIT_ENDED_STREAMS_KEPT:
             del self._ended[next(iter(self._ended))]
 
     def _add(self, streams: dict[K, str], key: K, offset: int, text: str) -> str:

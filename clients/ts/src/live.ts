@@ -13,14 +13,15 @@
 // stream, and added once the text before it is held. A stream ends when the
 // log records its whole value: the step's assistant/message, the command's
 // tool/result, or the turn's turn/end; a stream that ended takes no late
-// piece (up to ENDED_KEPT ended streams and turns are remembered).
+// piece (of the ended streams and turns remembered: as many as the gateway
+// keeps, runtime.proto's LiveLimit.ENDED_STREAMS_KEPT).
 //
 // JavaScript strings count UTF-16 code units, not code points: "🙂" has
 // `length` 2 but is one code point, so offsets are never compared with
 // `String#length` here.
 
 import type { ConnectResponse, OpenSessionResponse } from "../gen/agenthost/gateway/v1/gateway_pb.js";
-import { TextKind, type AssistantDelta, type ToolOutputDelta } from "../gen/agenthost/runtime/v1/runtime_pb.js";
+import { LiveLimit, TextKind, type AssistantDelta, type ToolOutputDelta } from "../gen/agenthost/runtime/v1/runtime_pb.js";
 import type { Event } from "../gen/agenthost/sessionlog/v1/events_pb.js";
 
 export { TextKind };
@@ -74,12 +75,6 @@ interface Held {
 
 /** Pieces kept per stream while the text before them has not arrived. */
 export const EARLY_KEPT = 256;
-
-/**
- * Streams remembered as ended, so a late piece of one (an OpenSession reply's
- * text so far read before the step's message was logged) does not start it again.
- */
-export const ENDED_KEPT = 1024;
 
 /** The pieces of one stream that arrived beyond what it held. */
 interface Early {
@@ -238,7 +233,7 @@ export class LiveText {
   #remember(ended: string): void {
     this.#ended.add(ended);
     for (const oldest of this.#ended) {
-      if (this.#ended.size <= ENDED_KEPT) break;
+      if (this.#ended.size <= LiveLimit.ENDED_STREAMS_KEPT) break;
       this.#ended.delete(oldest);
     }
   }
