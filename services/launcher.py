@@ -180,7 +180,7 @@ async def _run_stack(
     processes: bool,
     web_origins: tuple[str, ...],
 ) -> None:
-    from services.agentruntime.models.factory import model_in_use
+    from services.agentruntime.models.catalog import model_in_use
     from services.common.config import TlsFiles
     from services.common.topology import DEFAULT_PORTS, DEFAULT_WEB_PORT
 

@@ -155,6 +155,7 @@ class AgentHostAgent:
         folder = cwd or (live.summary.cwd if live.summary is not None else "") or "/"
         session = AcpSession(self.editor, live, folder)
         self.sessions[session_id] = session
+        await session.load_models()
         return session
 
     async def list_sessions(
@@ -205,11 +206,24 @@ class AgentHostAgent:
     async def set_config_option(
         self, config_id: str, session_id: str, value: str | bool, **_: Any
     ) -> acp.SetSessionConfigOptionResponse:
+        """The mode (as set_session_mode) or the model: recorded in the
+        session's settings, used from its next model request."""
         session = self._session(session_id)
-        if config_id != translate.MODE_CONFIG_ID or not isinstance(value, str):
+        options = {o.id for o in session.config_options()}
+        if config_id not in options or not isinstance(value, str):
             raise RequestError.invalid_params({"configId": config_id, "reason": "unknown option"})
-        await self._select_mode(session, value)
+        if config_id == translate.MODEL_CONFIG_ID:
+            await self._select_model(session, value)
+        else:
+            await self._select_mode(session, value)
         return acp.SetSessionConfigOptionResponse(config_options=session.config_options())
+
+    async def _select_model(self, session: AcpSession, name: str) -> None:
+        available = [m.name for m in session.models]
+        if name not in available:
+            raise RequestError.invalid_params({"value": name, "available": available})
+        if name != session.model:
+            await _gateway(session.choose_model(name))
 
     async def _select_mode(self, session: AcpSession, mode_id: str) -> None:
         available = [m.id for m in session.modes().available_modes]

@@ -19,6 +19,7 @@ from clients.sdk import (
     CommandsChanged,
     EventAppended,
     HistoryLoaded,
+    ModelInfo,
     OutputStreamed,
     PlanChanged,
     Question,
@@ -26,6 +27,7 @@ from clients.sdk import (
     QuestionAsked,
     QuestionClosed,
     Session,
+    SettingsChanged,
     TextStreamed,
     Update,
     UsageChanged,
@@ -63,9 +65,12 @@ class AcpSession:
         # Texts this editor prompted: their user/message is not echoed back.
         self.own_prompts: list[str] = []
         self.command_names: list[str] = []
+        # The configured models (ListModels; none: no model choice offered).
+        self.models: list[ModelInfo] = []
         self._updates = session.updates()
         self._streamed = Streamed()
         self._mode_sent: str | None = None
+        self._model_sent: str | None = None
         self._turn_ends: list[TurnEnded] = []
         self._turn_waiters: list[tuple[int, asyncio.Future[TurnEnded]]] = []
         self._asking: dict[str, asyncio.Task[None]] = {}
@@ -85,8 +90,36 @@ class AcpSession:
         available = self.session.plan.state is not None
         return translate.modes(self.plan_active, available)
 
+    # -- the model ---------------------------------------------------------------------
+
+    @property
+    def model(self) -> str:
+        """The session's model (its `settings`; the default when it names none)."""
+        settings = self.session.settings
+        return translate.model_id(self.models, settings.model if settings is not None else "")
+
+    async def load_models(self) -> None:
+        """The models the session can switch to; none when the gateway cannot
+        list them (the editor is then offered no model choice)."""
+        try:
+            self.models = await self.session.list_models()
+        except AgentHostError as error:
+            log.info("session %s: listing the models failed (%s)", self.id, error)
+
+    async def choose_model(self, name: str) -> None:
+        """The editor's choice, recorded in the session's settings. The reply
+        to it tells the editor (no config_option_update for it, even when the
+        change reaches the SDK first); a newer change from elsewhere does."""
+        told, self._model_sent = self._model_sent, name
+        try:
+            await self.session.set_model(name)
+        except AgentHostError:
+            self._model_sent = told
+            raise
+        self._model_sent = self.model
+
     def config_options(self) -> list[translate.ConfigOption]:
-        return translate.config_options(self.modes())
+        return translate.config_options(self.modes(), self.models, self.model)
 
     # -- replay and live -----------------------------------------------------------------
 
@@ -107,6 +140,7 @@ class AcpSession:
         if self._pump is not None:
             return
         self._mode_sent = translate.mode_id(self.plan_active)
+        self._model_sent = self.model
         self._pump = asyncio.create_task(self._run(), name=f"acp-{self.id}")
 
     async def _run(self) -> None:
@@ -161,6 +195,8 @@ class AcpSession:
             asking = self._asking.pop(update.question_id, None)
             if asking is not None:
                 asking.cancel()
+        elif isinstance(update, SettingsChanged):
+            await self._send_model()
         elif isinstance(update, CommandsChanged):
             await self._send_commands()
         elif isinstance(update, UsageChanged):
@@ -227,8 +263,16 @@ class AcpSession:
         if state is None or translate.mode_id(state.active) == self._mode_sent:
             return
         self._mode_sent = translate.mode_id(state.active)
-        for update in translate.mode_updates(self.modes()):
+        for update in translate.mode_updates(self.modes(), self.config_options()):
             await self._send(update)
+
+    async def _send_model(self) -> None:
+        """config_option_update when the session's model changed from what the
+        editor was told, whoever changed it (the CLI, the web, the SDK)."""
+        if not self.models or self.model == self._model_sent:
+            return
+        self._model_sent = self.model
+        await self._send(translate.config_update(self.config_options()))
 
     async def _send_commands(self) -> None:
         try:

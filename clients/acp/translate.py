@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,11 +24,12 @@ from acp.helpers import (
 from agenthost.runtime.v1 import runtime_pb2 as rt
 from agenthost.sessionlog.v1 import events_pb2
 
-from clients.sdk import Question, Usage
+from clients.sdk import ModelInfo, Question, Usage
 
 DEFAULT_MODE = "default"
 PLAN_MODE = "plan"
 MODE_CONFIG_ID = "mode"
+MODEL_CONFIG_ID = "model"
 # Tool output shown while a command runs: its tail, so an editor is not fed
 # megabytes on every delta.
 OUTPUT_SHOWN_CHARS = 16_384
@@ -74,9 +75,12 @@ def modes(plan_active: bool, plan_available: bool) -> acp.SessionModeState:
 ConfigOption = acp.SessionConfigOptionSelect | acp.SessionConfigOptionBoolean
 
 
-def config_options(state: acp.SessionModeState) -> list[ConfigOption]:
-    """The same modes as a config option (the form newer clients use)."""
-    return [
+def config_options(
+    state: acp.SessionModeState, models: Sequence[ModelInfo], model: str
+) -> list[ConfigOption]:
+    """The session's choices as config options (the form newer clients use):
+    its modes, then its model when the deployment lists models."""
+    options: list[ConfigOption] = [
         acp.SessionConfigOptionSelect(
             id=MODE_CONFIG_ID,
             name="Mode",
@@ -89,16 +93,65 @@ def config_options(state: acp.SessionModeState) -> list[ConfigOption]:
             ],
         )
     ]
+    if models:
+        options.append(model_option(models, model))
+    return options
 
 
-def mode_updates(state: acp.SessionModeState) -> list[Any]:
-    """What tells an editor the committed mode changed: both forms."""
-    return [
-        update_current_mode(state.current_mode_id),
-        acp.ConfigOptionUpdate(
-            session_update="config_option_update", config_options=list(config_options(state))
-        ),
+def model_id(models: Sequence[ModelInfo], model: str) -> str:
+    """The model a session's settings name ("": the deployment's default)."""
+    if model:
+        return model
+    return next((m.name for m in models if m.is_default), models[0].name if models else "")
+
+
+def model_option(models: Sequence[ModelInfo], model: str) -> acp.SessionConfigOptionSelect:
+    """The configured models (ListModels), the session's selected. One the
+    session names that the models file no longer lists is shown as such."""
+    current = model_id(models, model)
+    choices = [
+        acp.SessionConfigSelectOption(value=m.name, name=m.name, description=model_description(m))
+        for m in models
     ]
+    if current not in {m.name for m in models}:
+        choices.append(
+            acp.SessionConfigSelectOption(
+                value=current, name=current, description="Not in the models file any more."
+            )
+        )
+    return acp.SessionConfigOptionSelect(
+        id=MODEL_CONFIG_ID,
+        name="Model",
+        description="The model of the session's next model request.",
+        category="model",
+        type="select",
+        current_value=current,
+        options=choices,
+    )
+
+
+def model_description(model: ModelInfo) -> str:
+    """One line: the provider's model, its window and its prices."""
+    parts = [f"{model.provider_model} ({model.provider})"]
+    if model.context_window:
+        parts.append(f"{model.context_window // 1000}k context")
+    if model.prices is not None:
+        parts.append(f"${model.prices.input:g}/${model.prices.output:g} per M tokens")
+    if model.is_default:
+        parts.append("the default")
+    return ", ".join(parts)
+
+
+def config_update(options: Sequence[ConfigOption]) -> acp.ConfigOptionUpdate:
+    """Every config option with its value: what tells an editor one changed."""
+    return acp.ConfigOptionUpdate(
+        session_update="config_option_update", config_options=list(options)
+    )
+
+
+def mode_updates(state: acp.SessionModeState, options: Sequence[ConfigOption]) -> list[Any]:
+    """What tells an editor the committed mode changed: both forms."""
+    return [update_current_mode(state.current_mode_id), config_update(options)]
 
 
 # -- commands and usage ---------------------------------------------------------------------

@@ -275,18 +275,14 @@ class AgentHostClient:
     async def _run(self) -> None:
         attempt = 0
         while not self._closing.is_set():
-            confirmed = False
-            try:
-                confirmed = await self._stream_once()
-            except asyncio.CancelledError:
-                raise
-            except AgentHostError as error:
-                if isinstance(error, StaleRequestError):
-                    self._fail(SupersededError(error.message, code=error.code, reason=error.reason))
-                    return
-                if isinstance(error, UnauthenticatedError):
-                    self._fail(error)
-                    return
+            confirmed, error = await self._stream_once()
+            if isinstance(error, StaleRequestError):
+                self._fail(SupersededError(error.message, code=error.code, reason=error.reason))
+                return
+            if isinstance(error, UnauthenticatedError):
+                self._fail(error)
+                return
+            if error is not None:
                 log.info("gateway stream lost (%s)", error)
             self._connected.clear()
             if self._closing.is_set():
@@ -322,8 +318,11 @@ class AgentHostClient:
         for session in list(self._sessions.values()):
             session.on_generation(self.generation)
 
-    async def _stream_once(self) -> bool:
-        """One Connect call until it ends; whether the gateway confirmed it."""
+    async def _stream_once(self) -> tuple[bool, AgentHostError | None]:
+        """One Connect call until it ends: whether the gateway confirmed it,
+        and the error that ended it (None: it ended, or was cut or timed out).
+        A confirmed stream that fails (a gateway killed) is as lost as one
+        that ends: its generation is over either way."""
         cursors = {
             sid: cursor
             for sid, session in self._sessions.items()
@@ -337,11 +336,11 @@ class AgentHostClient:
         try:
             while True:
                 if self._cut:
-                    return confirmed
+                    return confirmed, None
                 async with asyncio.timeout(self.idle_timeout or None):
                     frame = await call.read()
                 if frame is grpc.aio.EOF:
-                    return confirmed
+                    return confirmed, None
                 if frame.HasField("connected"):
                     confirmed = True
                     self.connects += 1
@@ -353,18 +352,18 @@ class AgentHostClient:
                 self._dispatch(frame)
         except TimeoutError:
             log.info("no frame from the gateway for %ss; reconnecting", self.idle_timeout)
-            return confirmed
+            return confirmed, None
         except asyncio.CancelledError:
             # A cancelled call cancels its pending read; only a cancel of this
             # task itself (close) goes on.
             task = asyncio.current_task()
             if task is not None and task.cancelling():
                 raise
-            return confirmed
+            return confirmed, None
         except grpc.aio.AioRpcError as error:
             if error.code() == grpc.StatusCode.CANCELLED and (self._cut or self._closing.is_set()):
-                return confirmed
-            raise error_from_rpc(error) from error
+                return confirmed, None
+            return confirmed, error_from_rpc(error)
         finally:
             call.cancel()
             self._call = None

@@ -8,7 +8,9 @@ piece may also arrive before the text it follows: one relayed just after the
 gateway took OpenSession's text so far reaches the stream before that reply
 does. It is kept (up to EARLY_KEPT a stream) and added once the text before
 it is held. A stream ends when the log records its whole value (the step's
-assistant/message, the command's tool/result) or the turn ends.
+assistant/message, the command's tool/result) or the turn ends; a stream
+that ended takes no late piece (of the streams and turns remembered:
+runtime.proto's LIVE_LIMIT_ENDED_STREAMS_KEPT, as the gateway keeps).
 """
 
 from __future__ import annotations
@@ -23,9 +25,6 @@ REASONING = "reasoning"
 _KINDS = {rt.TEXT_KIND_ANSWER: ANSWER, rt.TEXT_KIND_REASONING: REASONING}
 # Pieces kept per stream while the text before them has not arrived.
 EARLY_KEPT = 256
-# Streams remembered as ended, so a late piece of one (an OpenSession reply's
-# text so far read before the step's message was logged) does not start it again.
-ENDED_KEPT = 1024
 
 
 @dataclass(frozen=True)
@@ -36,6 +35,13 @@ class StepKey:
     step: int
     # "answer" or "reasoning".
     kind: str
+
+
+@dataclass(frozen=True)
+class EndedTurn:
+    """A turn whose end is logged: all its streams ended."""
+
+    turn_id: str
 
 
 def step_key(delta: rt.AssistantDelta) -> StepKey:
@@ -57,14 +63,18 @@ class LiveText:
         self.gaps = 0
         # Those pieces, (offset, text) by stream (its text key or command id).
         self._early: dict[StepKey | str, list[tuple[int, str]]] = {}
-        self._ended: dict[StepKey | str, None] = {}
+        self._ended: dict[StepKey | str | EndedTurn, None] = {}
 
     def add_text(self, delta: rt.AssistantDelta) -> str:
         """What the piece adds to its step's text ("" when nothing)."""
+        if EndedTurn(delta.turn_id) in self._ended:
+            return ""
         return self._add(self.texts, step_key(delta), delta.offset, delta.text)
 
     def add_output(self, delta: rt.ToolOutputDelta) -> str:
         """What the piece adds to its command's output ("" when nothing)."""
+        if EndedTurn(delta.turn_id) in self._ended:
+            return ""
         return self._add(self.outputs, delta.call_id, delta.offset, delta.text)
 
     def text_of(self, turn_id: str, step: int, kind: str = ANSWER) -> str:
@@ -82,11 +92,13 @@ class LiveText:
         self.outputs.pop(call_id, None)
         self._end(call_id)
 
-    def clear(self) -> None:
-        """Forget every stream (the turn ended)."""
+    def end_turn(self, turn_id: str) -> None:
+        """The turn ended: every stream ends, and none of the turn's takes a
+        late piece (also one whose step logged no message: a failed step)."""
         self.texts.clear()
         self.outputs.clear()
         self._early.clear()
+        self._end(EndedTurn(turn_id))
 
     def restart(self) -> None:
         """The history was replaced: the streams begin again from the text so
@@ -94,10 +106,12 @@ class LiveText:
         self.texts.clear()
         self.outputs.clear()
 
-    def _end(self, key: StepKey | str) -> None:
-        self._early.pop(key, None)
+    def _end(self, key: StepKey | str | EndedTurn) -> None:
+        if not isinstance(key, EndedTurn):
+            self._early.pop(key, None)
         self._ended[key] = None
-        while len(self._ended) > ENDED_KEPT:
+        # How many the gateway and every client keep (the contract's number).
+        while len(self._ended) > rt.LIVE_LIMIT_ENDED_STREAMS_KEPT:
             del self._ended[next(iter(self._ended))]
 
     def _add(self, streams: dict[K, str], key: K, offset: int, text: str) -> str:

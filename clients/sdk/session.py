@@ -321,8 +321,10 @@ class Session:
         self.running = False
         # The open questions (the plan review, tool approvals), oldest first.
         self.questions: dict[str, Question] = {}
-        # None until the gateway said (the `settings` projection).
+        # None until the gateway said (the `settings` projection, or the
+        # reply to this client's own change: the higher seq wins).
         self.settings: Settings | None = None
+        self._settings_seq = -1
         # What the model requests used (the `usage` projection); None
         # before the first request.
         self.usage: Usage | None = None
@@ -494,6 +496,7 @@ class Session:
             if replaced:
                 self.plan_tracker.reset()
                 self.projections.clear()
+                self._settings_seq = -1
                 self.live.restart()
             self.history.replace(
                 events, has_more=reply.has_more, before_seq=reply.before_seq, last_seq=reply.seq
@@ -630,10 +633,12 @@ class Session:
                 updates += self._questions_now(view)
             elif key == "settings":
                 network = bool(view.get("network", False)) if isinstance(view, dict) else False
-                self.settings = Settings(
-                    sandbox_value(view), approvals_value(view), model_value(view), network
+                updates += self._settings_at(
+                    Settings(
+                        sandbox_value(view), approvals_value(view), model_value(view), network
+                    ),
+                    seq,
                 )
-                updates.append(SettingsChanged(self.settings))
             elif key == "usage":
                 self.usage = usage_value(view)
                 updates.append(UsageChanged(self.usage))
@@ -643,6 +648,17 @@ class Session:
             log.info("session %s: malformed %s projection ignored (%s)", self.id, key, error)
             self.ignored_frames += 1
         return updates
+
+    def _settings_at(self, settings: Settings, seq: int) -> list[Update]:
+        """The settings as of `seq` (a projection value, or the reply to a
+        change): an older one than held is dropped."""
+        if seq < self._settings_seq:
+            return []
+        self._settings_seq = seq
+        if settings == self.settings:
+            return []
+        self.settings = settings
+        return [SettingsChanged(settings)]
 
     def _questions_now(self, view: JsonValue) -> list[Update]:
         if not isinstance(view, list):
@@ -696,7 +712,7 @@ class Session:
             self.live.end_output(event.tool_result.call_id)
         elif kind == "turn_end":
             self._step = None
-            self.live.clear()
+            self.live.end_turn(event.turn_end.turn_id)
 
     def _repair_soon(self) -> None:
         if self.closed or self.history.missing() is None:
@@ -930,7 +946,8 @@ class Session:
         name of `list_models`, "" for the default; an unknown one is
         InvalidArgumentError UNKNOWN_MODEL and changes nothing) and/or whether
         confined commands reach the network; recorded in the session's log,
-        effective for the next tool call or model request."""
+        effective for the next tool call or model request. `settings` shows
+        them at once (SettingsChanged), unless a newer change came first."""
         client = self._client
         request = gw.UpdateSessionSettingsRequest(fence=client.fence(), session_id=self.id)
         if sandbox is not None:
@@ -950,6 +967,7 @@ class Session:
             reply.settings.model,
             reply.settings.network,
         )
+        self._notify(*self._settings_at(settings, reply.seq))
         return settings
 
     async def set_model(self, name: str) -> Settings:

@@ -21,8 +21,6 @@ from typing import TypeVar
 from agenthost.runtime.v1 import runtime_pb2 as rt
 from agenthost.sessionlog.v1 import events_pb2 as ev
 
-# Closed streams remembered per gateway, so late deltas of them are dropped.
-CLOSED_KEPT = 10_000
 # The tool whose calls stream output, and what it writes after its status line
 # when a command printed nothing.
 COMMAND_TOOL = "shell"
@@ -153,7 +151,8 @@ class LiveTexts:
     def _close(self, key: tuple[object, ...]) -> None:
         self._closed[key] = None
         self._closed.move_to_end(key)
-        while len(self._closed) > CLOSED_KEPT:
+        # Late deltas of the closed streams remembered are dropped.
+        while len(self._closed) > rt.LIVE_LIMIT_ENDED_STREAMS_KEPT:
             self._closed.popitem(last=False)
 
 

@@ -38,7 +38,7 @@ from services.common.recent import Recent
 
 from . import leases
 from .leases import Lease
-from .pending import MemoryPendingSessions, PendingSessions
+from .pending import MemoryPendingSessions
 from .port import (
     DEFAULT_HEARTBEAT_S,
     DEFAULT_MESSAGE_LIMIT,
@@ -56,6 +56,7 @@ from .sqlite_store import SqliteSessionStore
 from .store import (
     EVERY_SESSION,
     Event,
+    PendingSessions,
     SessionHeader,
     SessionStore,
     SessionSummary,

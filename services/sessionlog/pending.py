@@ -1,41 +1,16 @@
 """Lazy sessions: created, never appended to, so not durable and never listed.
 
-They sit behind one small interface with two implementations: a dict in
-the process (below), for a store only this process writes (SQLite), and a
-table every replica sees, for a shared store (PostgreSQL: postgres_store.py).
-The first append that stores a session ends its pending life; the domain
-(domain.py) decides everything else, so the two differ only in where the
-headers are kept.
+They sit behind one small interface (store.py's PendingSessions) with two
+implementations: a dict in the process (below), for a store only this
+process writes (SQLite), and a table every replica sees, for a shared store
+(PostgreSQL: postgres_store.py). The first append that stores a session ends
+its pending life; the domain (domain.py) decides everything else, so the two
+differ only in where the headers are kept.
 """
 
 from __future__ import annotations
 
-from typing import Protocol
-
-from .store import SessionHeader
-
-# A session nobody appended to for a day was abandoned (a client writes to a
-# session in its first turn, minutes after creating it); without a bound the
-# ones created and never used would pile up, in a shared table for good.
-PENDING_TTL_US = 24 * 3600 * 1_000_000
-
-
-class PendingSessions(Protocol):
-    async def add(self, header: SessionHeader) -> SessionHeader:
-        """Keep `header` unless its id is pending already; the header pending
-        under its id now (ours, or the one created first). Drops the sessions
-        created PENDING_TTL_US before `header` first."""
-        ...
-
-    async def get(self, session_id: str) -> SessionHeader | None: ...
-
-    async def discard(self, session_id: str) -> bool:
-        """Forget the session; False when it was not pending."""
-        ...
-
-    async def made_durable(self, session_id: str) -> None:
-        """The session's first append was stored: it is pending no more."""
-        ...
+from .store import PENDING_TTL_US, SessionHeader
 
 
 class MemoryPendingSessions:

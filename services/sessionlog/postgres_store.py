@@ -40,10 +40,10 @@ from . import store_algorithms as algorithms
 from .append_plan import AppendRequest, Outcome, Stored, WavePlan, plan_wave, wanted_ids
 from .group_commit import CommitStats, GroupCommitter
 from .leases import Lease, LeaseChange
-from .pending import PENDING_TTL_US
 from .port import AppendResult, Direction, ReadResult, TailPage
 from .store import (
     EVERY_SESSION,
+    PENDING_TTL_US,
     Event,
     SessionHeader,
     SessionSummary,

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from agenthost.sessionlog.v1 import events_pb2, session_log_pb2
 
@@ -22,9 +22,6 @@ from agenthost_core.folds import summary_change
 
 from .leases import Lease, LeaseChange
 from .port import AppendResult, Direction, ReadResult, TailPage
-
-if TYPE_CHECKING:
-    from .pending import PendingSessions
 
 Event = events_pb2.Event
 SessionSummary = session_log_pb2.SessionSummary
@@ -208,6 +205,33 @@ class SessionStore(Protocol):
     async def save_checkpoint(self, session_id: str, checkpoint: StateCheckpoint) -> None:
         """Keep `checkpoint` unless a newer one is stored; a session that is not
         stored (deleted meanwhile) gets none."""
+        ...
+
+
+# A session nobody appended to for a day was abandoned (a client writes to a
+# session in its first turn, minutes after creating it); without a bound the
+# ones created and never used would pile up, in a shared table for good.
+PENDING_TTL_US = 24 * 3600 * 1_000_000
+
+
+class PendingSessions(Protocol):
+    """The sessions created and not yet appended to (pending.py keeps them in
+    memory; a SharedStore in a table every replica sees)."""
+
+    async def add(self, header: SessionHeader) -> SessionHeader:
+        """Keep `header` unless its id is pending already; the header pending
+        under its id now (ours, or the one created first). Drops the sessions
+        created PENDING_TTL_US before `header` first."""
+        ...
+
+    async def get(self, session_id: str) -> SessionHeader | None: ...
+
+    async def discard(self, session_id: str) -> bool:
+        """Forget the session; False when it was not pending."""
+        ...
+
+    async def made_durable(self, session_id: str) -> None:
+        """The session's first append was stored: it is pending no more."""
         ...
 
 

@@ -115,3 +115,71 @@ def test_each_session_store_leaves_reading_paging_and_fork_to_the_shared_algorit
         for algorithm in ("read", "tail_page", "fork"):
             assert f"algorithms.{algorithm}(" in source, (name, algorithm)
         assert "_page_start" not in source and "_copies" not in source, name
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(REPO).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def import_graph(tops: tuple[str, ...]) -> dict[str, set[str]]:
+    """Module -> the modules of `tops` it imports, at any depth (in a
+    function, under TYPE_CHECKING); `from package import module` names the
+    module, not the package. Tests are left out."""
+    paths = {
+        module_name(path): path
+        for top in tops
+        for path in (REPO / top).rglob("*.py")
+        if "tests" not in path.relative_to(REPO).parts and "node_modules" not in path.parts
+    }
+    graph: dict[str, set[str]] = {}
+    for name, path in paths.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        edges: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                edges |= {alias.name for alias in node.names}
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    parent = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join([*parent, *([base] if base else [])])
+                for alias in node.names:
+                    edges.add(f"{base}.{alias.name}" if f"{base}.{alias.name}" in paths else base)
+        graph[name] = {module for module in edges if module in paths and module != name}
+    return graph
+
+
+def import_circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The groups of modules that import one another, round (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    circles: list[list[str]] = []
+
+    def visit(module: str) -> None:
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        for imported in sorted(graph[module]):
+            if imported not in index:
+                visit(imported)
+                low[module] = min(low[module], low[imported])
+            elif imported in stack:
+                low[module] = min(low[module], index[imported])
+        if low[module] == index[module]:
+            group = stack[stack.index(module) :]
+            del stack[stack.index(module) :]
+            if len(group) > 1:
+                circles.append(sorted(group))
+
+    for module in sorted(graph):
+        if module not in index:
+            visit(module)
+    return circles
+
+
+def test_no_modules_import_one_another_round() -> None:
+    """A circle makes its modules one (none can be read or loaded alone) and
+    breaks at import time when its order changes: a piece both sides need
+    belongs to one of them, or below both."""
+    assert import_circles(import_graph(("agenthost_core", "services", "clients"))) == []

@@ -23,9 +23,8 @@ from services.common.errors import (
 )
 from services.common.ranges import INT64_MAX, INT64_MIN
 from services.sessionlog.domain import SessionLog
-from services.sessionlog.pending import PENDING_TTL_US
 from services.sessionlog.port import CaughtUp, Direction, Heartbeat
-from services.sessionlog.store import SharedStore
+from services.sessionlog.store import PENDING_TTL_US, SharedStore
 from tests.support.clocks import ManualClock
 from tests.support.events import (
     assistant,

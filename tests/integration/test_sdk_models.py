@@ -92,9 +92,7 @@ async def test_a_session_lists_and_switches_models_and_sees_its_usage(
 
         settings = await session.set_model("alt")
         assert settings.model == "alt"
-        await session.wait_until(
-            lambda s: s.settings is not None and s.settings.model == "alt", WAIT_S
-        )
+        assert session.settings == settings  # at once, from the reply
         await session.prompt("hello")
         await session.wait_until(
             lambda s: not s.running and any(e.HasField("turn_end") for e in s.events), WAIT_S

@@ -9,7 +9,7 @@ from acp.helpers import embedded_text_resource, resource_block, text_block
 from agenthost.sessionlog.v1 import events_pb2 as ev
 
 from clients.acp import translate
-from clients.sdk import Question, Usage
+from clients.sdk import ModelInfo, ModelPrices, Question, Usage
 
 NEW_FILE = """--- /dev/null
 +++ b/NOTES.md
@@ -140,6 +140,35 @@ def test_a_prompt_inlines_text_resources() -> None:
 def test_without_plan_mode_only_the_default_mode_is_offered() -> None:
     state = translate.modes(False, plan_available=False)
     assert [m.id for m in state.available_modes] == ["default"]
-    [option] = translate.config_options(state)
+    [option] = translate.config_options(state, [], "")
     assert isinstance(option, acp.SessionConfigOptionSelect)
     assert option.current_value == "default"
+
+
+DEEP = ModelInfo("deep", "deepseek", "deepseek-chat", 128_000, 8192, ModelPrices(0.27, 1.1), True)
+ALT = ModelInfo("alt", "builtin", "builtin-echo", 32_000, 4096, None, False)
+
+
+def test_the_models_are_a_config_option_of_category_model_the_sessions_selected() -> None:
+    state = translate.modes(False, plan_available=True)
+    mode, model = translate.config_options(state, [DEEP, ALT], "")
+    assert isinstance(model, acp.SessionConfigOptionSelect)
+    assert (mode.id, model.id, model.category) == ("mode", "model", "model")
+    # A session that names no model has the default.
+    assert model.current_value == "deep"
+    assert [(o.value, o.description) for o in model.options] == [
+        ("deep", "deepseek-chat (deepseek), 128k context, $0.27/$1.1 per M tokens, the default"),
+        ("alt", "builtin-echo (builtin), 32k context"),
+    ]
+    assert translate.model_option([DEEP, ALT], "alt").current_value == "alt"
+    # One the models file no longer lists is still shown as the session's.
+    gone = translate.model_option([DEEP, ALT], "old")
+    assert gone.current_value == "old" and gone.options[-1].value == "old"
+
+
+def test_a_changed_option_is_told_with_every_option() -> None:
+    state = translate.modes(True, plan_available=True)
+    options = translate.config_options(state, [DEEP, ALT], "alt")
+    current, update = translate.mode_updates(state, options)
+    assert current.current_mode_id == "plan"
+    assert [o.current_value for o in update.config_options] == ["plan", "alt"]

@@ -56,6 +56,20 @@ def test_a_step_that_ends_drops_its_pieces_and_takes_no_late_ones() -> None:
     assert live.add_text(delta(0, "next step", step=1)) == "next step"
 
 
+def test_a_turn_that_ends_takes_no_late_piece_of_any_of_its_streams() -> None:
+    live = LiveText()
+    live.add_text(delta(0, "Let me"))
+    live.add_output(rt.ToolOutputDelta(turn_id="t", call_id="c", offset=0, text="line 1\n"))
+    live.end_turn("t")  # the step failed: no message was logged
+    # An OpenSession reply read before the turn ended: its text so far.
+    assert live.add_text(delta(0, "Let me look")) == ""
+    late_output = rt.ToolOutputDelta(turn_id="t", call_id="c", offset=0, text="line 1\nline 2\n")
+    assert live.add_output(late_output) == ""
+    assert live.texts == {} and live.outputs == {}
+    next_turn = rt.AssistantDelta(turn_id="t2", kind=rt.TEXT_KIND_ANSWER, text="Next")
+    assert live.add_text(next_turn) == "Next"
+
+
 @given(st.text(min_size=1, max_size=40), st.lists(st.integers(0, 40), max_size=8))
 def test_any_cut_of_a_text_redelivered_with_overlaps_gives_it_once(
     text: str, cuts: list[int]

@@ -227,10 +227,15 @@ export class AgentHostClient implements SessionHost {
     for (const session of this.#sessions.values()) session.onGeneration(this.generation);
   }
 
-  /** One stream; whether it was confirmed, or undefined when the client failed for good. */
+  /**
+   * One stream; whether it was confirmed, or undefined when the client failed
+   * for good. A confirmed stream that fails (a gateway killed) is as lost as
+   * one that ends: its generation is over either way.
+   */
   async #streamOnceOrFail(): Promise<boolean | undefined> {
+    const stream = { confirmed: false };
     try {
-      return await this.#streamOnce();
+      return await this.#streamOnce(stream);
     } catch (thrown) {
       const error = AgentHostError.from(thrown);
       if (error.stale) {
@@ -242,30 +247,30 @@ export class AgentHostClient implements SessionHost {
         this.#fail(error);
         return undefined;
       }
-      return false;
+      return stream.confirmed;
     }
   }
 
-  async #streamOnce(): Promise<boolean> {
+  /** One stream until it ends; `stream.confirmed` says whether the gateway confirmed it (also when it fails). */
+  async #streamOnce(stream: { confirmed: boolean }): Promise<boolean> {
     const abort = new AbortController();
     this.#stream = abort;
     const idle = new IdleTimer(this.#idleTimeoutMs, () => abort.abort());
-    let confirmed = false;
     try {
       const frames = this.gateway.connect({ clientId: this.clientId, generation: BigInt(this.generation), cursors: this.#cursors() }, { signal: abort.signal });
       for await (const frame of frames) {
         idle.reset();
         if (frame.frame.case === "connected") {
-          confirmed = true;
+          stream.confirmed = true;
           this.#onConnected();
         } else {
           this.#dispatch(frame);
         }
       }
-      return confirmed;
+      return stream.confirmed;
     } catch (error) {
       // A stream we cut (reconnect, idle, close) ends quietly.
-      if (abort.signal.aborted) return confirmed;
+      if (abort.signal.aborted) return stream.confirmed;
       throw error;
     } finally {
       idle.stop();

@@ -12,15 +12,16 @@
 // reaches the stream before that reply does): it is kept, up to EARLY_KEPT a
 // stream, and added once the text before it is held. A stream ends when the
 // log records its whole value: the step's assistant/message, the command's
-// tool/result, or the turn's turn/end; a stream whose message or result is
-// logged takes no late piece (up to ENDED_KEPT streams are remembered).
+// tool/result, or the turn's turn/end; a stream that ended takes no late
+// piece (of the ended streams and turns remembered: as many as the gateway
+// keeps, runtime.proto's LiveLimit.ENDED_STREAMS_KEPT).
 //
 // JavaScript strings count UTF-16 code units, not code points: "🙂" has
 // `length` 2 but is one code point, so offsets are never compared with
 // `String#length` here.
 
 import type { ConnectResponse, OpenSessionResponse } from "../gen/agenthost/gateway/v1/gateway_pb.js";
-import { TextKind, type AssistantDelta, type ToolOutputDelta } from "../gen/agenthost/runtime/v1/runtime_pb.js";
+import { LiveLimit, TextKind, type AssistantDelta, type ToolOutputDelta } from "../gen/agenthost/runtime/v1/runtime_pb.js";
 import type { Event } from "../gen/agenthost/sessionlog/v1/events_pb.js";
 
 export { TextKind };
@@ -75,12 +76,6 @@ interface Held {
 /** Pieces kept per stream while the text before them has not arrived. */
 export const EARLY_KEPT = 256;
 
-/**
- * Streams remembered as ended, so a late piece of one (an OpenSession reply's
- * text so far read before the step's message was logged) does not start it again.
- */
-export const ENDED_KEPT = 1024;
-
 /** The pieces of one stream that arrived beyond what it held. */
 interface Early {
   turnId: string;
@@ -96,7 +91,7 @@ export class LiveText {
   #outputs = new Map<string, Held>();
   #earlyTexts = new Map<string, Early>();
   #earlyOutputs = new Map<string, Early>();
-  /** Ended streams, oldest first: "text " + step key or "output " + call id. */
+  /** Ended streams and turns, oldest first: "text " + step key, "output " + call id, "turn " + turn id. */
   #ended = new Set<string>();
   #step: { turnId: string; step: number } | undefined = undefined;
   #seq = -1n;
@@ -111,7 +106,7 @@ export class LiveText {
     if (!this.#mine(delta.sessionId)) return "";
     const kind = kindOf(delta.kind);
     const key = stepKey(delta.turnId, delta.step, kind);
-    if (this.#ended.has(`text ${key}`)) return "";
+    if (this.#ended.has(`text ${key}`) || this.#ended.has(`turn ${delta.turnId}`)) return "";
     const held = this.#texts.get(key) ?? { turnId: delta.turnId, step: delta.step, kind, text: "", length: 0 };
     const fresh = this.#append(held, delta, this.#earlyTexts, key);
     if (fresh) this.#texts.set(key, held);
@@ -120,7 +115,7 @@ export class LiveText {
 
   /** Adds a piece of a command's output; returns what it adds ("" when nothing). */
   addOutput(delta: ToolOutputDelta): string {
-    if (!this.#mine(delta.sessionId) || this.#ended.has(`output ${delta.callId}`)) return "";
+    if (!this.#mine(delta.sessionId) || this.#ended.has(`output ${delta.callId}`) || this.#ended.has(`turn ${delta.turnId}`)) return "";
     const held = this.#outputs.get(delta.callId) ?? { turnId: delta.turnId, text: "", length: 0 };
     const fresh = this.#append(held, delta, this.#earlyOutputs, delta.callId);
     if (fresh) this.#outputs.set(delta.callId, held);
@@ -158,12 +153,16 @@ export class LiveText {
     this.#remember(`output ${callId}`);
   }
 
-  /** The turn ended: every stream of it ends. */
+  /**
+   * The turn ended: every stream of it ends and takes no late piece, also one
+   * whose step logged no message (a failed step) or that was never seen here.
+   */
   endTurn(turnId: string): void {
     for (const streams of [this.#texts, this.#outputs, this.#earlyTexts, this.#earlyOutputs]) {
       for (const [key, stream] of streams) if (stream.turnId === turnId) streams.delete(key);
     }
     if (this.#step?.turnId === turnId) this.#step = undefined;
+    this.#remember(`turn ${turnId}`);
   }
 
   /** Forgets every stream. */
@@ -234,7 +233,7 @@ export class LiveText {
   #remember(ended: string): void {
     this.#ended.add(ended);
     for (const oldest of this.#ended) {
-      if (this.#ended.size <= ENDED_KEPT) break;
+      if (this.#ended.size <= LiveLimit.ENDED_STREAMS_KEPT) break;
       this.#ended.delete(oldest);
     }
   }

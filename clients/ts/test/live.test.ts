@@ -4,7 +4,8 @@ import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import { create } from "@bufbuild/protobuf";
 import { OpenSessionResponseSchema } from "../gen/agenthost/gateway/v1/gateway_pb.js";
-import { ENDED_KEPT, LiveText, TextKind, codePointLength, freshPart } from "../src/index.js";
+import { LiveLimit } from "../gen/agenthost/runtime/v1/runtime_pb.js";
+import { LiveText, TextKind, codePointLength, freshPart } from "../src/index.js";
 import { delta, deltaFrame, eventFrame, event, output, outputFrame } from "./messages.js";
 
 describe("code points", () => {
@@ -83,12 +84,29 @@ describe("LiveText", () => {
     assert.equal(live.add(delta(0, "next step", { step: 1 })), "next step");
   });
 
-  test("only the newest ENDED_KEPT ended streams are remembered", () => {
+  test("a turn that ends takes no late piece of any of its streams", () => {
     const live = new LiveText("s1");
-    for (let step = 0; step <= ENDED_KEPT; step++) live.end("t1", step);
+    live.followEvent(event(1, { case: "stepStart", value: { turnId: "t1", step: 0 } }));
+    live.add(delta(0, "Let me"));
+    live.addOutput(output(0, "line 1\n"));
+    // The step failed: no message is logged, the turn ends.
+    live.followEvent(event(2, { case: "turnEnd", value: { turnId: "t1" } }));
+    // An OpenSession reply read before the turn ended: its text so far.
+    assert.equal(live.add(delta(0, "Let me look")), "");
+    assert.equal(live.add(delta(0, "Thinking", { step: 0, kind: TextKind.REASONING })), "");
+    assert.equal(live.addOutput(output(0, "line 1\nline 2\n")), "");
+    assert.deepEqual(live.steps(), [], "nothing of the ended turn shows as running");
+    assert.equal(live.outputOf("c1"), "");
+    assert.equal(live.add(delta(0, "Next turn", { turn: "t2" })), "Next turn");
+  });
+
+  test("only the newest ended streams the contract names are remembered", () => {
+    const live = new LiveText("s1");
+    const kept = LiveLimit.ENDED_STREAMS_KEPT;
+    for (let step = 0; step <= kept; step++) live.end("t1", step);
     // Each end() remembers two streams (answer and reasoning): step 0's were forgotten first.
     assert.equal(live.add(delta(0, "old", { step: 0 })), "old");
-    assert.equal(live.add(delta(0, "newest", { step: ENDED_KEPT })), "");
+    assert.equal(live.add(delta(0, "newest", { step: kept })), "");
   });
 
   test("offsets count code points, not UTF-16 units (offline)", () => {

@@ -51,7 +51,6 @@ from services.common.errors import UnknownModel
 from .base import ModelAdapter
 from .builtin import BuiltinAdapter, load_script
 from .factory import ENV_BUILTIN_SCRIPT, adapter_from_env
-from .factory import ENV_MODELS_FILE as ENV_MODELS_FILE  # where the catalog is named
 from .openai_compat import (
     ENV_BASE_URL,
     ENV_MODEL,
@@ -63,6 +62,7 @@ from .openai_compat import (
 
 log = logging.getLogger("agenthost.runtime")
 
+ENV_MODELS_FILE = "AGENTHOST_MODELS_FILE"
 MODELS_FILE_NAME = "models.toml"
 BUILTIN = "builtin"
 PROVIDER_KINDS = (OPENAI_COMPAT_NAME, BUILTIN)
@@ -422,3 +422,46 @@ def _check_keys(table: Mapping[str, Any], known: set[str], path: Path | str, key
         raise ModelsFileError(
             path, where, f"is not a known key (known: {', '.join(sorted(known))})"
         )
+
+
+# -- the model a stack uses by default ------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ModelInUse:
+    """The model a stack's turns call by default and the server that answers,
+    as a person is told them (the banner of `agenthost up`)."""
+
+    name: str
+    server: str
+
+
+def model_in_use(
+    env: Mapping[str, str] | None = None, *, builtin_script: str | Path | None = None
+) -> ModelInUse:
+    """The default model turns call, named: the models file's default when
+    AGENTHOST_MODELS_FILE names one, else what `adapter_from_env` would
+    choose. It never fails (a missing variable or a bad file is said, and
+    the runtime reports it when it builds the model)."""
+    env = os.environ if env is None else env
+    if env.get(ENV_MODELS_FILE, "").strip():
+        return _models_file_default(Path(env[ENV_MODELS_FILE].strip()), env)
+    base_url = env.get(ENV_BASE_URL, "")
+    if base_url:
+        return ModelInUse(env.get(ENV_MODEL, "") or f"? ({ENV_MODEL} is not set)", base_url)
+    script = builtin_script or env.get(ENV_BUILTIN_SCRIPT)
+    if script:
+        return ModelInUse("built-in", f"none: replies scripted by {script}")
+    return ModelInUse("built-in", f"none: it echoes (set {ENV_BASE_URL} and {ENV_MODEL})")
+
+
+def _models_file_default(path: Path, env: Mapping[str, str]) -> ModelInUse:
+    try:
+        spec = load_catalog(path, env).default
+    except ModelsFileError as error:
+        return ModelInUse("?", f"none: {error}")
+    if spec.provider.kind == BUILTIN:
+        script = spec.provider.script or env.get(ENV_BUILTIN_SCRIPT)
+        echo = f"replies scripted by {script}" if script else "it echoes"
+        return ModelInUse(spec.name, f"none: {echo} (from {path})")
+    return ModelInUse(spec.name, spec.provider.base_url)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -21,14 +20,12 @@ from services.agentruntime.models.base import ModelAdapter
 from services.agentruntime.models.builtin import BUILTIN_CONTEXT_WINDOW, BuiltinAdapter
 from services.agentruntime.models.openai_compat import (
     ENV_BASE_URL,
-    ENV_MODEL,
     OpenAICompatAdapter,
     OpenAICompatConfig,
     context_window_from_env,
 )
 
 ENV_BUILTIN_SCRIPT = "AGENTHOST_BUILTIN_SCRIPT"
-ENV_MODELS_FILE = "AGENTHOST_MODELS_FILE"
 
 
 def adapter_from_env(
@@ -42,49 +39,6 @@ def adapter_from_env(
     if script:
         return BuiltinAdapter.from_script_file(script, context_window=window)
     return BuiltinAdapter(context_window=window)
-
-
-@dataclass(frozen=True)
-class ModelInUse:
-    """The model a stack's turns call by default and the server that answers,
-    as a person is told them (the banner of `agenthost up`)."""
-
-    name: str
-    server: str
-
-
-def model_in_use(
-    env: Mapping[str, str] | None = None, *, builtin_script: str | Path | None = None
-) -> ModelInUse:
-    """The default model turns call, named: the models file's default when
-    AGENTHOST_MODELS_FILE names one, else what `adapter_from_env` would
-    choose. It never fails (a missing variable or a bad file is said, and
-    the runtime reports it when it builds the model)."""
-    env = os.environ if env is None else env
-    if env.get(ENV_MODELS_FILE, "").strip():
-        return _models_file_default(Path(env[ENV_MODELS_FILE].strip()), env)
-    base_url = env.get(ENV_BASE_URL, "")
-    if base_url:
-        return ModelInUse(env.get(ENV_MODEL, "") or f"? ({ENV_MODEL} is not set)", base_url)
-    script = builtin_script or env.get(ENV_BUILTIN_SCRIPT)
-    if script:
-        return ModelInUse("built-in", f"none: replies scripted by {script}")
-    return ModelInUse("built-in", f"none: it echoes (set {ENV_BASE_URL} and {ENV_MODEL})")
-
-
-def _models_file_default(path: Path, env: Mapping[str, str]) -> ModelInUse:
-    # Imported here: the catalog builds its adapters with this module.
-    from services.agentruntime.models.catalog import BUILTIN, ModelsFileError, load_catalog
-
-    try:
-        spec = load_catalog(path, env).default
-    except ModelsFileError as error:
-        return ModelInUse("?", f"none: {error}")
-    if spec.provider.kind == BUILTIN:
-        script = spec.provider.script or env.get(ENV_BUILTIN_SCRIPT)
-        echo = f"replies scripted by {script}" if script else "it echoes"
-        return ModelInUse(spec.name, f"none: {echo} (from {path})")
-    return ModelInUse(spec.name, spec.provider.base_url)
 
 
 async def unreachable_reason(base_url: str, timeout_s: float = 5.0) -> str | None:

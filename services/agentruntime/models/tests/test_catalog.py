@@ -14,12 +14,14 @@ from services.agentruntime.models.builtin import BuiltinAdapter
 from services.agentruntime.models.catalog import (
     ENV_MODELS_FILE,
     ModelCatalog,
+    ModelInUse,
     ModelsFileError,
     Prices,
     ProviderSpec,
     catalog_from_env,
     cost_of,
     load_catalog,
+    model_in_use,
     parse_models,
     price,
 )
@@ -236,3 +238,31 @@ def test_a_usage_record_is_priced_only_when_its_model_has_prices(tmp_path: Path)
     assert price(catalog.get("slow"), used).cost == 3.0
     unpriced = ev.ModelUsage(prompt_tokens=1000, completion_tokens=10)
     assert not price(catalog.get("fast"), unpriced).HasField("cost")
+
+
+def test_model_in_use_names_the_model_and_its_server() -> None:
+    chosen = model_in_use({"AGENTHOST_MODEL_BASE_URL": "http://h/v1", "AGENTHOST_MODEL": "m"})
+    assert chosen == ModelInUse("m", "http://h/v1")
+    assert model_in_use({"AGENTHOST_MODEL_BASE_URL": "http://h/v1"}).name.startswith("?")
+    assert model_in_use({"AGENTHOST_BUILTIN_SCRIPT": "s.json"}).server.endswith("s.json")
+    assert model_in_use({}) == ModelInUse(
+        "built-in", "none: it echoes (set AGENTHOST_MODEL_BASE_URL and AGENTHOST_MODEL)"
+    )
+
+
+def test_model_in_use_names_the_models_files_default_and_its_providers_server(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "models.toml"
+    path.write_text(
+        'default = "fast"\n'
+        '[providers.local]\nbase_url = "http://127.0.0.1:8000/v1"\n'
+        '[models.fast]\nprovider = "local"\nid = "qwen"\n'
+        "context_window = 32000\nmax_output_tokens = 4096\n",
+        encoding="utf-8",
+    )
+    env = {"AGENTHOST_MODELS_FILE": str(path), "AGENTHOST_MODEL_BASE_URL": "http://other/v1"}
+
+    assert model_in_use(env) == ModelInUse("fast", "http://127.0.0.1:8000/v1")
+    path.write_text("default = 3\n", encoding="utf-8")
+    assert model_in_use(env).name == "?"

@@ -7,12 +7,7 @@ import pytest
 
 from services.agentruntime.models.base import ModelRequest, StreamedAnswer, UserMessage
 from services.agentruntime.models.builtin import BuiltinAdapter
-from services.agentruntime.models.factory import (
-    ModelInUse,
-    adapter_from_env,
-    model_in_use,
-    unreachable_reason,
-)
+from services.agentruntime.models.factory import adapter_from_env, unreachable_reason
 from services.agentruntime.models.openai_compat import OpenAICompatAdapter, OpenAICompatConfig
 from services.agentruntime.models.tests.fake_provider import FakeProvider
 from services.agentruntime.models.tests.support import collect
@@ -69,16 +64,6 @@ async def test_builtin_script_from_env_or_argument(tmp_path: Path, via_env: bool
     assert folded.text == "scripted"
 
 
-def test_model_in_use_names_the_model_and_its_server() -> None:
-    chosen = model_in_use({"AGENTHOST_MODEL_BASE_URL": "http://h/v1", "AGENTHOST_MODEL": "m"})
-    assert chosen == ModelInUse("m", "http://h/v1")
-    assert model_in_use({"AGENTHOST_MODEL_BASE_URL": "http://h/v1"}).name.startswith("?")
-    assert model_in_use({"AGENTHOST_BUILTIN_SCRIPT": "s.json"}).server.endswith("s.json")
-    assert model_in_use({}) == ModelInUse(
-        "built-in", "none: it echoes (set AGENTHOST_MODEL_BASE_URL and AGENTHOST_MODEL)"
-    )
-
-
 async def test_a_server_that_answers_is_reachable_whatever_its_status(
     provider: FakeProvider,
 ) -> None:
@@ -91,21 +76,3 @@ async def test_an_unreachable_model_server_says_why() -> None:
     assert await unreachable_reason("ftp://example.invalid/v1") == (
         "not an http:// or https:// URL"
     )
-
-
-def test_model_in_use_names_the_models_files_default_and_its_providers_server(
-    tmp_path: Path,
-) -> None:
-    path = tmp_path / "models.toml"
-    path.write_text(
-        'default = "fast"\n'
-        '[providers.local]\nbase_url = "http://127.0.0.1:8000/v1"\n'
-        '[models.fast]\nprovider = "local"\nid = "qwen"\n'
-        "context_window = 32000\nmax_output_tokens = 4096\n",
-        encoding="utf-8",
-    )
-    env = {"AGENTHOST_MODELS_FILE": str(path), "AGENTHOST_MODEL_BASE_URL": "http://other/v1"}
-
-    assert model_in_use(env) == ModelInUse("fast", "http://127.0.0.1:8000/v1")
-    path.write_text("default = 3\n", encoding="utf-8")
-    assert model_in_use(env).name == "?"
