@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, replace
@@ -44,7 +43,6 @@ from agenthost.sessionlog.v1 import events_pb2 as ev
 
 from agenthost_core.folds import (
     McpFold,
-    PendingCall,
     Question,
     QueuedInput,
     SessionState,
@@ -59,10 +57,11 @@ from services.common.errors import FailedPrecondition, LeaseLost, WrongExpectedS
 from services.common.tasks import spawn
 from services.sessionlog.port import AppendResult, Direction, SessionLogPort
 
-from . import approvals, gates, spill
+from . import approvals, spill
 from .capability import Capability, Prompt, PromptMode, SessionPart, SessionScope
 from .compaction import AUTO, MANUAL, OVERFLOW, CompactionPolicy, tokens_label
 from .compactor import CompactionAsk, ContextOverflow, compact
+from .ids import new_id, replace_id, with_ids
 from .live import ANSWER, REASONING, LiveFeed
 from .mcp import McpServers
 from .models.base import (
@@ -79,8 +78,6 @@ from .models.catalog import ModelCatalog, price
 from .neighbours import Neighbours
 from .ports import PlanModePort
 from .questions import (
-    ALLOWING,
-    PLAN_REVIEW,
     TOOL_APPROVAL,
     AnswerWaits,
     QuestionAnswered,
@@ -88,7 +85,8 @@ from .questions import (
     check_answer,
 )
 from .request_size import predicted_tokens
-from .tools import Call, ToolCatalog, ToolContext, ToolOutcome
+from .tool_calls import ToolCalls
+from .tools import ToolCatalog
 from .transcript import Transcript
 from .view import ModelView, read_forward, read_view
 
@@ -100,7 +98,6 @@ STEP_ATTEMPTS = 2
 # Appends retried after a WrongExpectedSeq (another writer got in between).
 MAX_ATTEMPTS = 5
 INTERRUPTED = "interrupted: the runtime stopped during this turn"
-DENIED = "The user denied this call"
 
 
 class AgentBusy(FailedPrecondition):
@@ -128,11 +125,7 @@ class AgentStatus:
     last_seq: int
 
 
-def new_id(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex}"
-
-
-class Agent:
+class Agent(ToolCalls):
     def __init__(
         self,
         session_id: str,
@@ -858,163 +851,9 @@ class Agent:
         )
         return done.compaction
 
-    # -- tool calls ---------------------------------------------------------------------------
-
-    async def _run_calls(self, turn_id: str, step: int) -> bool:
-        """Run the step's calls that have no result yet, then end the step;
-        True when there were any (the model is owed another request)."""
-        calls = self._state.turn.calls
-        for call in calls:
-            outcome = await self._run_call(turn_id, call)
-            await self._record_result(turn_id, call, outcome)
-        end = ev.Event(id=new_id("step-end"), step_end=ev.StepEnd(turn_id=turn_id, step=step))
-        await self._append([end])
-        return bool(calls)
-
-    async def _run_call(self, turn_id: str, call: PendingCall) -> ToolOutcome:
-        parsed = self._step_catalog.parse(call.name, call.args_json)
-        if isinstance(parsed, ToolOutcome):
-            return parsed
-        context = await self._context(turn_id, call.call_id)
-        outcome = await self._decided(turn_id, call, parsed, context)
-        events: list[ev.Event] = []
-        for part in (await self._view()).parts.values():
-            after = await part.after_tool(parsed, context, outcome)
-            outcome, events = after.outcome, [*events, *after.events]
-        return replace(outcome, events=(*outcome.events, *events))
-
-    async def _decided(
-        self, turn_id: str, call: PendingCall, parsed: Call, context: ToolContext
-    ) -> ToolOutcome:
-        """The call's outcome once it ran, or was refused or denied (a
-        question may come first)."""
-        question = next((q for q in self._state.questions.open if q.call_id == call.call_id), None)
-        resumed = self._resumed
-        if question is None and resumed is not None and resumed.call_id == call.call_id:
-            question = resumed  # answered while the resumed step looked at its tools
-        if question is None:
-            first = await self._before_running(parsed, context)
-            if isinstance(first, ToolOutcome):
-                return first
-            question = first
-        answer = await self._answers.wait(question.question_id)
-        return await self._after_answer(parsed, context, question, answer)
-
-    async def _before_running(self, call: Call, context: ToolContext) -> ToolOutcome | Question:
-        """The call's result, or the question recorded before it may run."""
-        if call.tool.review is not None:
-            review = await call.tool.review(context, call.args)
-            if isinstance(review, ToolOutcome):
-                return review
-            asked = ev.QuestionAsked(
-                presentation=ev.QUESTION_PRESENTATION_PLAN_REVIEW,
-                title=review.title,
-                body=review.body,
-                approve_label=review.approve_label,
-            )
-            return await self._ask(context, asked)
-        decision = approvals.decision(call, self._state)
-        verdicts = [
-            await part.before_tool(call, context) for part in (await self._view()).parts.values()
-        ]
-        refusal = next((v for v in verdicts if v is not None and v.refuse), None)
-        if decision.gate is not gates.Gate.REFUSE and refusal is not None:
-            return ToolOutcome(ok=False, error=f"Not run: {refusal.reason}")
-        if decision.gate is gates.Gate.ALLOW and any(v is not None and v.ask for v in verdicts):
-            decision = gates.Decision(gates.Gate.ASK)
-        elif decision.gate is gates.Gate.ASK and await approvals.workspace_allows(
-            call, self.session_id, self.cwd_text, self._log, self._neighbours
-        ):
-            decision = gates.ALLOW
-        if decision.gate is gates.Gate.REFUSE:
-            return ToolOutcome(ok=False, error=f"Not run: {decision.reason}.")
-        if decision.gate is gates.Gate.ALLOW:
-            return await self._run_tool(call, context)
-        approval = await call.tool.approval_shown(context, call.args)
-        return await self._ask(context, approvals.approval_question(approval))
-
-    async def _ask(self, context: ToolContext, asked: ev.QuestionAsked) -> Question:
-        asked.question_id = new_id("q")
-        asked.turn_id, asked.call_id = context.turn_id, context.call_id
-        self._answers.expect(asked.question_id)
-        await self._append([ev.Event(id=new_id("asked"), question_asked=asked)])
-        return Question.from_event(asked)
-
-    async def _after_answer(
-        self, call: Call, context: ToolContext, question: Question, answer: ev.QuestionAnswer
-    ) -> ToolOutcome:
-        await self._catch_up()
-        if question.presentation == PLAN_REVIEW and call.tool.reviewed is not None:
-            return await call.tool.reviewed(context, call.args, answer)
-        if answer.WhichOneof("kind") in ALLOWING:
-            # The sandbox may have changed while the user thought about it.
-            decision = approvals.decision(call, self._state)
-            if decision.gate is gates.Gate.REFUSE:
-                return ToolOutcome(ok=False, error=f"Not run: {decision.reason}.")
-            context = await self._context(context.turn_id, context.call_id)
-            return await self._run_tool(call, context)
-        reason = answer.deny.strip() if answer.WhichOneof("kind") == "deny" else ""
-        return ToolOutcome(ok=False, error=f"{DENIED}: {reason}" if reason else f"{DENIED}.")
-
-    async def _run_tool(self, call: Call, context: ToolContext) -> ToolOutcome:
-        """Run an allowed call, after what the capabilities record first."""
-        first = [
-            e
-            for part in (await self._view()).parts.values()
-            for e in await part.before_run(call, context)
-        ]
-        if first:
-            await self._append(_with_ids(first))
-        return await call.tool.run(context, call.args)
-
-    async def _context(self, turn_id: str, call_id: str) -> ToolContext:
-        def on_output(piece: str) -> None:
-            self._live.output(self.session_id, turn_id, call_id, piece)
-
-        settings = self._state.settings
-        hidden = await self._hidden()
-        return ToolContext(
-            self.session_id,
-            turn_id,
-            call_id,
-            self.cwd,
-            settings.sandbox,
-            on_output,
-            self._lease_token,
-            network=settings.network,
-            hidden=hidden,
-        )
-
     async def _hidden(self) -> tuple[Path, ...]:
         """What the session's commands must not see."""
         return await self._neighbours.hidden_from(self.cwd) if self._neighbours else ()
-
-    async def _record_result(self, turn_id: str, call: PendingCall, outcome: ToolOutcome) -> None:
-        # What the model sees of it (transcript.py): spilled whole to a file
-        # it can page through when too big to show.
-        shown = outcome.output if outcome.ok else outcome.error
-        if spill.is_oversized(shown, spill.spill_limit(self._model.context_window)):
-            await asyncio.to_thread(spill.write_spill, self.cwd, call.call_id, shown)
-        result = ev.ToolResult(
-            call_id=call.call_id,
-            ok=outcome.ok,
-            output=outcome.output[:1048576],
-            error=outcome.error[:65536],
-        )
-        if outcome.display is not None:
-            result.display.CopyFrom(outcome.display.to_pb())
-        attachments = [
-            ev.Event(
-                id=new_id("attachment"),
-                tool_attachment=ev.ToolAttachment(
-                    call_id=call.call_id, mime_type=a.mime_type, data=a.data
-                ),
-            )
-            for a in outcome.attachments
-        ]
-        recorded = [ev.Event(id=new_id("result"), tool_result=result), *attachments]
-        await self._append([*recorded, *_with_ids(outcome.events)])
-        self._live.end_output(self.session_id, turn_id, call.call_id)
 
     async def _append(self, events: list[ev.Event]) -> None:
         await self._write(events)
@@ -1023,7 +862,7 @@ class Agent:
     async def record(self, events: list[ev.Event]) -> int:
         """Append `events` under the agent's lease (a command's record); the
         seq of the last."""
-        await self._append(_with_ids(events))
+        await self._append(with_ids(events))
         return self._state.last_seq
 
     async def _write(
@@ -1056,18 +895,6 @@ def _queued(input_id: str, message: ev.UserMessage, mode: PromptMode) -> ev.Even
     if message != _user_message("", message.text).user_message:
         queued.message.CopyFrom(message)
     return ev.Event(id=f"{input_id}-queued", input_queued=queued)
-
-
-def replace_id(event: ev.Event, event_id: str) -> ev.Event:
-    """`event` with the id given (a retried batch must carry the same ids)."""
-    named = ev.Event()
-    named.CopyFrom(event)
-    named.id = event_id
-    return named
-
-
-def _with_ids(events: Sequence[ev.Event]) -> list[ev.Event]:
-    return [e if e.id else replace_id(e, new_id("event")) for e in events]
 
 
 __all__ = [
