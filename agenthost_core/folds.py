@@ -334,6 +334,9 @@ class Question:
     turn_id: str = ""
     call_id: str = ""
     approval: Approval | None = None
+    # Asked inside a subagent and shown here: the child and its question.
+    child_session_id: str = ""
+    child_question_id: str = ""
 
     @classmethod
     def from_event(cls, asked: ev.QuestionAsked) -> Question:
@@ -350,6 +353,8 @@ class Question:
             asked.turn_id,
             asked.call_id,
             approval,
+            asked.child_session_id,
+            asked.child_question_id,
         )
 
 
@@ -366,7 +371,9 @@ class QuestionsFold:
 
 
 # The event kinds fold_questions reads: any other leaves its state as it is.
-QUESTIONS_KINDS = frozenset({"question_asked", "question_answered", "turn_end"})
+QUESTIONS_KINDS = frozenset(
+    {"question_asked", "question_answered", "question_withdrawn", "turn_end"}
+)
 
 
 def fold_questions(state: QuestionsFold, event: Event) -> QuestionsFold:
@@ -375,6 +382,9 @@ def fold_questions(state: QuestionsFold, event: Event) -> QuestionsFold:
         return replace(state, open=(*state.open, Question.from_event(event.question_asked)))
     if kind == "question_answered":
         return _answered(state, event.question_answered)
+    if kind == "question_withdrawn" and state.find(event.question_withdrawn.question_id):
+        gone = event.question_withdrawn.question_id
+        return replace(state, open=tuple(q for q in state.open if q.question_id != gone))
     if kind == "turn_end" and state.open:
         # A question is open only while its turn waits for it.
         return replace(state, open=())
@@ -411,6 +421,8 @@ def _question_dict(question: Question) -> dict[str, Any]:
         "turn_id": question.turn_id,
         "call_id": question.call_id,
     }
+    if question.child_session_id:
+        view["child_session_id"] = question.child_session_id
     if question.approval is not None:
         a = question.approval
         view["approval"] = {
@@ -433,6 +445,7 @@ def question_from_view(view: dict[str, Any]) -> Question:
         approve_label=str(view.get("approve_label", "")),
         turn_id=str(view.get("turn_id", "")),
         call_id=str(view.get("call_id", "")),
+        child_session_id=str(view.get("child_session_id", "")),
         approval=None
         if not isinstance(approval, dict)
         else Approval(
@@ -650,6 +663,35 @@ def load_mcp(data: dict[str, Any]) -> McpFold:
     return McpFold(tuple(McpServerView(**server) for server in data["servers"]))
 
 
+# -- a subagent's header --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ChildHeader:
+    """What a subagent's session (a child) is, from its subagent/header."""
+
+    parent_session_id: str
+    parent_call_id: str
+    agent_type: str
+    description: str
+    depth: int
+    # The tools it is offered (empty: all of its parent's).
+    tools: tuple[str, ...] = ()
+    prompt: str = ""
+
+    @classmethod
+    def from_event(cls, header: ev.SubagentHeader) -> ChildHeader:
+        return cls(
+            header.parent_session_id,
+            header.parent_call_id,
+            header.agent_type,
+            header.description,
+            header.depth,
+            tuple(header.tools),
+            header.prompt,
+        )
+
+
 # -- the whole session ------------------------------------------------------------------
 
 
@@ -673,6 +715,8 @@ class SessionState:
     # Runs of events (first, last seq) that rewinds took out of the model's
     # view; as compaction, only the view reads them.
     hidden: tuple[tuple[int, int], ...] = ()
+    # Set when the session is a subagent's (its subagent/header).
+    child: ChildHeader | None = None
 
     def in_view(self, seq: int) -> bool:
         """Whether the model's view may show the event at `seq` (a rewind
@@ -695,7 +739,7 @@ def fold_events(
     numbered by its result)."""
     plan, turn, questions, settings = state.plan, state.turn, state.questions, state.settings
     title, blank, last_seq = state.title, state.blank, state.last_seq
-    compaction, hidden = state.last_compaction_seq, state.hidden
+    compaction, hidden, child = state.last_compaction_seq, state.hidden, state.child
     permissions, model_saw_plan = state.permissions, state.model_saw_plan
     folded = False
     numbered = ((e.seq, e) for e in events) if seqs is None else zip(seqs, events, strict=True)
@@ -720,6 +764,8 @@ def fold_events(
         blank = blank and kind not in BLANK_ENDING_KINDS
         last_seq = max(last_seq, seq)
         compaction = seq if kind == "compaction" else compaction
+        if kind == "subagent_header":
+            child = ChildHeader.from_event(event.subagent_header)
         if kind == "rewind":
             # The view now ends at the turn kept, then goes on after this event.
             hidden = (*hidden, (event.rewind.to_seq + 1, seq))
@@ -738,6 +784,7 @@ def fold_events(
         permissions,
         model_saw_plan,
         hidden,
+        child,
     )
 
 
@@ -820,7 +867,12 @@ def load_state(raw: bytes) -> SessionState:
         model_saw_plan=_optional_bool(data["model_saw_plan"]),
         # Checkpoints from before rewinds existed have none.
         hidden=tuple((int(a), int(b)) for a, b in data.get("hidden", ())),
+        child=_child(data.get("child")),
     )
+
+
+def _child(data: dict[str, Any] | None) -> ChildHeader | None:
+    return None if data is None else ChildHeader(**{**data, "tools": tuple(data["tools"])})
 
 
 def _optional_bool(value: object) -> bool | None:

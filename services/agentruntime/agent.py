@@ -177,7 +177,12 @@ class Agent(ToolCalls):
         self._view_read: ModelView | None = None
         self._capabilities = tuple(capabilities)
         self._scope = SessionScope(
-            session_id, self.cwd, self._hidden, config_dir or Path.home(), self._find_back
+            session_id,
+            self.cwd,
+            self._hidden,
+            config_dir or Path.home(),
+            self._find_back,
+            lambda: self._state,
         )
         self._answers = AnswerWaits()
         # Serialises reading the log into the fold (several tasks catch up).
@@ -231,7 +236,9 @@ class Agent(ToolCalls):
     def _waiting_question(self) -> Question | None:
         """The open question a pending call of the open step waits for."""
         pending = {call.call_id for call in self._state.turn.calls}
-        return next((q for q in self._state.questions.open if q.call_id in pending), None)
+        # A subagent's question shown here is not this session's to wait for.
+        waiting = (q for q in self._state.questions.open if not q.child_session_id)
+        return next((q for q in waiting if q.call_id in pending), None)
 
     async def catch_up(self) -> None:
         """Fold what the log recorded since we last looked."""
@@ -632,7 +639,8 @@ class Agent(ToolCalls):
         ]
         start = ev.Event(id=new_id("step"), step_start=ev.StepStart(turn_id=turn_id, step=step))
         await self._append([*mcp_status, start, *await self._context_events(), *steered])
-        sections = sorted([*self._base_sections, *plan_sections], key=lambda s: s.order)
+        added = [s for part in (await self._view()).parts.values() for s in part.sections()]
+        sections = sorted([*self._base_sections, *plan_sections, *added], key=lambda s: s.order)
         request = await self._request(sections)
         if self._compaction.due(await self._predicted(request), self._model.context_window):
             await self._compact(AUTO, turn_id=turn_id, step=step, sections=sections)
@@ -704,15 +712,16 @@ class Agent(ToolCalls):
     async def _boundary_catalog(self) -> tuple[ToolCatalog, list[ev.Event]]:
         """The step's tools with the MCP servers' as they are now, and the
         mcp/status event to record when their states changed."""
+        offered = self._state.child.tools if self._state.child is not None else ()
         if self._mcp is None:
-            return self._catalog, []
+            return self._catalog.only(offered), []
         # Its stdio servers are confined like its commands (mcp/launch.py).
         snapshot = await self._mcp.snapshot(self.cwd, self._hidden)
         events = []
         if snapshot.servers != self._mcp_seen.servers:
             status = mcp_status_event(snapshot.servers)
             events.append(ev.Event(id=new_id("mcp"), mcp_status=status))
-        return self._catalog.extended(snapshot.tools), events
+        return self._catalog.extended(snapshot.tools).only(offered), events
 
     async def _ask_model(self, request: ModelRequest, turn_id: str, step: int) -> StreamedAnswer:
         for attempt in range(1, STEP_ATTEMPTS + 1):

@@ -63,6 +63,8 @@ class SessionScope:
     find_back: Callable[
         [Callable[[ev.Event], bool], Callable[[ev.Event], bool]], Awaitable[ev.Event | None]
     ]
+    # The session's fold as of now (settings, plan mode, a subagent's header).
+    state: Callable[[], SessionState]
 
 
 @dataclass
@@ -158,6 +160,10 @@ class SessionPart:
 
     async def before_request(self) -> list[ev.Event]:
         """Events to record before the next model request (context for it)."""
+        return []
+
+    def sections(self) -> list[ev.PromptSection]:
+        """System-prompt sections of the next model request (logged with it)."""
         return []
 
     async def on_prompt(self, prompt: Prompt) -> None:

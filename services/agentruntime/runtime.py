@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -126,9 +127,10 @@ class AgentRuntime:
         self._log = log
         # What every session gets beyond the core (capabilities/), and where
         # the user's own files for them live.
-        chosen = default_capabilities(data_dir) if capabilities is None else capabilities
-        self._capabilities = list(chosen)
         self._config_dir = config_dir or default_config_dir()
+        if capabilities is None:
+            capabilities = default_capabilities(self._config_dir, data_dir, children=self)
+        self._capabilities = list(capabilities)
         self._compaction = compaction or CompactionPolicy.from_env()
         # The MCP servers of the sessions' folders (None: none configured anywhere).
         self._mcp = mcp
@@ -453,8 +455,18 @@ class AgentRuntime:
 
     async def answer(self, session_id: str, question_id: str, answer: ev.QuestionAnswer) -> int:
         """Record the first answer of an open question (QUESTION_ANSWERED for a
-        later one); the turn waiting for it goes on. Returns the answer's seq."""
-        return await self._on_agent(session_id, lambda agent: agent.answer(question_id, answer))
+        later one); the turn waiting for it goes on. Returns the answer's seq.
+        A subagent's question shown in its parent is answered in the child
+        first, then closed in the parent."""
+
+        async def answered(agent: Agent) -> int:
+            await agent.catch_up()
+            question = agent.state.questions.find(question_id)
+            if question is not None and question.child_session_id:
+                await self.answer(question.child_session_id, question.child_question_id, answer)
+            return await agent.answer(question_id, answer)
+
+        return await self._on_agent(session_id, answered)
 
     async def update_settings(
         self,
@@ -525,6 +537,37 @@ class AgentRuntime:
             if not self._calls[session_id]:
                 del self._calls[session_id]
             self._touch(session_id)
+
+    # -- subagents (capabilities/subagents: Children) -------------------------------------
+
+    async def start_child(
+        self, parent_id: str, header: ev.SubagentHeader, settings: ev.SessionSettings
+    ) -> str:
+        parent = await self.resume(parent_id)
+        child_id = f"{parent_id[:80]}.sub-{uuid.uuid4().hex[:16]}"
+        await self._log.create_session(child_id, parent.cwd_text)
+        child = await self.resume(child_id)
+        await child.record([ev.Event(subagent_header=header), ev.Event(session_settings=settings)])
+        return child_id
+
+    async def prompt_child(self, child_id: str, text: str) -> tuple[str, int]:
+        input_id = f"input-{uuid.uuid4().hex}"
+
+        async def send(agent: Agent) -> int:
+            await agent.catch_up()
+            after = agent.state.last_seq
+            await agent.prompt(text, PromptMode.QUEUE, input_id)
+            return after
+
+        return input_id, await self._on_agent(child_id, send)
+
+    async def cancel_child(self, child_id: str) -> None:
+        await self.cancel(child_id)
+
+    async def follow(self, child_id: str, after_seq: int) -> AsyncIterator[ev.Event]:
+        async for item in self._log.subscribe(child_id, after_seq=after_seq):
+            if isinstance(item, ev.Event):
+                yield item
 
     def watch_live(self) -> AsyncIterator[LiveDelta]:
         """The text so far of everything running, then the pieces as they come."""

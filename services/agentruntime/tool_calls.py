@@ -58,14 +58,31 @@ class ToolCalls:
 
     async def _run_calls(self, turn_id: str, step: int) -> bool:
         """Run the step's calls that have no result yet, then end the step;
-        True when there were any (the model is owed another request)."""
+        True when there were any (the model is owed another request). Calls
+        of a tool that may run at once (subagents) run side by side, each
+        recorded as it ends; the others one after another, in order."""
         calls = self._state.turn.calls
-        for call in calls:
-            outcome = await self._run_call(turn_id, call)
-            await self._record_result(turn_id, call, outcome)
+        for batch in self._batches(calls):
+            await asyncio.gather(*(self._run_and_record(turn_id, call) for call in batch))
         end = ev.Event(id=new_id("step-end"), step_end=ev.StepEnd(turn_id=turn_id, step=step))
         await self._append([end])
         return bool(calls)
+
+    def _batches(self, calls: tuple[PendingCall, ...]) -> list[list[PendingCall]]:
+        """The calls in runs: consecutive calls of concurrent tools together."""
+        batches: list[list[PendingCall]] = []
+        for call in calls:
+            tool = self._step_catalog.tool(call.name)
+            together = tool is not None and tool.concurrent
+            if together and batches and batches[-1][-1].name == call.name:
+                batches[-1].append(call)
+            else:
+                batches.append([call])
+        return batches
+
+    async def _run_and_record(self, turn_id: str, call: PendingCall) -> None:
+        outcome = await self._run_call(turn_id, call)
+        await self._record_result(turn_id, call, outcome)
 
     async def _run_call(self, turn_id: str, call: PendingCall) -> ToolOutcome:
         parsed = self._step_catalog.parse(call.name, call.args_json)
@@ -179,6 +196,8 @@ class ToolCalls:
             self._lease_token,
             network=settings.network,
             hidden=hidden,
+            parts=(await self._view()).parts,
+            record=self._append,
         )
 
     async def _record_result(self, turn_id: str, call: PendingCall, outcome: ToolOutcome) -> None:

@@ -14,16 +14,19 @@ and its answer in the log, so the wait survives a restart.
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agenthost.sessionlog.v1 import events_pb2
 
 from agenthost_core.folds import Approval
 
 from .gates import Effect
+
+if TYPE_CHECKING:
+    from .capability import SessionPart
 
 Args = dict[str, Any]
 
@@ -87,6 +90,12 @@ class ToolContext:
     # What commands must not see (confinement.Jail.hidden): the stack's
     # data, its secrets' files, the other sessions' folders.
     hidden: tuple[Path, ...] = ()
+    # The session's capability parts, by capability: a capability's tool
+    # finds its own here.
+    parts: Mapping[str, SessionPart] = field(default_factory=dict)
+    # Records events in the session's log while the call runs (a subagent's
+    # question, shown to the parent's clients).
+    record: Callable[[list[events_pb2.Event]], Awaitable[None]] | None = None
 
 
 @dataclass(frozen=True)
@@ -122,6 +131,8 @@ class Tool:
     # What the question shows when it needs the workspace (a file change's
     # diff against the file as it is now); `describe` otherwise.
     preview: Callable[[ToolContext, Args], Awaitable[Approval]] | None = None
+    # Calls of it in one step may run at once (subagents).
+    concurrent: bool = False
 
     def approval(self, args: Args) -> Approval:
         return self.describe(args) if self.describe else plain_approval(self.name, args)
@@ -154,8 +165,17 @@ class ToolCatalog:
         """This catalog and `tools` (e.g. an MCP snapshot's), for one step."""
         return ToolCatalog([*self._tools.values(), *tools]) if tools else self
 
+    def only(self, names: Sequence[str]) -> ToolCatalog:
+        """The tools named (a subagent offered some only); all when none."""
+        if not names:
+            return self
+        return ToolCatalog([tool for name, tool in self._tools.items() if name in names])
+
     def schemas(self) -> list[events_pb2.ToolSchema]:
         return list(self._schemas)
+
+    def tool(self, name: str) -> Tool | None:
+        return self._tools.get(name)
 
     def parse(self, name: str, args_json: str) -> Call | ToolOutcome:
         """The tool and its arguments, or the failure the model is told."""

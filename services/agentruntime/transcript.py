@@ -144,6 +144,8 @@ class Transcript:
 
     def _count(self, usage: events_pb2.ModelUsage) -> None:
         """Pair the provider's count with the request header it answers."""
+        if usage.child_session_id:
+            return  # a subagent's, not this view's request
         if self._sent_estimate > 0 and not usage.estimated and usage.prompt_tokens > 0:
             self.counted = CountedRequest(self._sent_estimate, usage.prompt_tokens)
         self._sent_estimate = 0

@@ -13,7 +13,9 @@ The view (the `usage` projection value; None before any request):
      "estimated": false}              # the last figures are an estimate
 
 A compaction leaves the totals alone; the context is then the compacted
-view's estimated size (`tokens_after`) until the next request reports.
+view's estimated size (`tokens_after`) until the next request reports. A
+subagent's turn (a model/usage naming its child session) adds to the totals
+only: its context is its own.
 """
 
 from __future__ import annotations
@@ -52,6 +54,19 @@ def fold_usage(state: UsageFold, event: Event) -> UsageFold:
     cost = state.cost
     if used.HasField("cost"):
         cost = (cost or 0.0) + used.cost
+    if used.child_session_id:
+        # A subagent's turn: its use counts in the totals, not in the context.
+        fields = {name: getattr(state, name) for name in state.__dataclass_fields__}
+        return UsageFold(
+            **{
+                **fields,
+                "requests": state.requests + used.requests,
+                "prompt_tokens": state.prompt_tokens + used.prompt_tokens,
+                "completion_tokens": state.completion_tokens + used.completion_tokens,
+                "cached_prompt_tokens": state.cached_prompt_tokens + used.cached_prompt_tokens,
+                "cost": cost,
+            }
+        )
     return UsageFold(
         requests=state.requests + 1,
         model=used.model,

@@ -11,17 +11,23 @@ from ..capability import Capability
 from .checkpoints import Checkpoints
 from .checkpoints.history import CHECKPOINTS_UNIT
 from .instructions import CONTEXT_UNIT, Instructions
+from .subagents import Children, Subagents
 
 # Where the checkpoints' shadow repositories live in the stack's data folder.
 CHECKPOINTS_FOLDER = "checkpoints"
 
 
-def default_capabilities(data_dir: Path | None = None) -> list[Capability]:
+def default_capabilities(
+    config_dir: Path, data_dir: Path | None = None, children: Children | None = None
+) -> list[Capability]:
     """What every session of a runtime gets, in the order they are asked.
-    Without a data folder there is nowhere to keep checkpoints."""
+    Without a data folder there is nowhere to keep checkpoints; without the
+    runtime to run them, no subagents."""
     found: list[Capability] = [Instructions()]
     if data_dir is not None:
         found.append(Checkpoints(data_dir / CHECKPOINTS_FOLDER))
+    if children is not None:
+        found.append(Subagents(children, config_dir))
     return found
 
 

@@ -121,8 +121,9 @@ def _rewound(turns: list[TurnRecord], turn_id: str) -> list[TurnRecord]:
 
 
 def history_view(state: History) -> dict[str, Any]:
-    """The `checkpoints` projection value: the turns of the conversation,
-    each with the files it changed and whether the user undid it."""
+    """The `checkpoints` projection value: the turns of the conversation
+    that changed files, each with its files and whether the user undid it
+    (a turn that changed nothing changes no view: no frame per turn)."""
     return {
         "turns": [
             {
@@ -142,6 +143,7 @@ def history_view(state: History) -> dict[str, Any]:
                 ],
             }
             for t in state.live()
+            if t.changed
         ]
     }
 
