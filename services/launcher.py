@@ -17,7 +17,13 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from agenthost_core.locations import ENV_DATA_DIR, TOKEN_FILE, default_data_dir
+from agenthost_core.locations import (
+    ENV_DATA_DIR,
+    TOKEN_FILE,
+    default_data_dir,
+    remove_gateway_address,
+    write_gateway_address,
+)
 
 if TYPE_CHECKING:
     from services.embedded import EmbeddedStack
@@ -225,6 +231,9 @@ async def _run_stack(
         console.print(f"  {'model':<12} {chosen.name}   <- {chosen.server}", highlight=False)
         if chosen.server.startswith(("http://", "https://")):
             checks.add(asyncio.get_running_loop().create_task(_check_model_server(chosen.server)))
+        # Before the up line: whoever waits for it finds the address file too.
+        recorded.append(addresses["gateway"])
+        write_gateway_address(data_dir, addresses["gateway"])
         console.print(f"Your bearer token is in {token_file}")
         console.print(stack.confinement, markup=False, highlight=False, soft_wrap=True)
         console.print("Try, in the folder you want to work in: agenthost chat")
@@ -240,7 +249,13 @@ async def _run_stack(
         print(json.dumps(up), flush=True)
 
     checks: set[asyncio.Task[None]] = set()
-    await stack.run_until_signalled(on_up=announce)
+    # The gateway address this stack recorded (removed again on a clean stop).
+    recorded: list[str] = []
+    try:
+        await stack.run_until_signalled(on_up=announce)
+    finally:
+        for address in recorded:
+            remove_gateway_address(data_dir, address)
 
 
 async def _check_model_server(base_url: str) -> None:

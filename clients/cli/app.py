@@ -25,7 +25,7 @@ from .common import (
     print_json,
     run_client,
 )
-from .config import DEFAULT_DATA_DIR, DEFAULT_GATEWAY
+from .config import DEFAULT_DATA_DIR
 from .sessions import row, sessions_app
 
 app = typer.Typer(help="agenthost: run the stack and talk to it.", no_args_is_help=True)
@@ -58,7 +58,7 @@ _plug_in_commands()
 @workspace_app.command("add")
 def workspace_add(
     path: Annotated[Path, typer.Argument(help="An existing folder (made absolute).")],
-    gateway: Gateway = DEFAULT_GATEWAY,
+    gateway: Gateway = None,
     token: Token = None,
     data_dir: DataDir = DEFAULT_DATA_DIR,
     as_json: AsJson = False,
@@ -96,7 +96,7 @@ def _not_a_project_folder(folder: str) -> str | None:
 
 @workspace_app.command("list")
 def workspace_list(
-    gateway: Gateway = DEFAULT_GATEWAY,
+    gateway: Gateway = None,
     token: Token = None,
     data_dir: DataDir = DEFAULT_DATA_DIR,
     as_json: AsJson = False,
@@ -136,7 +136,7 @@ def _session_counts(workspace: Workspace) -> str:
 @plan_app.command("get")
 def plan_get(
     session: Annotated[str, typer.Argument(help="The session id.")],
-    gateway: Gateway = DEFAULT_GATEWAY,
+    gateway: Gateway = None,
     token: Token = None,
     data_dir: DataDir = DEFAULT_DATA_DIR,
     as_json: AsJson = False,
@@ -162,7 +162,7 @@ def plan_get(
 def plan_set(
     session: Annotated[str, typer.Argument(help="The session id.")],
     mode: Annotated[str, typer.Argument(help="on or off", metavar="on|off")],
-    gateway: Gateway = DEFAULT_GATEWAY,
+    gateway: Gateway = None,
     token: Token = None,
     data_dir: DataDir = DEFAULT_DATA_DIR,
     as_json: AsJson = False,
@@ -208,7 +208,7 @@ def chat(
     resume: Annotated[
         bool, typer.Option("--resume", "-r", help="Pick one of the workspace's recent sessions.")
     ] = False,
-    gateway: Gateway = DEFAULT_GATEWAY,
+    gateway: Gateway = None,
     token: Token = None,
     data_dir: DataDir = DEFAULT_DATA_DIR,
 ) -> None:
@@ -240,7 +240,7 @@ def chat(
 
 @app.command()
 def acp(
-    gateway: Gateway = DEFAULT_GATEWAY,
+    gateway: Gateway = None,
     token: Token = None,
     data_dir: DataDir = DEFAULT_DATA_DIR,
 ) -> None:
