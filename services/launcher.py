@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, NoReturn
 from urllib.parse import quote
@@ -107,6 +109,7 @@ def up(
     # Imported here: the client commands need none of the services.
     import psycopg
 
+    from services.agentruntime.models.catalog import ModelsFileError
     from services.common.config import LOOPBACK, WEB_ORIGINS_ENV, split_origins
     from services.common.database import InvalidDatabaseUrl
     from services.common.errors import StorageUnavailable
@@ -120,7 +123,10 @@ def up(
     for name, value in (("AGENTHOST_MODEL", model), ("AGENTHOST_MODEL_BASE_URL", model_base_url)):
         if value:
             os.environ[name] = value
-    _use_models_file(models_file, data_dir.resolve())
+    try:
+        _use_models_file(models_file, data_dir.resolve())
+    except ModelsFileError as error:
+        _fail(f"error: {error}")
     if mcp_config is not None:
         # Read by the agent runtime (services/agentruntime/mcp/config.py).
         os.environ["AGENTHOST_MCP_CONFIG"] = str(mcp_config.resolve())
@@ -142,24 +148,39 @@ def up(
 
 
 def _use_models_file(given: Path | None, data_dir: Path) -> None:
-    """Check the models file before anything starts (a mistake is one line
-    naming the file and key) and hand it to the runtime, in this process or
-    in the supervised ones, through AGENTHOST_MODELS_FILE."""
-    from services.agentruntime.models.catalog import (
-        ENV_MODELS_FILE,
-        ModelsFileError,
-        load_catalog,
-        models_file,
-    )
+    """Check the models file before anything starts (a mistake is a
+    ModelsFileError naming the file and key) and hand it to the runtime, in
+    this process or in the supervised ones, through AGENTHOST_MODELS_FILE."""
+    from services.agentruntime.models.catalog import ENV_MODELS_FILE, load_catalog, models_file
 
     path = models_file(os.environ, data_dir, given)
     if path is None:
         return
-    try:
-        load_catalog(path.resolve())
-    except ModelsFileError as error:
-        _fail(f"error: {error}")
+    load_catalog(path.resolve())
     os.environ[ENV_MODELS_FILE] = str(path.resolve())
+
+
+@asynccontextmanager
+async def embedded_stack(data_dir: Path) -> AsyncIterator[str]:
+    """The whole stack in this process for one client call (`agenthost exec`
+    when no stack answers), with the data `agenthost up` would use in
+    `data_dir`, on free loopback ports, with no web port and no address file
+    (it is the call's own): yields the gateway's address, and stops every
+    service when the call is done. Reached through the `agenthost.stacks`
+    entry point, so the client imports no service. A start that fails
+    raises (a models file's mistake as ModelsFileError, naming file and key)."""
+    from services.common.logs import configure_logging
+    from services.embedded import EmbeddedStack
+
+    configure_logging("agenthost", "WARNING")
+    data_dir = await asyncio.to_thread(data_dir.resolve)
+    await asyncio.to_thread(_use_models_file, None, data_dir)
+    stack = EmbeddedStack(data_dir, port_override=0, web=False, web_files=None)
+    await stack.start()
+    try:
+        yield stack.addresses["gateway"]
+    finally:
+        await stack.stop()
 
 
 def _page_url(web_url: str | None, token_file: Path) -> str | None:

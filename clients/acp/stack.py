@@ -15,22 +15,16 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from agenthost.gateway.v1 import gateway_pb2 as gw
-
 from clients.cli.config import (
     DEFAULT_GATEWAY,
     ConfigError,
     GatewayAddress,
     find_gateway,
     resolve_token,
-    tls_roots,
     token_source,
-    unexpected_answer,
 )
-from clients.sdk import AgentHostClient, AgentHostError, TransportError
+from clients.cli.reach import WrongGateway, answers
 
-# How long a gateway may take to answer the first call before it counts as absent.
-PROBE_TIMEOUT_S = 3.0
 UP_TIMEOUT_S = 60.0
 UP_POLL_S = 0.1
 # The started stack's output, in its data folder.
@@ -49,26 +43,6 @@ class Gateway:
 
 def say(text: str) -> None:
     print(f"agenthost acp: {text}", file=sys.stderr, flush=True)
-
-
-async def _answers(gateway: Gateway, found: GatewayAddress, token_from: str) -> bool:
-    """Whether an agenthost gateway answers there with this token; an answer
-    that shows the address or the token is wrong is StackUnavailable."""
-    client = AgentHostClient(gateway.address, gateway.token, tls_roots=tls_roots())
-    try:
-        await client.call(
-            client.stub.ListWorkspaces, gw.ListWorkspacesRequest(), deadline=PROBE_TIMEOUT_S
-        )
-        return True
-    except TransportError as error:
-        if "refused" in error.message or error.code == "DEADLINE_EXCEEDED":
-            return False
-        raise StackUnavailable(unexpected_answer(error, found, token_from)) from None
-    except AgentHostError as error:
-        said = unexpected_answer(error, found, token_from)
-        raise StackUnavailable(said or f"{error.message} ({error.reason or error.code})") from None
-    finally:
-        await client.close()
 
 
 def _up_argv(found: GatewayAddress, data_dir: Path) -> list[str]:
@@ -91,8 +65,11 @@ async def gateway_for(given: str | None, token: str | None, data_dir: Path) -> G
     found = find_gateway(given, data_dir)
     with contextlib.suppress(ConfigError):
         candidate = Gateway(found.address, resolve_token(token, data_dir))
-        if await _answers(candidate, found, token_source(token, data_dir)):
-            return candidate
+        try:
+            if await answers(found, candidate.token, token_source(token, data_dir)):
+                return candidate
+        except WrongGateway as error:
+            raise StackUnavailable(str(error)) from None
     say(
         f"no agenthost stack answers at {found.address}: starting one (data in {data_dir}; "
         f"the address came from {found.source})"

@@ -54,6 +54,8 @@ RUN_HERE = [
     r"^export AGENTHOST_MODEL",  # only sets the environment
     r"^make install$",
     r"^cd ",
+    r"^agenthost exec ",
+    r"^echo .* \| agenthost exec ",
     r"^agenthost workspace add \.$",
     r"^agenthost sessions ",
     r"^agenthost plan get SESSION_ID$",
