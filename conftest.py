@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
+from agenthost_core.locations import ENV_CONFIG_DIR
 from services.projection.checkpoint_store import CheckpointStore
 from services.sessionlog.domain import SessionLog, open_session_log
 from services.workspace.store import WorkspaceStore
@@ -18,6 +22,19 @@ from tests.support.stores import (
     checkpoint_store_backend,
     workspace_store_backend,
 )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """No test reads the user's own agenthost settings (~/.config/agenthost):
+    every runtime a test starts, in process or as a child, finds an empty
+    config folder unless the test names one of its own."""
+    os.environ[ENV_CONFIG_DIR] = tempfile.mkdtemp(prefix="agenthost-config-")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    folder = os.environ.pop(ENV_CONFIG_DIR, None)
+    if folder is not None:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture

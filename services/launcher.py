@@ -19,6 +19,7 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
+from agenthost_core.choices import ApprovalsName, OnOff, SandboxName
 from agenthost_core.locations import (
     ENV_DATA_DIR,
     TOKEN_FILE,
@@ -103,12 +104,38 @@ def up(
             "DATA_DIR/mcp.json); each workspace adds its .agenthost/mcp.json.",
         ),
     ] = None,
+    sandbox: Annotated[
+        SandboxName | None,
+        typer.Option(
+            help="New sessions' sandbox (over the user's settings.json; a workspace's "
+            ".agenthost/settings.json may only narrow it). Default: workspace-write.",
+            rich_help_panel="Defaults of new sessions",
+            show_default=False,
+        ),
+    ] = None,
+    approvals: Annotated[
+        ApprovalsName | None,
+        typer.Option(
+            help="New sessions' approval policy (as --sandbox). Default: ask.",
+            rich_help_panel="Defaults of new sessions",
+            show_default=False,
+        ),
+    ] = None,
+    network: Annotated[
+        OnOff | None,
+        typer.Option(
+            help="Whether new sessions' commands reach the network (as --sandbox). Default: off.",
+            rich_help_panel="Defaults of new sessions",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Start every service on loopback: all in this process (the embedded
     default), or each in its own with --processes."""
     # Imported here: the client commands need none of the services.
     import psycopg
 
+    from services.agentruntime.defaults import ENV_APPROVALS, ENV_NETWORK, ENV_SANDBOX
     from services.agentruntime.models.catalog import ModelsFileError
     from services.common.config import LOOPBACK, WEB_ORIGINS_ENV, split_origins
     from services.common.database import InvalidDatabaseUrl
@@ -123,6 +150,14 @@ def up(
     for name, value in (("AGENTHOST_MODEL", model), ("AGENTHOST_MODEL_BASE_URL", model_base_url)):
         if value:
             os.environ[name] = value
+    # New sessions' defaults, read by the runtime (services/agentruntime/defaults.py).
+    for name, choice in (
+        (ENV_SANDBOX, sandbox),
+        (ENV_APPROVALS, approvals),
+        (ENV_NETWORK, network),
+    ):
+        if choice is not None:
+            os.environ[name] = str(choice)
     try:
         _use_models_file(models_file, data_dir.resolve())
     except ModelsFileError as error:

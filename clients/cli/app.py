@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import enum
 import os
 import sys
 from collections.abc import Callable
@@ -14,6 +13,7 @@ import typer
 from agenthost.sessionlog.v1.session_log_pb2 import SessionSummary
 from agenthost.workspace.v1.workspace_pb2 import Workspace
 
+from agenthost_core.choices import ApprovalsName, OnOff, SandboxName
 from clients.sdk import AgentHostClient
 
 from .common import (
@@ -239,23 +239,6 @@ def chat(
 
     code = run_client(gateway, token, data_dir, work)
     raise typer.Exit(code)
-
-
-class SandboxName(enum.StrEnum):
-    READ_ONLY = "read-only"
-    WORKSPACE_WRITE = "workspace-write"
-    FULL = "full"
-
-
-class ApprovalsName(enum.StrEnum):
-    ASK = "ask"
-    ASK_FOR_COMMANDS = "ask-for-commands"
-    NEVER = "never"
-
-
-class OnOff(enum.StrEnum):
-    ON = "on"
-    OFF = "off"
 
 
 @app.command("exec", epilog=EXIT_CODES)

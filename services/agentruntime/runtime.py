@@ -22,6 +22,7 @@ from services.sessionlog.port import SessionLogPort
 from . import confinement
 from .agent import Agent, AgentStatus, PromptMode
 from .compaction import CompactionPolicy
+from .defaults import SessionDefaults, apply_defaults
 from .leases import DEFAULT_LEASE_S, SessionLeases
 from .live import LiveDelta, LiveFeed
 from .mcp import McpServers
@@ -123,8 +124,11 @@ class AgentRuntime:
         mcp: McpServers | None = None,
         idle_s: float = DEFAULT_IDLE_S,
         on_unload: Callable[[str], None] | None = None,
+        defaults: SessionDefaults | None = None,
     ) -> None:
         self._log = log
+        # Where blank sessions' default settings come from (None: the built-in ones).
+        self._defaults = defaults or SessionDefaults()
         self._compaction = compaction or CompactionPolicy.from_env()
         # The MCP servers of the sessions' folders (None: none configured anywhere).
         self._mcp = mcp
@@ -204,6 +208,7 @@ class AgentRuntime:
         )
         try:
             await agent.load()
+            await apply_defaults(self._defaults, agent, lambda name: name in self.models.names())
         except BaseException:
             await self.leases.release(session_id)
             raise
