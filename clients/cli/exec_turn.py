@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import enum
 import json
 import signal
@@ -39,6 +40,7 @@ from clients.sdk import (
     NotFoundError,
     QuestionAnsweredError,
     Session,
+    Settings,
     TextStreamed,
     TransportError,
     UnauthenticatedError,
@@ -257,9 +259,10 @@ async def _one_turn(
     try:
         before = session.last_seq
         summary = session.summary
-        out.session(session_id, summary.cwd if summary is not None else "", continued)
+        settings = session.settings
         if options.settings:
-            await session.set_settings(**options.settings)
+            settings = await session.set_settings(**options.settings)
+        out.session(session_id, summary.cwd if summary is not None else "", continued, settings)
         turn = Turn(session, out, before)
         interrupts.cancel_turn = turn.request_cancel
         await session.prompt(options.prompt)
@@ -398,7 +401,9 @@ def _how_to_allow(tool: str) -> str:
 class Output:
     """What exec prints as the turn goes."""
 
-    def session(self, session_id: str, cwd: str, continued: bool) -> None:
+    def session(
+        self, session_id: str, cwd: str, continued: bool, settings: Settings | None
+    ) -> None:
         pass
 
     def text(self, update: TextStreamed) -> None:
@@ -502,10 +507,18 @@ class JsonOutput(Output):
         self._stdout.write(json.dumps(data) + "\n")
         self._stdout.flush()
 
-    def session(self, session_id: str, cwd: str, continued: bool) -> None:
-        self._line(
-            {"type": "session", "session_id": session_id, "cwd": cwd, "continued": continued}
-        )
+    def session(
+        self, session_id: str, cwd: str, continued: bool, settings: Settings | None
+    ) -> None:
+        """The session, and the settings its turn runs with (where they came from)."""
+        line: dict[str, Any] = {
+            "type": "session",
+            "session_id": session_id,
+            "cwd": cwd,
+            "continued": continued,
+        }
+        line["settings"] = None if settings is None else dataclasses.asdict(settings)
+        self._line(line)
 
     def text(self, update: TextStreamed) -> None:
         self._line(

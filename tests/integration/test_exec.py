@@ -89,11 +89,21 @@ def test_with_a_running_stack_the_answer_streams_to_stdout_and_tools_to_stderr(
         lines = json_lines(run.stdout)
         first, last = lines[0], lines[-1]
         listed = json.loads(up.cli("sessions", "list", "--json", env=env).stdout)
-        assert first == {
+        assert {k: v for k, v in first.items() if k != "settings"} == {
             "type": "session",
             "session_id": listed[0]["id"],
             "cwd": str(project),
             "continued": True,
+        }
+        # The settings the turn runs with, and where they came from.
+        assert first["settings"] == {
+            "sandbox": "workspace-write",
+            "approvals": "ask",
+            "model": "",
+            "network": False,
+            "origin": "built-in",
+            "sources": [],
+            "problems": [],
         }
         kinds = [line["kind"] for line in events(lines)]
         for kind in ("user_message", "tool_call", "tool_result", "assistant_message"):
@@ -137,9 +147,17 @@ def test_what_exec_cannot_ask_is_denied_with_how_to_allow_it(tmp_path: Path, pro
         assert "agenthost exec cannot ask for approval" in error
         assert "--approvals never" in error
 
-        run = exec_(env, "--continue", "--approvals", "never", "write ran.txt", cwd=project)
+        run = exec_(
+            env, "--continue", "--json", "--approvals", "never", "write ran.txt", cwd=project
+        )
         assert run.returncode == 0, run.stderr
-        assert run.stdout == "Running it.\nDone.\n"
+        lines = json_lines(run.stdout)
+        assert (lines[0]["settings"]["approvals"], lines[0]["settings"]["origin"]) == (
+            "never",
+            "session",
+        )
+        said_text = "".join(line["delta"] for line in lines if line["type"] == "text")
+        assert said_text == "Running it.Done."
         assert (project / "ran.txt").read_text() == "ran-ok\n"
         assert "denied" not in run.stderr
 
@@ -273,3 +291,20 @@ def test_a_recorded_stack_that_refuses_the_token_is_exit_4(tmp_path: Path, proje
     assert run.returncode == 4
     assert f"the gateway at {up.gateway} (from {up.data_dir / 'gateway'}, written by" in said(run)
     assert "starting one" not in run.stderr
+
+
+def test_the_stack_exec_starts_gives_new_sessions_the_users_defaults(
+    no_stack: dict[str, str], tmp_path: Path, project: Path
+) -> None:
+    config = tmp_path / "config"
+    config.mkdir()
+    (config / "settings.json").write_text('{"sandbox": "read-only", "network": true}')
+    run = exec_({**no_stack, "AGENTHOST_CONFIG_DIR": str(config)}, "--json", "hi", cwd=project)
+    assert run.returncode == 0, run.stderr
+    settings = json_lines(run.stdout)[0]["settings"]
+    assert (settings["sandbox"], settings["network"], settings["origin"]) == (
+        "read-only",
+        True,
+        "defaults",
+    )
+    assert settings["sources"] == [str(config / "settings.json")]
