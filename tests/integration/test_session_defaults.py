@@ -183,13 +183,14 @@ async def test_a_never_used_session_stays_lazy_when_no_default_differs(
     assert opened.settings is not None and opened.settings.approvals == "never"
 
 
-async def test_agenthost_up_flags_lie_over_the_user_file(tmp_path: Path) -> None:
+@pytest.mark.parametrize("mode", ["--one-process", "--processes"])
+async def test_agenthost_up_flags_lie_over_the_user_file(tmp_path: Path, mode: str) -> None:
     project = tmp_path / "project"
     project.mkdir()
     config = tmp_path / "config"
     config.mkdir()
     user = write(config / "settings.json", {"approvals": "never", "sandbox": "full"})
-    flags = ("--sandbox", "read-only", "--network", "on")
+    flags = (mode, "--sandbox", "read-only", "--network", "on")
     with running_up(tmp_path, None, *flags, env={ENV_CONFIG_DIR: str(config)}) as up:
         token = (up.data_dir / "token").read_text().strip()
         async with AgentHostClient(up.gateway, token) as client:
