@@ -17,6 +17,7 @@ import contextlib
 import dataclasses
 import enum
 import json
+import os
 import signal
 import sys
 from collections.abc import AsyncIterator, Callable
@@ -420,6 +421,21 @@ class Output:
         pass
 
 
+def _put(stdout: TextIO, text: str) -> None:
+    """Write at once. A reader that went away (`exec ... | head -1`) gets no
+    more, and the turn still runs to its end: what it does (files changed,
+    commands run) is the point of a script's call, and the exit code says how
+    it ended."""
+    try:
+        stdout.write(text)
+        stdout.flush()
+    except BrokenPipeError:
+        # What is left in the buffer and what comes later go nowhere, quietly.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, stdout.fileno())
+        os.close(devnull)
+
+
 class TextOutput(Output):
     """The answer's text on stdout as it streams (each step's on a line of
     its own); one line per tool call and the turn's error on stderr."""
@@ -486,14 +502,12 @@ class TextOutput(Output):
             self._end_line()
         self._last = step
         self._written[step] = self._written.get(step, "") + text
-        self._stdout.write(text)
-        self._stdout.flush()
+        _put(self._stdout, text)
         self._at_line_start = text.endswith("\n")
 
     def _end_line(self) -> None:
         if not self._at_line_start:
-            self._stdout.write("\n")
-            self._stdout.flush()
+            _put(self._stdout, "\n")
             self._at_line_start = True
 
 
@@ -504,8 +518,7 @@ class JsonOutput(Output):
         self._stdout = stdout
 
     def _line(self, data: dict[str, Any]) -> None:
-        self._stdout.write(json.dumps(data) + "\n")
-        self._stdout.flush()
+        _put(self._stdout, json.dumps(data) + "\n")
 
     def session(
         self, session_id: str, cwd: str, continued: bool, settings: Settings | None

@@ -218,6 +218,24 @@ def test_without_a_stack_it_starts_one_for_the_call_and_stops_it(
     # --continue: the folder's most recent session, the one stdin started.
     assert lines[0]["session_id"] == started["session_id"] and lines[0]["continued"]
     assert "".join(line["delta"] for line in lines if line["type"] == "text") == "Echo: and more"
+    # A reader that stops after the first line (the answer streams after
+    # it): the turn still ends as it would, quietly.
+    slow = scripted(no_stack, tmp_path, {"text": "a slow answer", "parts": 5, "delta_s": 0.2})
+    reader = subprocess.Popen(
+        [sys.executable, "-m", "clients.cli", "exec", "--json", "--continue", "once more"],
+        cwd=project,
+        env=slow,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert reader.stdout is not None and reader.stderr is not None
+    assert json.loads(reader.stdout.readline())["type"] == "session"
+    reader.stdout.close()
+    assert reader.wait(TIMEOUT_S) == 0
+    assert "Error" not in reader.stderr.read()
+    reader.stderr.close()
     # A session it did not continue is a new one.
     assert (
         started["session_id"]
