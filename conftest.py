@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
@@ -24,17 +22,19 @@ from tests.support.stores import (
 )
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    """No test reads the user's own agenthost settings (~/.config/agenthost):
-    every runtime a test starts, in process or as a child, finds an empty
-    config folder unless the test names one of its own."""
-    os.environ[ENV_CONFIG_DIR] = tempfile.mkdtemp(prefix="agenthost-config-")
-
-
-def pytest_unconfigure(config: pytest.Config) -> None:
-    folder = os.environ.pop(ENV_CONFIG_DIR, None)
-    if folder is not None:
-        shutil.rmtree(folder, ignore_errors=True)
+@pytest.fixture(autouse=True, scope="session")
+def empty_config_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """No test reads the developer's own agenthost config folder (global
+    instructions, skills, settings): the run has an empty one of its own,
+    and a test that needs files there names a folder of its own."""
+    folder = tmp_path_factory.mktemp("config")
+    before = os.environ.get(ENV_CONFIG_DIR)
+    os.environ[ENV_CONFIG_DIR] = str(folder)
+    yield folder
+    if before is None:
+        os.environ.pop(ENV_CONFIG_DIR, None)
+    else:
+        os.environ[ENV_CONFIG_DIR] = before
 
 
 @pytest.fixture

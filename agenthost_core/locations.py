@@ -1,6 +1,6 @@
 """Where the stack `agenthost up` runs keeps its data, the bearer token and
-the gateway's address clients read, and where a user's own agenthost
-settings live: written once for the launcher, the services and the clients."""
+the gateway's address clients read, and where a user's own agenthost files
+live: written once for the launcher, the services and the clients."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ from collections.abc import Mapping
 from pathlib import Path
 
 ENV_DATA_DIR = "AGENTHOST_DATA_DIR"
-ENV_CONFIG_DIR = "AGENTHOST_CONFIG_DIR"
 # The file `agenthost up` writes inside its data folder.
 TOKEN_FILE = "token"
 # Beside the token while `agenthost up` serves: its gateway's address
@@ -29,10 +28,13 @@ def default_data_dir(env: Mapping[str, str] | None = None) -> Path:
     return Path(state).expanduser() / "agenthost"
 
 
-def user_config_dir(env: Mapping[str, str] | None = None) -> Path:
-    """The user's agenthost config folder (their settings.json):
-    AGENTHOST_CONFIG_DIR, else $XDG_CONFIG_HOME/agenthost, by default
-    ~/.config/agenthost."""
+ENV_CONFIG_DIR = "AGENTHOST_CONFIG_DIR"
+
+
+def config_dir(env: Mapping[str, str] | None = None) -> Path:
+    """The user's agenthost config folder (their settings, global
+    instructions, skills, commands, agents, hooks): AGENTHOST_CONFIG_DIR,
+    else $XDG_CONFIG_HOME/agenthost, by default ~/.config/agenthost."""
     env = os.environ if env is None else env
     if env.get(ENV_CONFIG_DIR):
         return Path(env[ENV_CONFIG_DIR]).expanduser()

@@ -36,7 +36,7 @@ from agenthost_core.folds import (
     SANDBOXES,
     SettingsFold,
 )
-from agenthost_core.locations import user_config_dir
+from agenthost_core.locations import config_dir
 
 if TYPE_CHECKING:
     from .agent import Agent
@@ -160,7 +160,7 @@ class SessionDefaults:
         env = os.environ if env is None else env
         names = {"sandbox": ENV_SANDBOX, "approvals": ENV_APPROVALS, "network": ENV_NETWORK}
         flags = {key: env[name] for key, name in names.items() if env.get(name)}
-        return cls(user_config_dir(env) / SETTINGS_FILE, flags)
+        return cls(config_dir(env) / SETTINGS_FILE, flags)
 
     def resolve(self, folder: Path, known_model: Callable[[str], bool]) -> SettingsFold:
         """The defaults of a session in `folder` (origin "defaults", with

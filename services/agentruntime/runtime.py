@@ -122,16 +122,16 @@ class AgentRuntime:
         hidden: Sequence[Path] = (),
         workspaces: WorkspaceMembersPort | None = None,
         mcp: McpServers | None = None,
+        defaults: SessionDefaults | None = None,
         idle_s: float = DEFAULT_IDLE_S,
         on_unload: Callable[[str], None] | None = None,
-        defaults: SessionDefaults | None = None,
     ) -> None:
         self._log = log
-        # Where blank sessions' default settings come from (None: the built-in ones).
-        self._defaults = defaults or SessionDefaults()
         self._compaction = compaction or CompactionPolicy.from_env()
         # The MCP servers of the sessions' folders (None: none configured anywhere).
         self._mcp = mcp
+        # Where blank sessions' default settings come from (None: the built-in ones).
+        self._defaults = defaults or SessionDefaults()
         # The configured models; one adapter stands for a catalog of one.
         self.models = model if isinstance(model, ModelCatalog) else ModelCatalog.of_adapter(model)
         # What confined commands must not see: `hidden` (the stack's data and

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from agenthost_core.folds import SettingsFold
-from agenthost_core.locations import user_config_dir
+from agenthost_core.locations import config_dir
 from services.agentruntime.defaults import (
     DEPLOYMENT,
     ENV_APPROVALS,
@@ -83,8 +83,8 @@ def test_the_deployment_flags_come_from_the_environment(tmp_path: Path) -> None:
     assert defaults.user_file == tmp_path / "mine" / "settings.json"
     assert defaults.deployment == {"sandbox": "read-only", "approvals": "never", "network": "off"}
     # Where the user's settings live: one lookup, for the runtime and the tests.
-    assert user_config_dir({"XDG_CONFIG_HOME": "/x"}) == Path("/x/agenthost")
-    assert user_config_dir({"HOME": "/h"}).name == "agenthost"
+    assert config_dir({"XDG_CONFIG_HOME": "/x"}) == Path("/x/agenthost")
+    assert config_dir({"HOME": "/h"}).name == "agenthost"
 
 
 @pytest.mark.parametrize(
