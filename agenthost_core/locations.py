@@ -17,31 +17,6 @@ TOKEN_FILE = "token"
 GATEWAY_FILE = "gateway"
 
 
-def default_data_dir(env: Mapping[str, str] | None = None) -> Path:
-    """Where `agenthost up` keeps its data and token, so the CLI finds them from
-    any folder: AGENTHOST_DATA_DIR, else the per-user state folder
-    ($XDG_STATE_HOME/agenthost, by default ~/.local/state/agenthost)."""
-    env = os.environ if env is None else env
-    if env.get(ENV_DATA_DIR):
-        return Path(env[ENV_DATA_DIR]).expanduser()
-    state = env.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(state).expanduser() / "agenthost"
-
-
-ENV_CONFIG_DIR = "AGENTHOST_CONFIG_DIR"
-
-
-def config_dir(env: Mapping[str, str] | None = None) -> Path:
-    """The user's agenthost config folder (their settings, global
-    instructions, skills, commands, agents, hooks): AGENTHOST_CONFIG_DIR,
-    else $XDG_CONFIG_HOME/agenthost, by default ~/.config/agenthost."""
-    env = os.environ if env is None else env
-    if env.get(ENV_CONFIG_DIR):
-        return Path(env[ENV_CONFIG_DIR]).expanduser()
-    config = env.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
-    return Path(config).expanduser() / "agenthost"
-
-
 def write_gateway_address(data_dir: Path, address: str) -> Path:
     """Record the gateway's address in the data folder, atomically (a reader
     sees the old file or the new one, never half of one); its path."""
@@ -67,3 +42,28 @@ def remove_gateway_address(data_dir: Path, address: str) -> None:
     if recorded_gateway_address(data_dir) == address:
         with contextlib.suppress(FileNotFoundError):
             (data_dir / GATEWAY_FILE).unlink()
+
+
+def default_data_dir(env: Mapping[str, str] | None = None) -> Path:
+    """Where `agenthost up` keeps its data and token, so the CLI finds them from
+    any folder: AGENTHOST_DATA_DIR, else the per-user state folder
+    ($XDG_STATE_HOME/agenthost, by default ~/.local/state/agenthost)."""
+    env = os.environ if env is None else env
+    if env.get(ENV_DATA_DIR):
+        return Path(env[ENV_DATA_DIR]).expanduser()
+    state = env.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(state).expanduser() / "agenthost"
+
+
+ENV_CONFIG_DIR = "AGENTHOST_CONFIG_DIR"
+
+
+def config_dir(env: Mapping[str, str] | None = None) -> Path:
+    """The user's agenthost config folder (their settings, global
+    instructions, skills, commands, agents, hooks): AGENTHOST_CONFIG_DIR,
+    else $XDG_CONFIG_HOME/agenthost, by default ~/.config/agenthost."""
+    env = os.environ if env is None else env
+    if env.get(ENV_CONFIG_DIR):
+        return Path(env[ENV_CONFIG_DIR]).expanduser()
+    config = env.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(config).expanduser() / "agenthost"
