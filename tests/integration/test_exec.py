@@ -2,10 +2,12 @@
 (found through its address file, no variable set) and with no stack at all
 (it starts one in its own process on the data folder, and stops it after),
 in text and in --json, its prompt from the command line or stdin, with each
-exit code it can produce. The model is the built-in one, scripted."""
+exit code it can produce (an interrupted turn: its runtime killed, in a stack
+of one process per service). The model is the built-in one, scripted."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -19,6 +21,7 @@ import pytest
 
 from tests.integration.test_cli import TIMEOUT_S, Up, plan_call, running_up
 from tests.support.hosts import free_base_port
+from tests.support.process_stack import process_stack
 
 
 def exec_(
@@ -326,3 +329,43 @@ def test_the_stack_exec_starts_gives_new_sessions_the_users_defaults(
         "defaults",
     )
     assert settings["sources"] == [str(config / "settings.json")]
+
+
+async def test_a_turn_whose_runtime_died_ends_interrupted_and_exits_3(
+    tmp_path: Path, project: Path
+) -> None:
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps({"replies": [{"text": "Working on it", "hold_s": 60}]}))
+    async with process_stack(tmp_path / "data", {"AGENTHOST_BUILTIN_SCRIPT": str(script)}) as stack:
+        env = {**os.environ, "AGENTHOST_GATEWAY": stack.gateway, "AGENTHOST_TOKEN": stack.token}
+        process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "clients.cli",
+            "exec",
+            "--json",
+            "a long job",
+            cwd=project,
+            env=env,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        try:
+            assert process.stdout is not None
+            lines: list[dict[str, Any]] = []
+            async with asyncio.timeout(TIMEOUT_S):
+                while not lines or lines[-1]["type"] != "text":  # until the answer streams
+                    lines.append(json.loads(await process.stdout.readline()))
+            # The runtime dies with the turn open; the one started in its
+            # place ends the turn as interrupted.
+            stack.kill("agentruntime")
+            await stack.restart("agentruntime")
+            rest, stderr = await asyncio.wait_for(process.communicate(), TIMEOUT_S)
+        finally:
+            if process.returncode is None:
+                process.kill()
+                await process.wait()
+    assert process.returncode == 3, stderr.decode()
+    last = json_lines(rest.decode())[-1]
+    assert (last["type"], last["reason"], last["exit_code"]) == ("turn_end", "interrupted", 3)
