@@ -460,6 +460,19 @@ def question_from_view(view: dict[str, Any]) -> Question:
 # -- settings -------------------------------------------------------------------------
 
 
+# Where a session's settings came from: nothing logged yet (the built-in
+# defaults), the defaults resolved when the blank session was first loaded
+# (services/agentruntime/defaults.py), or a change made in the session.
+ORIGIN_BUILT_IN = "built-in"
+ORIGIN_DEFAULTS = "defaults"
+ORIGIN_SESSION = "session"
+SETTINGS_ORIGINS = {
+    ev.SETTINGS_ORIGIN_UNSPECIFIED: ORIGIN_SESSION,
+    ev.SETTINGS_ORIGIN_SESSION: ORIGIN_SESSION,
+    ev.SETTINGS_ORIGIN_DEFAULTS: ORIGIN_DEFAULTS,
+}
+
+
 @dataclass(frozen=True)
 class SettingsFold:
     sandbox: str = DEFAULT_SANDBOX
@@ -468,6 +481,29 @@ class SettingsFold:
     model: str = ""
     # Whether confined commands may reach the network (/network on).
     network: bool = False
+    origin: str = ORIGIN_BUILT_IN
+    # With origin "defaults": what contributed (settings files, "agenthost
+    # up"), lowest first, and what was ignored on the way.
+    sources: tuple[str, ...] = ()
+    problems: tuple[str, ...] = ()
+
+    def values(self) -> tuple[str, str, str, bool]:
+        """What the settings allow and use, whatever their origin."""
+        return (self.sandbox, self.approvals, self.model, self.network)
+
+    def changed(
+        self, sandbox: str | None, approvals: str | None, model: str | None, network: bool | None
+    ) -> SettingsFold | None:
+        """The settings a change made in the session records (None given:
+        kept), or None when it changes no value."""
+        wanted = SettingsFold(
+            sandbox or self.sandbox,
+            approvals or self.approvals,
+            self.model if model is None else model,
+            self.network if network is None else network,
+            ORIGIN_SESSION,
+        )
+        return None if wanted.values() == self.values() else wanted
 
 
 # The event kinds fold_settings reads: any other leaves its state as it is.
@@ -483,27 +519,40 @@ def fold_settings(state: SettingsFold, event: Event) -> SettingsFold:
         APPROVAL_POLICIES.get(settings.approvals, DEFAULT_APPROVALS),
         settings.model,
         settings.network,
+        SETTINGS_ORIGINS.get(settings.origin, ORIGIN_SESSION),
+        tuple(settings.sources),
+        tuple(settings.problems),
     )
     return state if new == state else new
 
 
 def settings_view(state: SettingsFold) -> dict[str, Any]:
-    """The `settings` projection value."""
+    """The `settings` projection value: the values, and where they came from
+    (`origin`: "built-in", "defaults" or "session"; with "defaults", the
+    `sources` that contributed and the `problems` ignored on the way)."""
     return {
         "sandbox": state.sandbox,
         "approvals": state.approvals,
         "model": state.model,
         "network": state.network,
+        "origin": state.origin,
+        "sources": list(state.sources),
+        "problems": list(state.problems),
     }
 
 
 def settings_event(state: SettingsFold) -> ev.SessionSettings:
-    """The session/settings value recording `state`."""
+    """The session/settings value recording `state` (built-in values
+    recorded are a change made in the session)."""
+    origin = ev.SETTINGS_ORIGIN_DEFAULTS if state.origin == ORIGIN_DEFAULTS else None
     return ev.SessionSettings(
         sandbox=_wire(SANDBOXES, state.sandbox),
         approvals=_wire(APPROVAL_POLICIES, state.approvals),
         model=state.model,
         network=state.network,
+        origin=origin or ev.SETTINGS_ORIGIN_SESSION,
+        sources=state.sources,
+        problems=state.problems,
     )
 
 
@@ -792,7 +841,7 @@ def fold_events(
 
 # The format of a dumped SessionState: bump it when a fold changes what it
 # keeps, and checkpoints of the older format are refolded from the log.
-STATE_VERSION = 6
+STATE_VERSION = 7
 
 
 def dump_state(state: object) -> bytes:
@@ -839,12 +888,16 @@ def _load_question(data: dict[str, Any]) -> Question:
 
 
 def load_settings(data: dict[str, Any]) -> SettingsFold:
-    # Checkpoints from before the model or network setting have none: the defaults.
+    # Checkpoints from before the model or network setting have none: the
+    # defaults. (Those from before origins are refolded: STATE_VERSION.)
     return SettingsFold(
         sandbox=str(data["sandbox"]),
         approvals=str(data["approvals"]),
         model=str(data.get("model", "")),
         network=bool(data.get("network", False)),
+        origin=str(data.get("origin", ORIGIN_BUILT_IN)),
+        sources=tuple(str(source) for source in data.get("sources", ())),
+        problems=tuple(str(problem) for problem in data.get("problems", ())),
     )
 
 

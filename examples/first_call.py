@@ -10,12 +10,13 @@ import grpc
 from agenthost.gateway.v1 import gateway_pb2 as gw
 from agenthost.gateway.v1 import gateway_pb2_grpc
 
-from clients.cli.config import default_data_dir
+from clients.cli.config import default_data_dir, find_gateway
 
 
 async def main() -> None:
-    address = os.environ.get("AGENTHOST_GATEWAY", "127.0.0.1:7100")
-    data_dir = default_data_dir()  # where `make run` keeps its token
+    data_dir = default_data_dir()  # where `make run` keeps its token and gateway address
+    # AGENTHOST_GATEWAY, else the address `make run` recorded, else 127.0.0.1:7100.
+    address = find_gateway(os.environ.get("AGENTHOST_GATEWAY"), data_dir).address
     token = os.environ.get("AGENTHOST_TOKEN") or (data_dir / "token").read_text().strip()
     auth = (("authorization", f"Bearer {token}"),)
     async with grpc.aio.insecure_channel(address) as channel:

@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, NoReturn
 from urllib.parse import quote
@@ -17,7 +19,14 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from agenthost_core.locations import ENV_DATA_DIR, TOKEN_FILE, default_data_dir
+from agenthost_core.choices import ApprovalsName, OnOff, SandboxName
+from agenthost_core.locations import (
+    ENV_DATA_DIR,
+    TOKEN_FILE,
+    default_data_dir,
+    remove_gateway_address,
+    write_gateway_address,
+)
 
 if TYPE_CHECKING:
     from services.embedded import EmbeddedStack
@@ -95,12 +104,39 @@ def up(
             "DATA_DIR/mcp.json); each workspace adds its .agenthost/mcp.json.",
         ),
     ] = None,
+    sandbox: Annotated[
+        SandboxName | None,
+        typer.Option(
+            help="New sessions' sandbox (over the user's settings.json; a workspace's "
+            ".agenthost/settings.json may only narrow it). Default: workspace-write.",
+            rich_help_panel="Defaults of new sessions",
+            show_default=False,
+        ),
+    ] = None,
+    approvals: Annotated[
+        ApprovalsName | None,
+        typer.Option(
+            help="New sessions' approval policy (as --sandbox). Default: ask.",
+            rich_help_panel="Defaults of new sessions",
+            show_default=False,
+        ),
+    ] = None,
+    network: Annotated[
+        OnOff | None,
+        typer.Option(
+            help="Whether new sessions' commands reach the network (as --sandbox). Default: off.",
+            rich_help_panel="Defaults of new sessions",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Start every service on loopback: all in this process (the embedded
     default), or each in its own with --processes."""
     # Imported here: the client commands need none of the services.
     import psycopg
 
+    from services.agentruntime.defaults import ENV_APPROVALS, ENV_NETWORK, ENV_SANDBOX
+    from services.agentruntime.models.catalog import ModelsFileError
     from services.common.config import LOOPBACK, WEB_ORIGINS_ENV, split_origins
     from services.common.database import InvalidDatabaseUrl
     from services.common.errors import StorageUnavailable
@@ -114,7 +150,18 @@ def up(
     for name, value in (("AGENTHOST_MODEL", model), ("AGENTHOST_MODEL_BASE_URL", model_base_url)):
         if value:
             os.environ[name] = value
-    _use_models_file(models_file, data_dir.resolve())
+    # New sessions' defaults, read by the runtime (services/agentruntime/defaults.py).
+    for name, choice in (
+        (ENV_SANDBOX, sandbox),
+        (ENV_APPROVALS, approvals),
+        (ENV_NETWORK, network),
+    ):
+        if choice is not None:
+            os.environ[name] = str(choice)
+    try:
+        _use_models_file(models_file, data_dir.resolve())
+    except ModelsFileError as error:
+        _fail(f"error: {error}")
     if mcp_config is not None:
         # Read by the agent runtime (services/agentruntime/mcp/config.py).
         os.environ["AGENTHOST_MCP_CONFIG"] = str(mcp_config.resolve())
@@ -136,24 +183,39 @@ def up(
 
 
 def _use_models_file(given: Path | None, data_dir: Path) -> None:
-    """Check the models file before anything starts (a mistake is one line
-    naming the file and key) and hand it to the runtime, in this process or
-    in the supervised ones, through AGENTHOST_MODELS_FILE."""
-    from services.agentruntime.models.catalog import (
-        ENV_MODELS_FILE,
-        ModelsFileError,
-        load_catalog,
-        models_file,
-    )
+    """Check the models file before anything starts (a mistake is a
+    ModelsFileError naming the file and key) and hand it to the runtime, in
+    this process or in the supervised ones, through AGENTHOST_MODELS_FILE."""
+    from services.agentruntime.models.catalog import ENV_MODELS_FILE, load_catalog, models_file
 
     path = models_file(os.environ, data_dir, given)
     if path is None:
         return
-    try:
-        load_catalog(path.resolve())
-    except ModelsFileError as error:
-        _fail(f"error: {error}")
+    load_catalog(path.resolve())
     os.environ[ENV_MODELS_FILE] = str(path.resolve())
+
+
+@asynccontextmanager
+async def embedded_stack(data_dir: Path) -> AsyncIterator[str]:
+    """The whole stack in this process for one client call (`agenthost exec`
+    when no stack answers), with the data `agenthost up` would use in
+    `data_dir`, on free loopback ports, with no web port and no address file
+    (it is the call's own): yields the gateway's address, and stops every
+    service when the call is done. Reached through the `agenthost.stacks`
+    entry point, so the client imports no service. A start that fails
+    raises (a models file's mistake as ModelsFileError, naming file and key)."""
+    from services.common.logs import configure_logging
+    from services.embedded import EmbeddedStack
+
+    configure_logging("agenthost", "WARNING")
+    data_dir = await asyncio.to_thread(data_dir.resolve)
+    await asyncio.to_thread(_use_models_file, None, data_dir)
+    stack = EmbeddedStack(data_dir, port_override=0, web=False, web_files=None)
+    await stack.start()
+    try:
+        yield stack.addresses["gateway"]
+    finally:
+        await stack.stop()
 
 
 def _page_url(web_url: str | None, token_file: Path) -> str | None:
@@ -225,6 +287,9 @@ async def _run_stack(
         console.print(f"  {'model':<12} {chosen.name}   <- {chosen.server}", highlight=False)
         if chosen.server.startswith(("http://", "https://")):
             checks.add(asyncio.get_running_loop().create_task(_check_model_server(chosen.server)))
+        # Before the up line: whoever waits for it finds the address file too.
+        recorded.append(addresses["gateway"])
+        write_gateway_address(data_dir, addresses["gateway"])
         console.print(f"Your bearer token is in {token_file}")
         console.print(stack.confinement, markup=False, highlight=False, soft_wrap=True)
         console.print("Try, in the folder you want to work in: agenthost chat")
@@ -240,7 +305,13 @@ async def _run_stack(
         print(json.dumps(up), flush=True)
 
     checks: set[asyncio.Task[None]] = set()
-    await stack.run_until_signalled(on_up=announce)
+    # The gateway address this stack recorded (removed again on a clean stop).
+    recorded: list[str] = []
+    try:
+        await stack.run_until_signalled(on_up=announce)
+    finally:
+        for address in recorded:
+            remove_gateway_address(data_dir, address)
 
 
 async def _check_model_server(base_url: str) -> None:

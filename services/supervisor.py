@@ -68,7 +68,8 @@ KILL_AFTER_S = GRACE_S + 5.0
 CHILD_LOG_LEVEL = "WARNING,agenthost.server=INFO"
 RELAYED_LEVELS = frozenset({"warning", "error", "critical"})
 # Of agenthost's own variables the children get only those the embedded stack
-# reads too (the model's, the lease period, the stack's database); the
+# reads too (the model's, the lease period, the stack's database, new
+# sessions' defaults and where the user's settings are); the
 # supervisor sets the rest, so a shell set up for a deployment (a service's own
 # DSN, tokens file, peers) does not rewire `agenthost up`.
 PASSED_PREFIXES = (
@@ -77,6 +78,9 @@ PASSED_PREFIXES = (
     "AGENTHOST_LEASE_S",
     "AGENTHOST_DATABASE_",
     "AGENTHOST_MCP_CONFIG",
+    # New sessions' defaults: `up`'s flags and the user's config folder.
+    "AGENTHOST_DEFAULT_",
+    "AGENTHOST_CONFIG_DIR",
 )
 # StreamReader's line limit: a log line carrying a traceback can be long.
 LINE_LIMIT = 1 << 20

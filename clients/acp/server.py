@@ -28,7 +28,7 @@ from .transport import CheckedTransport
 __all__ = ["PROTOCOL_VERSION", "serve"]
 
 
-async def _serve(address: str, token: str | None, data_dir: Path) -> None:
+async def _serve(address: str | None, token: str | None, data_dir: Path) -> None:
     gateway = await gateway_for(address, token, data_dir)
     client = AgentHostClient(gateway.address, gateway.token, tls_roots=tls_roots())
     try:
@@ -51,7 +51,7 @@ async def _serve(address: str, token: str | None, data_dir: Path) -> None:
         await client.close()
 
 
-async def _serve_until_stopped(address: str, token: str | None, data_dir: Path) -> None:
+async def _serve_until_stopped(address: str | None, token: str | None, data_dir: Path) -> None:
     """Serve; SIGTERM (how editors often end their agents) and SIGHUP end it
     like a closed stdin: requests in flight are ended, the gateway's
     connection closed."""
@@ -64,7 +64,7 @@ async def _serve_until_stopped(address: str, token: str | None, data_dir: Path) 
         await _serve(address, token, data_dir)
 
 
-def serve(address: str, token: str | None, data_dir: Path) -> int:
+def serve(address: str | None, token: str | None, data_dir: Path) -> int:
     """Serve until the editor closes stdin; the exit code."""
     # Logs go to stderr: stdout carries the protocol.
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="%(name)s: %(message)s")

@@ -1,5 +1,6 @@
 """Where `agenthost acp` finds the stack: the gateway and token the CLI would
-use; when none answers there, it starts `agenthost up` in the background,
+use (AGENTHOST_GATEWAY, else the address `agenthost up` recorded in the data
+folder, else the default); when none answers there, it starts `agenthost up` in the background,
 detached, so the CLI, the web page and other editors share it and it keeps
 serving after this editor closes (said on stderr: stdout carries the protocol)."""
 
@@ -14,13 +15,16 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from agenthost.gateway.v1 import gateway_pb2 as gw
+from clients.cli.config import (
+    DEFAULT_GATEWAY,
+    ConfigError,
+    GatewayAddress,
+    find_gateway,
+    resolve_token,
+    token_source,
+)
+from clients.cli.reach import WrongGateway, answers
 
-from clients.cli.config import DEFAULT_GATEWAY, ConfigError, resolve_token, tls_roots
-from clients.sdk import AgentHostClient, TransportError
-
-# How long a gateway may take to answer the first call before it counts as absent.
-PROBE_TIMEOUT_S = 3.0
 UP_TIMEOUT_S = 60.0
 UP_POLL_S = 0.1
 # The started stack's output, in its data folder.
@@ -41,37 +45,36 @@ def say(text: str) -> None:
     print(f"agenthost acp: {text}", file=sys.stderr, flush=True)
 
 
-async def _answers(gateway: Gateway) -> bool:
-    client = AgentHostClient(gateway.address, gateway.token, tls_roots=tls_roots())
-    try:
-        await client.call(
-            client.stub.ListWorkspaces, gw.ListWorkspacesRequest(), deadline=PROBE_TIMEOUT_S
-        )
-        return True
-    except TransportError:
-        return False
-    finally:
-        await client.close()
-
-
-def _up_argv(address: str, data_dir: Path) -> list[str]:
+def _up_argv(found: GatewayAddress, data_dir: Path) -> list[str]:
+    """`agenthost up` on the address the user named, else on the default ports
+    (clients find it there, or through the address file it writes)."""
     argv = [sys.executable, "-m", "clients.cli", "up", "--data-dir", str(data_dir)]
-    if address != DEFAULT_GATEWAY:
-        host, _, port = address.rpartition(":")
+    if found.given and found.address != DEFAULT_GATEWAY:
+        host, _, port = found.address.rpartition(":")
         if not port.isdigit() or host not in ("127.0.0.1", "localhost"):
-            raise StackUnavailable(f"no gateway answers at {address}, and it is not one to start")
+            raise StackUnavailable(
+                f"no gateway answers at {found.address} (from {found.source}), "
+                "and it is not one to start"
+            )
         argv += ["--base-port", port]
     return argv
 
 
-async def gateway_for(address: str, token: str | None, data_dir: Path) -> Gateway:
+async def gateway_for(given: str | None, token: str | None, data_dir: Path) -> Gateway:
     """The gateway to use: the one that answers, or one started for it."""
+    found = find_gateway(given, data_dir)
     with contextlib.suppress(ConfigError):
-        found = Gateway(address, resolve_token(token, data_dir))
-        if await _answers(found):
-            return found
-    say(f"no agenthost stack answers at {address}: starting one (data in {data_dir})")
-    pid, addresses, log = await _start(_up_argv(address, data_dir), data_dir)
+        candidate = Gateway(found.address, resolve_token(token, data_dir))
+        try:
+            if await answers(found, candidate.token, token_source(token, data_dir)):
+                return candidate
+        except WrongGateway as error:
+            raise StackUnavailable(str(error)) from None
+    say(
+        f"no agenthost stack answers at {found.address}: starting one (data in {data_dir}; "
+        f"the address came from {found.source})"
+    )
+    pid, addresses, log = await _start(_up_argv(found, data_dir), data_dir)
     try:
         started = Gateway(addresses["gateway"], resolve_token(token, data_dir))
     except ConfigError as error:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable
 from importlib.metadata import entry_points
 from pathlib import Path
@@ -12,6 +13,7 @@ import typer
 from agenthost.sessionlog.v1.session_log_pb2 import SessionSummary
 from agenthost.workspace.v1.workspace_pb2 import Workspace
 
+from agenthost_core.choices import ApprovalsName, OnOff, SandboxName
 from clients.sdk import AgentHostClient
 
 from .common import (
@@ -25,7 +27,8 @@ from .common import (
     print_json,
     run_client,
 )
-from .config import DEFAULT_DATA_DIR, DEFAULT_GATEWAY
+from .config import DEFAULT_DATA_DIR
+from .exec_turn import EXIT_CODES
 from .sessions import row, sessions_app
 
 app = typer.Typer(help="agenthost: run the stack and talk to it.", no_args_is_help=True)
@@ -58,7 +61,7 @@ _plug_in_commands()
 @workspace_app.command("add")
 def workspace_add(
     path: Annotated[Path, typer.Argument(help="An existing folder (made absolute).")],
-    gateway: Gateway = DEFAULT_GATEWAY,
+    gateway: Gateway = None,
     token: Token = None,
     data_dir: DataDir = DEFAULT_DATA_DIR,
     as_json: AsJson = False,
@@ -96,7 +99,7 @@ def _not_a_project_folder(folder: str) -> str | None:
 
 @workspace_app.command("list")
 def workspace_list(
-    gateway: Gateway = DEFAULT_GATEWAY,
+    gateway: Gateway = None,
     token: Token = None,
     data_dir: DataDir = DEFAULT_DATA_DIR,
     as_json: AsJson = False,
@@ -136,7 +139,7 @@ def _session_counts(workspace: Workspace) -> str:
 @plan_app.command("get")
 def plan_get(
     session: Annotated[str, typer.Argument(help="The session id.")],
-    gateway: Gateway = DEFAULT_GATEWAY,
+    gateway: Gateway = None,
     token: Token = None,
     data_dir: DataDir = DEFAULT_DATA_DIR,
     as_json: AsJson = False,
@@ -162,7 +165,7 @@ def plan_get(
 def plan_set(
     session: Annotated[str, typer.Argument(help="The session id.")],
     mode: Annotated[str, typer.Argument(help="on or off", metavar="on|off")],
-    gateway: Gateway = DEFAULT_GATEWAY,
+    gateway: Gateway = None,
     token: Token = None,
     data_dir: DataDir = DEFAULT_DATA_DIR,
     as_json: AsJson = False,
@@ -208,7 +211,7 @@ def chat(
     resume: Annotated[
         bool, typer.Option("--resume", "-r", help="Pick one of the workspace's recent sessions.")
     ] = False,
-    gateway: Gateway = DEFAULT_GATEWAY,
+    gateway: Gateway = None,
     token: Token = None,
     data_dir: DataDir = DEFAULT_DATA_DIR,
 ) -> None:
@@ -238,9 +241,95 @@ def chat(
     raise typer.Exit(code)
 
 
+@app.command("exec", epilog=EXIT_CODES)
+def exec_(
+    prompt: Annotated[
+        str | None,
+        typer.Argument(
+            help="The prompt; `-` (or none, with stdin not a terminal): read it from stdin.",
+            show_default=False,
+        ),
+    ] = None,
+    model: Annotated[
+        str | None, typer.Option("--model", help="The session's model (a configured name).")
+    ] = None,
+    sandbox: Annotated[
+        SandboxName | None, typer.Option("--sandbox", help="The session's sandbox.")
+    ] = None,
+    approvals: Annotated[
+        ApprovalsName | None,
+        typer.Option(
+            "--approvals",
+            help="When the agent would ask: exec cannot ask, so what needs asking is denied.",
+        ),
+    ] = None,
+    network: Annotated[
+        OnOff | None, typer.Option("--network", help="Whether commands reach the network.")
+    ] = None,
+    session: Annotated[str | None, typer.Option("--session", help="Continue this session.")] = None,
+    continue_last: Annotated[
+        bool,
+        typer.Option("--continue", "-c", help="Continue the workspace's most recent session."),
+    ] = False,
+    workspace: Annotated[
+        Path | None,
+        typer.Option("--workspace", help="Work in this folder's workspace (default: here)."),
+    ] = None,
+    as_json: Annotated[
+        bool,
+        typer.Option(
+            "--json",
+            help="One JSON object per line: the session, each logged event, the live text, "
+            "the turn's end with its reason and usage.",
+        ),
+    ] = False,
+    gateway: Gateway = None,
+    token: Token = None,
+    data_dir: DataDir = DEFAULT_DATA_DIR,
+) -> None:
+    """Run one prompt to the end of its turn and print the answer: for scripts and CI.
+
+    The answer streams to stdout (each tool call leaves one line on stderr).
+    Settings given here apply to the session before the prompt. Nothing can
+    be asked: a tool approval or a plan review is denied, with a reason that
+    says how to allow it. A new session of the folder's workspace, unless
+    --session or --continue. With no stack running, it starts one for the
+    call (data in --data-dir) and stops it after."""
+    from .exec_turn import ExecOptions, ExitCode, run_exec
+
+    if session is not None and (workspace is not None or continue_last):
+        errors.print("[red]error:[/] --session goes alone")
+        raise typer.Exit(ExitCode.USAGE)
+    text = _prompt_text(prompt)
+    folder = str((workspace or Path(os.getcwd())).expanduser().resolve())
+    problem = _not_a_project_folder(folder)
+    if problem is not None:
+        errors.print(f"[red]error:[/] {folder} {problem}", highlight=False, soft_wrap=True)
+        raise typer.Exit(ExitCode.USAGE)
+    given = {"model": model, "sandbox": sandbox, "approvals": approvals}
+    settings: dict[str, object] = {k: str(v) for k, v in given.items() if v is not None}
+    if network is not None:
+        settings["network"] = network is OnOff.ON
+    options = ExecOptions(text, folder, session, continue_last, settings, as_json)
+    raise typer.Exit(run_exec(options, gateway, token, data_dir))
+
+
+def _prompt_text(prompt: str | None) -> str:
+    """The prompt given, or stdin's (for `-`, or none given with stdin not a
+    terminal); a missing or empty one is a usage error."""
+    if prompt is None and sys.stdin.isatty():
+        errors.print("[red]error:[/] give a prompt, or pipe one to stdin")
+        raise typer.Exit(2)
+    text = sys.stdin.read() if prompt in (None, "-") else prompt
+    if not text.strip():
+        errors.print("[red]error:[/] the prompt is empty")
+        raise typer.Exit(2)
+    return text.strip()
+
+
 @app.command()
 def acp(
-    gateway: Gateway = DEFAULT_GATEWAY,
+    gateway: Gateway = None,
     token: Token = None,
     data_dir: DataDir = DEFAULT_DATA_DIR,
 ) -> None:
@@ -256,20 +345,23 @@ RESUME_SHOWN = 20
 
 
 async def _workspace_session(
-    client: AgentHostClient, folder: str, choose: Chooser | None = None
+    client: AgentHostClient,
+    folder: str,
+    choose: Chooser | None = None,
+    say: Callable[[str], None] = line,
 ) -> str:
     """The folder's workspace (added when new): a session `choose` picks
-    among its recent ones, else its reusable session."""
+    among its recent ones, else its reusable session; notes go to `say`."""
     known = {w.path for w in await client.list_workspaces()}
     workspace = await client.create_workspace(folder)
     if workspace.path not in known:
-        line(f"added a workspace for {workspace.path}")
+        say(f"added a workspace for {workspace.path}")
     if choose is not None:
         recent = [s for s in await client.list_sessions(workspace.id) if not s.blank]
         chosen = choose(recent)
         if chosen is not None:
             return chosen.id
-        line("no earlier session here: starting a new one")
+        say("no earlier session here: starting a new one")
     return (await client.connect_workspace(workspace.id)).session.id
 
 

@@ -11,10 +11,21 @@ from typing import Annotated, TypeVar
 
 import typer
 from rich.console import Console
+from rich.text import Text
 
-from clients.sdk import AgentHostClient, AgentHostError, TransportError
+from clients.sdk import AgentHostClient, AgentHostError
 
-from .config import ENV_DATA_DIR, ENV_GATEWAY, ENV_TOKEN, ConfigError, resolve_token, tls_roots
+from .config import (
+    ENV_DATA_DIR,
+    ENV_GATEWAY,
+    ENV_TOKEN,
+    ConfigError,
+    find_gateway,
+    resolve_token,
+    tls_roots,
+    token_source,
+    unexpected_answer,
+)
 
 console = Console()
 errors = Console(stderr=True)
@@ -22,8 +33,14 @@ errors = Console(stderr=True)
 T = TypeVar("T")
 
 Gateway = Annotated[
-    str,
-    typer.Option("--gateway", envvar=ENV_GATEWAY, help="The gateway's address (host:port)."),
+    str | None,
+    typer.Option(
+        "--gateway",
+        envvar=ENV_GATEWAY,
+        help="The gateway's address (host:port); default: the one `agenthost up` recorded "
+        "in the data folder (its `gateway` file), else 127.0.0.1:7100.",
+        show_default=False,
+    ),
 ]
 Token = Annotated[
     str | None,
@@ -46,12 +63,14 @@ AsJson = Annotated[bool, typer.Option("--json", help="One JSON document, for scr
 
 
 def run_client(
-    gateway: str,
+    gateway: str | None,
     token: str | None,
     data_dir: Path,
     work: Callable[[AgentHostClient], Awaitable[T]],
 ) -> T:
-    """Run `work` with a client of the gateway; errors as one line and exit 1."""
+    """Run `work` with a client of the gateway (`gateway`, else the one `up`
+    recorded, else the default); errors as one line and exit 1."""
+    found = find_gateway(gateway, data_dir)
     try:
         bearer = resolve_token(token, data_dir)
     except ConfigError as error:
@@ -59,7 +78,7 @@ def run_client(
         raise typer.Exit(2) from None
 
     async def run() -> T:
-        client = AgentHostClient(gateway, bearer, tls_roots=tls_roots())
+        client = AgentHostClient(found.address, bearer, tls_roots=tls_roots())
         try:
             return await work(client)
         finally:
@@ -69,15 +88,10 @@ def run_client(
         return asyncio.run(run())
     except KeyboardInterrupt:
         raise typer.Exit(130) from None
-    except TransportError as error:
-        errors.print(
-            f"[red]error:[/] cannot reach the gateway at {gateway} ({error.code}); "
-            "is `agenthost up` running?",
-            highlight=False,
-        )
-        raise typer.Exit(1) from None
     except AgentHostError as error:
-        errors.print(f"[red]error:[/] {error.message} ({error.reason or error.code})")
+        said = unexpected_answer(error, found, token_source(token, data_dir))
+        said = said or f"{error.message} ({error.reason or error.code})"
+        errors.print(Text.assemble(("error:", "red"), f" {said}"), highlight=False, soft_wrap=True)
         raise typer.Exit(1) from None
 
 

@@ -13,7 +13,7 @@ from agenthost.sessionlog.v1 import session_log_pb2 as sl
 from clients.sdk import AgentHostClient
 
 from .common import AsJson, DataDir, Gateway, Token, errors, line, print_json, run_client
-from .config import DEFAULT_DATA_DIR, DEFAULT_GATEWAY
+from .config import DEFAULT_DATA_DIR
 
 sessions_app = typer.Typer(help="Sessions of your workspaces.")
 
@@ -77,7 +77,7 @@ def sessions_list(
         Path | None, typer.Option("--workspace", help="Only this workspace's folder.")
     ] = None,
     archived: Annotated[bool, typer.Option("--archived", help="Archived ones too.")] = False,
-    gateway: Gateway = DEFAULT_GATEWAY,
+    gateway: Gateway = None,
     token: Token = None,
     data_dir: DataDir = DEFAULT_DATA_DIR,
     as_json: AsJson = False,
@@ -103,7 +103,7 @@ def sessions_list(
 def sessions_rename(
     session: SessionId,
     title: Annotated[str, typer.Argument(help="The new title.")],
-    gateway: Gateway = DEFAULT_GATEWAY,
+    gateway: Gateway = None,
     token: Token = None,
     data_dir: DataDir = DEFAULT_DATA_DIR,
 ) -> None:
@@ -118,7 +118,7 @@ def sessions_rename(
 @sessions_app.command("archive")
 def sessions_archive(
     session: SessionId,
-    gateway: Gateway = DEFAULT_GATEWAY,
+    gateway: Gateway = None,
     token: Token = None,
     data_dir: DataDir = DEFAULT_DATA_DIR,
 ) -> None:
@@ -133,7 +133,7 @@ def sessions_archive(
 @sessions_app.command("unarchive")
 def sessions_unarchive(
     session: SessionId,
-    gateway: Gateway = DEFAULT_GATEWAY,
+    gateway: Gateway = None,
     token: Token = None,
     data_dir: DataDir = DEFAULT_DATA_DIR,
 ) -> None:
@@ -151,7 +151,7 @@ def sessions_fork(
     up_to: Annotated[
         int | None, typer.Option("--up-to", help="The last seq the fork keeps.", min=0)
     ] = None,
-    gateway: Gateway = DEFAULT_GATEWAY,
+    gateway: Gateway = None,
     token: Token = None,
     data_dir: DataDir = DEFAULT_DATA_DIR,
 ) -> None:
@@ -167,7 +167,7 @@ def sessions_fork(
 def sessions_delete(
     session: SessionId,
     yes: Annotated[bool, typer.Option("--yes", help="Do not ask.")] = False,
-    gateway: Gateway = DEFAULT_GATEWAY,
+    gateway: Gateway = None,
     token: Token = None,
     data_dir: DataDir = DEFAULT_DATA_DIR,
 ) -> None:
@@ -189,7 +189,7 @@ def sessions_export(
     output: Annotated[
         Path | None, typer.Option("--output", "-o", help="Write here instead of stdout.")
     ] = None,
-    gateway: Gateway = DEFAULT_GATEWAY,
+    gateway: Gateway = None,
     token: Token = None,
     data_dir: DataDir = DEFAULT_DATA_DIR,
 ) -> None:

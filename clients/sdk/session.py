@@ -21,7 +21,7 @@ import contextlib
 import enum
 import logging
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from agenthost.gateway.v1 import gateway_pb2 as gw
 from agenthost.runtime.v1 import runtime_pb2 as rt
@@ -31,7 +31,9 @@ from google.protobuf import struct_pb2
 
 from agenthost_core.folds import (
     APPROVAL_POLICIES,
+    ORIGIN_SESSION,
     SANDBOXES,
+    SETTINGS_ORIGINS,
     question_from_view,
     running_after,
 )
@@ -74,6 +76,7 @@ from .validation import (
     approvals_value,
     frame_event,
     model_value,
+    origin_value,
     outcome_name,
     plan_value,
     plan_value_of_view,
@@ -204,13 +207,20 @@ class OutputStreamed:
 class Settings:
     """The session's sandbox ("read-only", "workspace-write", "full"),
     approval policy ("ask", "ask-for-commands", "never") and model (a name
-    of `list_models`; "" is the deployment's default model)."""
+    of `list_models`; "" is the deployment's default model). Two Settings
+    are equal when their values are, wherever they came from."""
 
     sandbox: str
     approvals: str
     model: str = ""
     # Whether confined commands may reach the network (/network on).
     network: bool = False
+    # Where they came from: "built-in" (nothing recorded), "defaults" (the
+    # settings files and `agenthost up` flags in `sources`, with what was
+    # ignored in `problems`) or "session" (a change made in the session).
+    origin: str = field(default="built-in", compare=False)
+    sources: tuple[str, ...] = field(default=(), compare=False)
+    problems: tuple[str, ...] = field(default=(), compare=False)
 
 
 @dataclass(frozen=True)
@@ -635,7 +645,11 @@ class Session:
                 network = bool(view.get("network", False)) if isinstance(view, dict) else False
                 updates += self._settings_at(
                     Settings(
-                        sandbox_value(view), approvals_value(view), model_value(view), network
+                        sandbox_value(view),
+                        approvals_value(view),
+                        model_value(view),
+                        network,
+                        *origin_value(view),
                     ),
                     seq,
                 )
@@ -655,10 +669,10 @@ class Session:
         if seq < self._settings_seq:
             return []
         self._settings_seq = seq
-        if settings == self.settings:
-            return []
+        changed = settings != self.settings
+        # Kept even when only where they came from changed (not compared).
         self.settings = settings
-        return [SettingsChanged(settings)]
+        return [SettingsChanged(settings)] if changed else []
 
     def _questions_now(self, view: JsonValue) -> list[Update]:
         if not isinstance(view, list):
@@ -961,11 +975,15 @@ class Session:
         reply: gw.UpdateSessionSettingsResponse = await client.call(
             client.stub.UpdateSessionSettings, request
         )
+        recorded = reply.settings
         settings = Settings(
-            SANDBOXES[reply.settings.sandbox],
-            APPROVAL_POLICIES[reply.settings.approvals],
-            reply.settings.model,
-            reply.settings.network,
+            SANDBOXES[recorded.sandbox],
+            APPROVAL_POLICIES[recorded.approvals],
+            recorded.model,
+            recorded.network,
+            SETTINGS_ORIGINS.get(recorded.origin, ORIGIN_SESSION),
+            tuple(recorded.sources),
+            tuple(recorded.problems),
         )
         self._notify(*self._settings_at(settings, reply.seq))
         return settings

@@ -11,7 +11,7 @@ from agenthost.planmode.v1 import plan_mode_pb2 as pm
 from agenthost.sessionlog.v1 import events_pb2
 from google.protobuf.message import Message
 
-from agenthost_core.folds import APPROVAL_POLICIES, SANDBOXES
+from agenthost_core.folds import APPROVAL_POLICIES, ORIGIN_BUILT_IN, SANDBOXES
 from agenthost_core.plan import InvalidPlanState
 
 from .errors import INVALID_REPLY, InvalidReplyError
@@ -65,6 +65,24 @@ def model_value(view: Any) -> str:
     if not isinstance(value, str):
         raise InvalidReplyError(f"settings value breaks the contract: {view!r}")
     return value
+
+
+def origin_value(view: Any) -> tuple[str, tuple[str, ...], tuple[str, ...]]:
+    """Where a `settings` projection value came from: its origin
+    ("built-in" from a deployment that says none), sources and problems."""
+    if not isinstance(view, dict):
+        raise InvalidReplyError(f"settings value breaks the contract: {view!r}")
+    origin, sources, problems = (
+        view.get("origin", ORIGIN_BUILT_IN),
+        view.get("sources", []),
+        view.get("problems", []),
+    )
+    if not isinstance(origin, str) or not all(
+        isinstance(items, list) and all(isinstance(item, str) for item in items)
+        for items in (sources, problems)
+    ):
+        raise InvalidReplyError(f"settings value breaks the contract: {view!r}")
+    return origin, tuple(sources), tuple(problems)
 
 
 def _one_of(view: Any, key: str, names: Any) -> str:

@@ -454,17 +454,16 @@ class Agent(ToolCalls):
         if model:
             self._models.get(model)
         await self._catch_up()
-        current = self._state.settings
-        wanted = SettingsFold(
-            sandbox or current.sandbox,
-            approvals or current.approvals,
-            current.model if model is None else model,
-            current.network if network is None else network,
-        )
-        if wanted != current:
-            event = ev.Event(id=new_id("settings"), session_settings=settings_event(wanted))
-            await self._append([event])
+        wanted = self._state.settings.changed(sandbox, approvals, model, network)
+        if wanted is not None:
+            await self.record_settings(wanted)
         return self._state.settings, self._state.last_seq
+
+    async def record_settings(self, settings: SettingsFold) -> None:
+        """Record `settings` as they are (a change, or the session's defaults)."""
+        await self._append(
+            [ev.Event(id=new_id("settings"), session_settings=settings_event(settings))]
+        )
 
     # -- the run loop --------------------------------------------------------------------
 

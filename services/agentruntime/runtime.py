@@ -26,6 +26,7 @@ from .agent import Agent, AgentStatus, PromptMode
 from .capabilities import default_capabilities
 from .capability import Capability, Command, CommandResult
 from .compaction import CompactionPolicy
+from .defaults import SessionDefaults, apply_defaults
 from .leases import DEFAULT_LEASE_S, SessionLeases
 from .live import LiveDelta, LiveFeed
 from .mcp import McpServers
@@ -118,6 +119,7 @@ class AgentRuntime:
         hidden: Sequence[Path] = (),
         workspaces: WorkspaceMembersPort | None = None,
         mcp: McpServers | None = None,
+        defaults: SessionDefaults | None = None,
         idle_s: float = DEFAULT_IDLE_S,
         on_unload: Callable[[str], None] | None = None,
         capabilities: Sequence[Capability] | None = None,
@@ -134,6 +136,8 @@ class AgentRuntime:
         self._compaction = compaction or CompactionPolicy.from_env()
         # The MCP servers of the sessions' folders (None: none configured anywhere).
         self._mcp = mcp
+        # Where blank sessions' default settings come from (None: the built-in ones).
+        self._defaults = defaults or SessionDefaults()
         # The configured models; one adapter stands for a catalog of one.
         self.models = model if isinstance(model, ModelCatalog) else ModelCatalog.of_adapter(model)
         # What confined commands must not see: `hidden` (the stack's data and
@@ -215,6 +219,7 @@ class AgentRuntime:
         )
         try:
             await agent.load()
+            await apply_defaults(self._defaults, agent, lambda name: name in self.models.names())
         except BaseException:
             await self.leases.release(session_id)
             raise

@@ -12,6 +12,7 @@ from services.common.server import ServiceDefinition
 from services.sessionlog.port import SessionLogPort
 
 from .confinement import hidden_from_env, make_non_dumpable
+from .defaults import SessionDefaults
 from .leases import DEFAULT_LEASE_S
 from .mcp import McpServers
 from .models.base import ModelAdapter
@@ -37,7 +38,8 @@ def agent_runtime_service(
     agent passes its neighbours' hidden paths to them) never see `data_dir` nor
     the files the AGENTHOST_*_FILE settings name; `workspaces` says
     which sessions share workspace-scoped permission rules. Agents idle for
-    `idle_s` are unloaded."""
+    `idle_s` are unloaded. New sessions get the defaults of the user's and
+    the workspace's settings files and of AGENTHOST_DEFAULT_* (defaults.py)."""
     hidden = hidden_from_env(os.environ, data_dir)
     # Its commands must not read its environment (secrets) through /proc.
     make_non_dumpable()
@@ -51,6 +53,7 @@ def agent_runtime_service(
         mcp=mcp,
         idle_s=idle_s,
         data_dir=data_dir,
+        defaults=SessionDefaults.from_env(os.environ),
     )
     servicer = AgentRuntimeServicer(runtime)
 

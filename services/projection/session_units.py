@@ -25,7 +25,7 @@ QUESTIONS_UNIT = FoldUnit(
 )
 SETTINGS_UNIT = FoldUnit(
     "settings",
-    3,
+    4,
     folds.SettingsFold,
     folds.fold_settings,
     folds.settings_view,

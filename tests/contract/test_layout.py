@@ -49,6 +49,8 @@ def test_the_stack_launcher_plugs_into_the_command_line() -> None:
 
     commands = {entry.name: entry.value for entry in entry_points(group="agenthost.commands")}
     assert commands == {"up": "services.launcher:up"}
+    stacks = {entry.name: entry.value for entry in entry_points(group="agenthost.stacks")}
+    assert stacks == {"embedded": "services.launcher:embedded_stack"}
 
 
 def relative_imports(path: Path) -> set[str]:

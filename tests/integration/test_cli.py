@@ -100,12 +100,19 @@ def _read_up(
 
 
 @contextmanager
-def running_up(tmp_path: Path, script: Mapping[str, object] | None) -> Iterator[Up]:
-    """`agenthost up` in its own process, its built-in model scripted (or echoing)."""
+def running_up(
+    tmp_path: Path,
+    script: Mapping[str, object] | None,
+    *flags: str,
+    env: Mapping[str, str] | None = None,
+) -> Iterator[Up]:
+    """`agenthost up` in its own process, its built-in model scripted (or
+    echoing), with more `flags` and `env` when given."""
     # `up` keeps its data in the per-user state folder (here a temporary one).
     data_dir = tmp_path / "state" / "agenthost"
     env = {
         **os.environ,
+        **(env or {}),
         "XDG_STATE_HOME": str(tmp_path / "state"),
         "NO_COLOR": "1",
         "TERM": "xterm",
@@ -119,7 +126,7 @@ def running_up(tmp_path: Path, script: Mapping[str, object] | None) -> Iterator[
         path.write_text(json.dumps(script))
         env["AGENTHOST_BUILTIN_SCRIPT"] = str(path)
     process = subprocess.Popen(
-        [sys.executable, "-m", "clients.cli", "up", "--free-ports"],
+        [sys.executable, "-m", "clients.cli", "up", "--free-ports", *flags],
         cwd=REPO,
         env=env,
         stdout=subprocess.PIPE,

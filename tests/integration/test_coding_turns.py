@@ -620,7 +620,11 @@ async def test_settings_are_log_events_kept_by_a_fork_and_a_runtime_restart(
     await session.wait_until(lambda s: s.settings == wanted, WAIT_S)
     recorded = [e.session_settings for e in session.events if e.HasField("session_settings")]
     assert recorded == [
-        ev.SessionSettings(sandbox=ev.SANDBOX_READ_ONLY, approvals=ev.APPROVAL_POLICY_NEVER)
+        ev.SessionSettings(
+            sandbox=ev.SANDBOX_READ_ONLY,
+            approvals=ev.APPROVAL_POLICY_NEVER,
+            origin=ev.SETTINGS_ORIGIN_SESSION,
+        )
     ]
     # Setting what is already set records nothing.
     assert await session.set_settings(sandbox="read-only") == wanted
@@ -633,6 +637,9 @@ async def test_settings_are_log_events_kept_by_a_fork_and_a_runtime_restart(
         "approvals": "never",
         "model": "",
         "network": False,
+        "origin": "session",
+        "sources": [],
+        "problems": [],
     }
     coding.script(tool("write_file", "fork-w", path="fork.txt", content="x"))
     await coding.runtime.Prompt(rt.PromptRequest(session_id=fork.id, text="write in the fork"))
@@ -664,4 +671,7 @@ async def test_settings_are_log_events_kept_by_a_fork_and_a_runtime_restart(
         "approvals": "never",
         "model": "",
         "network": False,
+        "origin": "session",
+        "sources": [],
+        "problems": [],
     }

@@ -54,6 +54,8 @@ RUN_HERE = [
     r"^export AGENTHOST_MODEL",  # only sets the environment
     r"^make install$",
     r"^cd ",
+    r"^agenthost exec ",
+    r"^echo .* \| agenthost exec ",
     r"^agenthost workspace add \.$",
     r"^agenthost sessions ",
     r"^agenthost plan get SESSION_ID$",
@@ -92,6 +94,7 @@ def home(tmp_path: Path) -> Iterator[dict[str, str]]:
     env = {**os.environ, "HOME": str(tmp_path / "home"), "XDG_STATE_HOME": ""}
     for name in ("AGENTHOST_TOKEN", "AGENTHOST_DATA_DIR", "AGENTHOST_BUILTIN_SCRIPT"):
         env.pop(name, None)
+    env.pop("AGENTHOST_GATEWAY", None)
     Path(env["HOME"]).mkdir()
     up = subprocess.Popen(
         [sys.executable, "-m", "clients.cli", "up", "--free-ports"],
@@ -115,7 +118,9 @@ def home(tmp_path: Path) -> Iterator[dict[str, str]]:
     try:
         ready.wait(TIMEOUT_S)
         assert gateway, "agenthost up did not come up"
-        yield {**env, "AGENTHOST_GATEWAY": gateway[0]}
+        # No AGENTHOST_GATEWAY: the commands find `up` (on free ports) as a
+        # user's would, through the address it records in its data folder.
+        yield env
     finally:
         up.send_signal(signal.SIGINT)
         up.wait(TIMEOUT_S)
@@ -155,11 +160,11 @@ def _a_session(env: dict[str, str], cwd: Path) -> str:
     README's SESSION_ID stands for one), through the SDK."""
     script = f"""
 import asyncio
-from clients.cli.config import default_data_dir
+from clients.cli.config import default_data_dir, find_gateway
 from clients.sdk import AgentHostClient
 async def main():
     token = (default_data_dir() / "token").read_text().strip()
-    async with AgentHostClient({env["AGENTHOST_GATEWAY"]!r}, token) as client:
+    async with AgentHostClient(find_gateway(None, default_data_dir()).address, token) as client:
         workspace = await client.create_workspace({str(cwd)!r})
         connected = await client.connect_workspace(workspace.id)
         session = await client.open_session(connected.session.id)

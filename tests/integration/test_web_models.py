@@ -43,6 +43,7 @@ ALT_REPLY = "Alt model here."
 BROWSER_TESTS = (
     "the header shows the session's usage: the context in use and the cost",
     "the model selector lists the configured models, the session's selected",
+    "the header's tooltip says the session's settings and where they came from",
     "choosing a model switches the session: the next answer comes from it",
     "the page raised no errors",
 )
@@ -85,7 +86,10 @@ async def test_the_web_client_shows_usage_and_switches_models(
     provider.enqueue(answer(10_000, 500), answer(50_000, 2_500))
     catalog, alt = two_models(provider.url)
     workspace = tmp_path / "project"
-    workspace.mkdir()
+    (workspace / ".agenthost").mkdir(parents=True)
+    # The session's defaults: its sandbox from the workspace's settings file.
+    settings_file = workspace / ".agenthost" / "settings.json"
+    settings_file.write_text('{"sandbox": "read-only"}')
     stack = EmbeddedStack(tmp_path / "data", port_override=0, model=catalog)
     await stack.start()
     try:
@@ -102,6 +106,7 @@ async def test_the_web_client_shows_usage_and_switches_models(
             "AGENTHOST_PAGE_URL": f"{stack.web_url}/?session={session.id}#token={token}",
             "ALT_REPLY": ALT_REPLY,
             "SCREENSHOT_DIR": str(SCREENSHOTS),
+            "SETTINGS_FILE": str(settings_file),
         }
         argv = [node, "--test", "--test-reporter=tap", "test/models.test.mjs"]
         assert_passed(*await run(argv, WEB_DIR, env, BROWSER_TIMEOUT_S), BROWSER_TESTS)

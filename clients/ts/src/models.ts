@@ -14,6 +14,14 @@ export interface Settings {
   readonly model: string;
   /** Whether confined commands may reach the network (`/network on`). */
   readonly network: boolean;
+  /**
+   * Where they came from: "built-in" (nothing recorded), "defaults" (the
+   * settings files and `agenthost up` flags in `sources`, with what was
+   * ignored in `problems`) or "session" (a change made in the session).
+   */
+  readonly origin: string;
+  readonly sources: readonly string[];
+  readonly problems: readonly string[];
 }
 
 /**
@@ -59,8 +67,16 @@ export function settingsOf(view: JsonValue | undefined): Settings | undefined {
   if (!isRecord(view) || typeof view["sandbox"] !== "string" || typeof view["approvals"] !== "string") return undefined;
   const model = view["model"] ?? "";
   const network = view["network"] ?? false;
-  if (typeof model !== "string" || typeof network !== "boolean") return undefined;
-  return { sandbox: view["sandbox"], approvals: view["approvals"], model, network };
+  const origin = view["origin"] ?? "built-in";
+  const sources = view["sources"] ?? [];
+  const problems = view["problems"] ?? [];
+  if (typeof model !== "string" || typeof network !== "boolean" || typeof origin !== "string") return undefined;
+  if (!isStrings(sources) || !isStrings(problems)) return undefined;
+  return { sandbox: view["sandbox"], approvals: view["approvals"], model, network, origin, sources, problems };
+}
+
+function isStrings(value: JsonValue): value is string[] {
+  return Array.isArray(value) && value.every((item) => typeof item === "string");
 }
 
 const COUNTS = ["context_tokens", "context_window", "prompt_tokens", "completion_tokens", "cached_prompt_tokens", "requests"] as const;

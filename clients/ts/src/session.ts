@@ -12,7 +12,7 @@
 import { create } from "@bufbuild/protobuf";
 import type { ConnectResponse, OpenSessionResponse } from "../gen/agenthost/gateway/v1/gateway_pb.js";
 import { PromptMode, type AssistantDelta, type ToolOutputDelta } from "../gen/agenthost/runtime/v1/runtime_pb.js";
-import { ApprovalPolicy, QuestionAnswerSchema, Sandbox, type Event, type QuestionAnswer } from "../gen/agenthost/sessionlog/v1/events_pb.js";
+import { ApprovalPolicy, QuestionAnswerSchema, Sandbox, SettingsOrigin, type Event, type QuestionAnswer } from "../gen/agenthost/sessionlog/v1/events_pb.js";
 import type { SessionSummary } from "../gen/agenthost/sessionlog/v1/session_log_pb.js";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import { AgentHostError, Reason } from "./errors.js";
@@ -542,6 +542,9 @@ export class Session implements SessionFeed {
       approvals: APPROVALS[set?.approvals ?? 0] ?? "",
       model: set?.model ?? settings.model ?? "",
       network: set?.network ?? false,
+      origin: set?.origin === SettingsOrigin.DEFAULTS ? "defaults" : "session",
+      sources: set?.sources ?? [],
+      problems: set?.problems ?? [],
     };
   }
 

@@ -46,10 +46,28 @@ describe("models and usage", () => {
   });
 
   test("the settings value carries the model, empty for the default, and the network, off by default", () => {
-    assert.deepEqual(settingsOf({ sandbox: "read-only", approvals: "ask", model: "alt", network: true }), { sandbox: "read-only", approvals: "ask", model: "alt", network: true });
+    assert.deepEqual(settingsOf({ sandbox: "read-only", approvals: "ask", model: "alt", network: true }), {
+      sandbox: "read-only",
+      approvals: "ask",
+      model: "alt",
+      network: true,
+      origin: "built-in",
+      sources: [],
+      problems: [],
+    });
     assert.equal(settingsOf({ sandbox: "read-only", approvals: "ask" })?.model, "");
     assert.equal(settingsOf({ sandbox: "read-only", approvals: "ask" })?.network, false);
     assert.equal(settingsOf({ sandbox: "read-only", approvals: "ask", network: "yes" }), undefined);
     assert.equal(settingsOf({ sandbox: 1 }), undefined);
+  });
+
+  test("the settings value says where it came from: the defaults' sources and what they ignored", () => {
+    const view = { sandbox: "read-only", approvals: "ask", origin: "defaults", sources: ["/home/u/.config/agenthost/settings.json", "agenthost up"], problems: ["x: bad; ignored"] };
+    const settings = settingsOf(view);
+    assert.equal(settings?.origin, "defaults");
+    assert.deepEqual(settings?.sources, view.sources);
+    assert.deepEqual(settings?.problems, view.problems);
+    assert.equal(settingsOf({ ...view, sources: "agenthost up" }), undefined);
+    assert.equal(settingsOf({ ...view, problems: [3] }), undefined);
   });
 });

@@ -51,7 +51,7 @@ function ModelPicker({ model, session }: { model: AppModel; session: Session }) 
   const current = session.settings?.model || fallback;
   if (model.models.length === 0) return null;
   return (
-    <label className="model-picker" title="The model answers from the next model request on">
+    <label className="model-picker" data-testid="model-picker" title={`The model answers from the next model request on. ${settingsShown(session)}`}>
       Model{" "}
       <select data-testid="model-select" data-current={current} value={current} onChange={(event) => void model.chooseModel(event.target.value)}>
         {model.models.map((m) => (
@@ -63,6 +63,21 @@ function ModelPicker({ model, session }: { model: AppModel; session: Session }) 
       </select>
     </label>
   );
+}
+
+/** The session's settings and where they came from (the defaults' sources, what they ignored). */
+export function settingsShown(session: Session): string {
+  const settings = session.settings;
+  if (settings === undefined) return "";
+  const values = `Sandbox ${settings.sandbox}, approvals ${settings.approvals}, network ${settings.network ? "on" : "off"}`;
+  const origin =
+    settings.origin === "defaults"
+      ? `defaults from ${settings.sources.length > 0 ? settings.sources.join(", ") : "the built-in ones"}`
+      : settings.origin === "session"
+        ? "set in this session"
+        : "the built-in defaults";
+  const ignored = settings.problems.length > 0 ? ` Ignored: ${settings.problems.join("; ")}` : "";
+  return `${values}: ${origin}.${ignored}`;
 }
 
 /** The last request's share of its model's context window and what the session cost. */

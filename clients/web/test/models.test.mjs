@@ -5,6 +5,7 @@
 //   AGENTHOST_PAGE_URL  the page's address, the session in it (?session=…#token=…)
 //   ALT_REPLY           what the second model ("alt") answers
 //   SCREENSHOT_DIR      where each state's screenshot is written
+//   SETTINGS_FILE       the workspace's .agenthost/settings.json the session's defaults came from
 // Every wait is on a condition of the page, with a timeout.
 
 import assert from "node:assert/strict";
@@ -17,6 +18,7 @@ const BY = "tests/integration/test_web_models.py";
 const PAGE_URL = required("AGENTHOST_PAGE_URL", BY);
 const ALT_REPLY = required("ALT_REPLY", BY);
 const SHOTS = required("SCREENSHOT_DIR", BY);
+const SETTINGS_FILE = required("SETTINGS_FILE", BY);
 
 let browser;
 let page;
@@ -49,6 +51,11 @@ test("the model selector lists the configured models, the session's selected", a
     ["deep", "deep (128k, $1.00/$6.00 per M)"],
     ["alt", "alt (128k, $1.00/$2.00 per M)"],
   ]);
+});
+
+test("the header's tooltip says the session's settings and where they came from", async () => {
+  const title = await page.getAttribute(byTestId("model-picker"), "title");
+  assert.ok(title.includes(`Sandbox read-only, approvals ask, network off: defaults from ${SETTINGS_FILE}.`), title);
 });
 
 test("choosing a model switches the session: the next answer comes from it", async () => {

@@ -339,7 +339,7 @@ def test_settings_default_to_workspace_write_and_ask() -> None:
 
 def test_session_settings_sets_both() -> None:
     state = folded(session_settings(ev.SANDBOX_FULL, ev.APPROVAL_POLICY_NEVER))
-    assert state.settings == SettingsFold("full", "never")
+    assert state.settings == SettingsFold("full", "never", origin="session")
 
 
 @pytest.mark.parametrize("sandbox", SANDBOXES)
