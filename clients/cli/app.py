@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable
 from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Annotated
@@ -24,8 +23,10 @@ from .common import (
     console,
     errors,
     line,
+    most_recent,
     print_json,
     run_client,
+    workspace_session,
 )
 from .config import DEFAULT_DATA_DIR
 from .exec_turn import EXIT_CODES
@@ -230,10 +231,10 @@ def chat(
         errors.print("[red]error:[/] give --continue or --resume, not both")
         raise typer.Exit(2)
     folder = str((workspace or Path(os.getcwd())).expanduser().resolve())
-    choose = _most_recent if continue_last else _picked if resume else None
+    choose = most_recent if continue_last else _picked if resume else None
 
     async def work(client: AgentHostClient) -> int:
-        session_id = session or await _workspace_session(client, folder, choose)
+        session_id = session or await workspace_session(client, folder, choose)
         opened = await client.open_session(session_id)
         return await Chat(opened, console).run()
 
@@ -340,33 +341,7 @@ def acp(
     raise typer.Exit(serve(gateway, token, data_dir))
 
 
-Chooser = Callable[[list[SessionSummary]], SessionSummary | None]
 RESUME_SHOWN = 20
-
-
-async def _workspace_session(
-    client: AgentHostClient,
-    folder: str,
-    choose: Chooser | None = None,
-    say: Callable[[str], None] = line,
-) -> str:
-    """The folder's workspace (added when new): a session `choose` picks
-    among its recent ones, else its reusable session; notes go to `say`."""
-    known = {w.path for w in await client.list_workspaces()}
-    workspace = await client.create_workspace(folder)
-    if workspace.path not in known:
-        say(f"added a workspace for {workspace.path}")
-    if choose is not None:
-        recent = [s for s in await client.list_sessions(workspace.id) if not s.blank]
-        chosen = choose(recent)
-        if chosen is not None:
-            return chosen.id
-        say("no earlier session here: starting a new one")
-    return (await client.connect_workspace(workspace.id)).session.id
-
-
-def _most_recent(sessions: list[SessionSummary]) -> SessionSummary | None:
-    return sessions[0] if sessions else None
 
 
 def _picked(sessions: list[SessionSummary]) -> SessionSummary | None:

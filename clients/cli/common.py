@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Annotated, TypeVar
 
 import typer
+from agenthost.sessionlog.v1.session_log_pb2 import SessionSummary
 from rich.console import Console
 from rich.text import Text
 
@@ -102,3 +103,31 @@ def line(text: str) -> None:
 
 def print_json(data: object) -> None:
     print(json.dumps(data, indent=2), flush=True)
+
+
+Chooser = Callable[[list[SessionSummary]], SessionSummary | None]
+
+
+async def workspace_session(
+    client: AgentHostClient,
+    folder: str,
+    choose: Chooser | None = None,
+    say: Callable[[str], None] = line,
+) -> str:
+    """The folder's workspace (added when new): a session `choose` picks
+    among its recent ones, else its reusable session; notes go to `say`."""
+    known = {w.path for w in await client.list_workspaces()}
+    workspace = await client.create_workspace(folder)
+    if workspace.path not in known:
+        say(f"added a workspace for {workspace.path}")
+    if choose is not None:
+        recent = [s for s in await client.list_sessions(workspace.id) if not s.blank]
+        chosen = choose(recent)
+        if chosen is not None:
+            return chosen.id
+        say("no earlier session here: starting a new one")
+    return (await client.connect_workspace(workspace.id)).session.id
+
+
+def most_recent(sessions: list[SessionSummary]) -> SessionSummary | None:
+    return sessions[0] if sessions else None

@@ -49,6 +49,7 @@ from clients.sdk import (
     Updates,
 )
 
+from .common import most_recent, workspace_session
 from .config import (
     ConfigError,
     GatewayAddress,
@@ -276,12 +277,11 @@ async def _one_turn(
 
 async def _session_of(client: AgentHostClient, options: ExecOptions) -> tuple[str, bool]:
     """(session id, whether it continues an earlier one)."""
-    from .app import _most_recent, _workspace_session
 
     if options.session_id is not None:
         return options.session_id, True
-    choose = _most_recent if options.continue_last else None
-    session_id = await _workspace_session(client, options.folder, choose, say=note)
+    choose = most_recent if options.continue_last else None
+    session_id = await workspace_session(client, options.folder, choose, say=note)
     return session_id, options.continue_last
 
 

@@ -17,16 +17,13 @@ import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from agenthost.sessionlog.v1 import events_pb2
 
 from agenthost_core.folds import Approval
 
 from .gates import Effect
-
-if TYPE_CHECKING:
-    from .capability import SessionPart
 
 Args = dict[str, Any]
 
@@ -90,9 +87,9 @@ class ToolContext:
     # What commands must not see (confinement.Jail.hidden): the stack's
     # data, its secrets' files, the other sessions' folders.
     hidden: tuple[Path, ...] = ()
-    # The session's capability parts, by capability: a capability's tool
-    # finds its own here.
-    parts: Mapping[str, SessionPart] = field(default_factory=dict)
+    # The session's capability parts (capability.SessionPart), by
+    # capability: a capability's tool finds its own here and checks its type.
+    parts: Mapping[str, object] = field(default_factory=dict)
     # Records events in the session's log while the call runs (a subagent's
     # question, shown to the parent's clients).
     record: Callable[[list[events_pb2.Event]], Awaitable[None]] | None = None
