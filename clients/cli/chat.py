@@ -75,7 +75,7 @@ HISTORY_TURNS = 10
 # Pages read back to count the earlier turns (500 messages each).
 COUNT_PAGES = 20
 COUNT_PAGE_MESSAGES = 500
-HINT = "/help lists the commands · type / to complete one · Ctrl-C cancels a turn · Ctrl-D leaves"
+HINT = "/help lists the commands, typing / offers them; Ctrl-C cancels a turn"
 
 
 class _Interrupted:
@@ -135,8 +135,11 @@ class Chat:
         self._typed_ahead: deque[str] = deque()
         # The session's commands (ListCommands), for /help and the menu.
         self._host_commands: list[ChatCommand] = []
-        # The first turn on screen (/history shows the ones before it).
+        # The first turn on screen (/history shows the ones before it), and
+        # how many turns the session had when the chat opened (when it
+        # showed none of them, the turns since are the first on screen).
         self._first_shown: str | None = None
+        self._turns_at_open = 0
 
     def say(self, text: str | Text, style: str = "") -> None:
         self.out.say(text, style)
@@ -153,6 +156,7 @@ class Chat:
         self.out.follow(self.session.events)
         shown = past.turns[-TURNS_SHOWN:]
         earlier = len(past.turns) - len(shown)
+        self._turns_at_open = len(past.turns)
         if earlier or self.session.history.has_more:
             self.say(history.earlier_line(earlier, more=self.session.history.has_more))
         if shown:
@@ -460,7 +464,8 @@ class Chat:
         await self._count_back()
         turns = list(self._past().turns)
         ids = [t.turn_id for t in turns]
-        end = ids.index(self._first_shown) if self._first_shown in ids else len(turns)
+        on_screen = self._first_shown if self._first_shown in ids else None
+        end = ids.index(on_screen) if on_screen else min(self._turns_at_open, len(turns))
         start = max(0, end - wanted)
         if start == end:
             self.say("no earlier turns", "dim")
@@ -508,7 +513,8 @@ class Chat:
         choices = render.REVIEW_CHOICES if review else render.APPROVAL_CHOICES
         label = "choice> " if review else "allow> "
         while True:
-            self.say(choices, "bold")
+            for shown in render.choice_lines(choices, self.console.width):
+                self.say(shown, "bold")
             line = await self._read(
                 label, lambda: question.question_id not in self.session.questions
             )

@@ -70,19 +70,22 @@ def help_table(session_commands: Iterable[ChatCommand]) -> Table:
     """`/help`: the session's commands, the chat's own, the keys; one a
     row, what it does wrapped in its own column."""
     host = [c for c in session_commands if c.name not in OWN_NAMES]
-    table = Table.grid(padding=(0, 2))
-    table.add_column(no_wrap=True, style="bold")
-    table.add_column()
     sections = [
         ("Commands of this session:", [(c.usage, c.description) for c in host]),
         ("The chat's own:", [(c.usage, c.description) for c in OWN_COMMANDS]),
         ("Keys:", list(KEYS)),
     ]
+    shown = Table.grid()
     for heading, rows in sections:
-        table.add_row(Text(heading, style="dim"), "")
+        # A grid per section: a long usage widens its own section only.
+        table = Table.grid(padding=(0, 2))
+        table.add_column(no_wrap=True, style="bold")
+        table.add_column()
         for usage, description in rows or [("(none)", "")]:
             table.add_row(Text(f"  {usage}"), Text(description))  # no markup: [focus]
-    return table
+        shown.add_row(Text(heading, style="dim"))
+        shown.add_row(table)
+    return shown
 
 
 def chat_help() -> str:

@@ -16,11 +16,13 @@ from agenthost_core.folds import Question
 from clients.sdk import ModelInfo, Usage
 
 APPROVAL_CHOICES = (
-    "[y] yes, once  [a] yes, for this session  "
-    "[s] always, in this session (a rule /permissions lists)  "
-    "[w] always, in every session of this folder  [n] no"
+    "[y] yes, once",
+    "[a] yes, for this session",
+    "[s] always, in this session (a rule /permissions lists)",
+    "[w] always, in every session of this folder",
+    "[n] no",
 )
-REVIEW_CHOICES = "Approve the plan? [a] approve  [k] keep planning  [d] dismiss"
+REVIEW_CHOICES = ("Approve the plan?", "[a] approve", "[k] keep planning", "[d] dismiss")
 DIFF_LINES_SHOWN = 40
 # A command's output shows its first lines, as the web client's tool rows do.
 OUTPUT_LINES_SHOWN = 8
@@ -165,6 +167,19 @@ def diff_text(diff: str) -> Text:
     if len(lines) > DIFF_LINES_SHOWN:
         text.append(f"… {len(lines) - DIFF_LINES_SHOWN} more lines\n", style="dim")
     return text
+
+
+def choice_lines(choices: tuple[str, ...], width: int) -> list[str]:
+    """The choices two spaces apart, as many a line as fit in `width`: a
+    line breaks between two choices, never inside one."""
+    lines = [""]
+    for choice in choices:
+        joined = f"{lines[-1]}  {choice}" if lines[-1] else choice
+        if len(joined) <= width or not lines[-1]:
+            lines[-1] = joined
+        else:
+            lines.append(choice)
+    return lines
 
 
 def turn_end_line(end: ev.TurnEnd) -> tuple[str, str] | None:

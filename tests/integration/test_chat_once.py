@@ -189,12 +189,13 @@ def test_a_working_turn_shows_each_thing_once(working: Up, tmp_path: Path) -> No
         child.expect_exact(">")
         child.sendline("fix it")
         child.expect_exact("Allow edit app.py?")
-        # The approval's choices say how they differ.
-        child.expect_exact(
-            "[y] yes, once  [a] yes, for this session  [s] always, in this session "
-            "(a rule /permissions lists)  [w] always, in every session of this folder  [n] no"
-        )
         child.expect_exact("allow>")
+        # The approval's choices say how they differ (a line breaks between two).
+        assert screen.rows()[-3:-1] == [
+            "[y] yes, once  [a] yes, for this session  "
+            "[s] always, in this session (a rule /permissions lists)",
+            "[w] always, in every session of this folder  [n] no",
+        ]
         child.sendline("y")
         child.expect_exact("Allow $ seq 1 30; exit 1?")
         child.expect_exact("allow>")
@@ -473,5 +474,13 @@ def test_help_completion_settings_and_the_model_are_found_in_the_chat(
         expect("* builtin")
         expect("(default)")
         expect(">")
+
+        # The turns of this chat are on screen: /history has none before them.
+        child.sendline("hello")
+        expect("assistant: Echo: hello")
+        child.sendline("/history")
+        expect("no earlier turns")
+        expect(">")
+        assert screen.count("you: hello") == 0  # typed here, not echoed again
     finally:
         leave(child)
