@@ -605,9 +605,9 @@ class Chat:
         # rather than killing the chat.
         loop.add_signal_handler(signal.SIGINT, self._on_interrupt)
         updates = self.session.updates()
-        await self._learn_the_session()
-        await self.show_header()
         if self.interactive:
+            # Made before anything shows: making it writes to the terminal
+            # (the cursor shown), which would land inside a running turn's text.
             self._prompt = PromptSession(
                 bottom_toolbar=self._toolbar,
                 key_bindings=self._key_bindings(),
@@ -615,7 +615,9 @@ class Chat:
                 complete_while_typing=True,
             )
             self._keys = create_input()
-        else:
+        await self._learn_the_session()
+        await self.show_header()
+        if not self.interactive:
             threading.Thread(target=self._read_in_thread, args=(loop,), daemon=True).start()
         printer = asyncio.ensure_future(self._print(updates))
         try:
