@@ -15,6 +15,7 @@ from agenthost.workspace.v1.workspace_pb2 import Workspace
 from agenthost_core.choices import ApprovalsName, OnOff, SandboxName
 from clients.sdk import AgentHostClient
 
+from .chat_commands import chat_help
 from .common import (
     AsJson,
     DataDir,
@@ -198,7 +199,7 @@ def plan_set(
     run_client(gateway, token, data_dir, work)
 
 
-@app.command()
+@app.command(help=chat_help())
 def chat(
     workspace: Annotated[
         Path | None,
@@ -216,12 +217,6 @@ def chat(
     token: Token = None,
     data_dir: DataDir = DEFAULT_DATA_DIR,
 ) -> None:
-    """Chat with the agent of a session, with /plan, /plan <message>, /plan off.
-
-    Without --session it connects to the workspace of the given folder, or
-    of the current one (adding it, with a notice, when there is none), and
-    reuses its blank session or starts one; --continue takes its most recent
-    session instead, --resume offers its recent sessions to pick from."""
     from .chat import Chat
 
     if session is not None and (workspace is not None or continue_last or resume):

@@ -1,10 +1,14 @@
 """`agenthost chat`: an interactive session in the terminal.
 
-It shows the work as it happens: the answer streams as the model writes it
-(a spinner until the first token), each tool call leaves one compact line
-(`read x.py:1-80`, `edit x.py (+3 -1)` with its diff, `$ pytest -q` with its
-output streamed), questions (a plan review, a tool approval) are asked
-inline, and a turn's failure is one readable line.
+It shows the work as it happens, each thing once (transcript.py): the
+answer streams as the model writes it (a spinner until the first token),
+each tool call leaves one compact line (`read x.py:1-80`, `edit x.py (+3
+-1)` with its diff, `$ pytest -q` with its output streamed and folded),
+questions (a plan review, a tool approval) are asked inline, and a turn's
+failure is one readable line. Opened on a session with a past, it shows
+its last turns whole (history.py) and how many came before (/history shows
+them). /help lists the commands, the session's (ListCommands) and the
+chat's own (chat_commands.py); typing / opens a menu of them.
 
 In a terminal the input line is prompt_toolkit's: output that arrives on
 its own is printed above it and the prompt is redrawn with what was typed;
@@ -26,88 +30,52 @@ import signal
 import sys
 import threading
 from collections import deque
-from collections.abc import Callable, Coroutine
-from dataclasses import replace
+from collections.abc import Callable, Coroutine, Iterable
 from typing import Any
 
-from agenthost.sessionlog.v1 import events_pb2 as ev
+from agenthost.runtime.v1 import runtime_pb2 as rt
 from prompt_toolkit import PromptSession
+from prompt_toolkit.completion import CompleteEvent, Completer, Completion
+from prompt_toolkit.document import Document
 from prompt_toolkit.input import Input, create_input
 from prompt_toolkit.input.typeahead import get_typeahead
 from prompt_toolkit.key_binding import KeyBindings, KeyPress, KeyPressEvent
 from prompt_toolkit.keys import Keys
 from prompt_toolkit.patch_stdout import patch_stdout
 from rich.console import Console
-from rich.live import Live
-from rich.markdown import Markdown
-from rich.rule import Rule
-from rich.spinner import Spinner
 from rich.text import Text
 
 from clients.sdk import (
     AgentHostError,
-    ConnectionChanged,
-    EventAppended,
-    HistoryLoaded,
-    OutputStreamed,
-    PlanChanged,
-    ProjectionChanged,
+    CommandsChanged,
     PromptMode,
     Question,
     QuestionClosed,
     Session,
-    Settings,
     SettingsChanged,
-    StatusChanged,
-    TextStreamed,
     UnknownModelError,
-    Update,
     Updates,
     UsageChanged,
-    committed_plan,
 )
-from clients.sdk.plan import SessionPlan
 
-from . import render
-from .live_markdown import AnswerStream, has_markdown
-
-HELP = (
-    "Type a message to send it. /plan enters plan mode, /plan <message> enters it and "
-    "sends the message, /plan off leaves it (Shift-Tab toggles it). /sandbox read-only|"
-    "workspace-write|full, /approvals ask|ask-for-commands|never and /network on|off "
-    "change what the agent may do; /permissions lists the rules that skip approval "
-    "questions, /permissions revoke RULE_ID revokes one. /model lists the models (yours "
-    "marked *), /model NAME switches to one (from the next model request). /compact [focus] "
-    "summarises the conversation so far for the model. /mcp shows the MCP servers. /quit "
-    "leaves. Ctrl-C cancels a running turn."
+from . import history, render
+from .chat_commands import (
+    APPROVAL_POLICIES,
+    NETWORK,
+    OWN_COMMANDS,
+    SANDBOXES,
+    ChatCommand,
+    help_table,
 )
-HISTORY_SHOWN = 10
-PLAN_STYLE = "bold magenta"
-SANDBOXES = ("read-only", "workspace-write", "full")
-APPROVAL_POLICIES = ("ask", "ask-for-commands", "never")
+from .transcript import PLAN_STYLE, Transcript, plan_line, settings_line
 
-
-def _question_body(question: Question) -> Text | Markdown:
-    """A plan as markdown; a file change's diff coloured (three lines of context);
-    anything else as it is."""
-    body = question.body
-    if question.presentation == "plan-review":
-        return Markdown(body)
-    if body.startswith("--- "):
-        return render.diff_text(body)
-    return Text(body)
-
-
-def plan_line(view: SessionPlan) -> str:
-    return f"plan: {view.describe()}"
-
-
-def settings_line(settings: Settings) -> str:
-    model = f", model: {settings.model}" if settings.model else ""
-    network = "on" if settings.network else "off"
-    return (
-        f"sandbox: {settings.sandbox}, approvals: {settings.approvals}{model}, network: {network}"
-    )
+# The turns shown when a chat opens on a session with a past, and by /history.
+TURNS_SHOWN = 3
+HISTORY_TURNS = 10
+# Pages read back to count the earlier turns (500 messages each).
+COUNT_PAGES = 20
+COUNT_PAGE_MESSAGES = 500
+HINT = "/help lists the commands, typing / offers them; Ctrl-C cancels a turn"
 
 
 class _Interrupted:
@@ -124,27 +92,39 @@ class _PromptClosed(Exception):
 Line = str | None | _Interrupted
 
 
+class SlashCompleter(Completer):
+    """Typing `/` opens a menu of the commands (the session's and the chat's own)."""
+
+    def __init__(self, commands: Callable[[], Iterable[ChatCommand]]) -> None:
+        self._commands = commands
+
+    def get_completions(
+        self, document: Document, complete_event: CompleteEvent
+    ) -> Iterable[Completion]:
+        typed = document.text_before_cursor
+        if not typed.startswith("/") or " " in typed:
+            return
+        for command in self._commands():
+            name = f"/{command.name}"
+            if name.startswith(typed):
+                yield Completion(name, start_position=-len(typed), display_meta=command.description)
+
+
+def host_command(info: rt.CommandInfo) -> ChatCommand:
+    return ChatCommand(info.name, info.usage or f"/{info.name}", info.description)
+
+
 class Chat:
     def __init__(
         self, session: Session, console: Console, *, interactive: bool | None = None
     ) -> None:
         self.session = session
         self.console = console
+        self.out = Transcript(session, console)
         self.interactive = sys.stdin.isatty() if interactive is None else interactive
         self._lines: asyncio.Queue[str | None] = asyncio.Queue()
         self._changed = asyncio.Event()
         self._interrupts = 0
-        # Messages typed here, not printed again when the log shows them.
-        self._typed: deque[str] = deque(maxlen=32)
-        # The stream being written (a step's text or a command's output).
-        self._streaming: tuple[str, ...] | None = None
-        self._streamed_steps: set[tuple[str, int]] = set()
-        self._step: tuple[str, int] | None = None
-        self._at_line_start = True
-        # The answer being streamed, rendered as markdown block by block.
-        self._answer_stream: AnswerStream | None = None
-        self._spinner: Live | None = None
-        self._lost = False
         self._draft = ""
         self._answered: set[str] = set()
         self._background: set[asyncio.Task[None]] = set()
@@ -153,242 +133,86 @@ class Chat:
         # the lines finished meanwhile.
         self._keys: Input | None = None
         self._typed_ahead: deque[str] = deque()
-
-    # -- output ---------------------------------------------------------------------------
+        # The session's commands (ListCommands), for /help and the menu.
+        self._host_commands: list[ChatCommand] = []
+        # The first turn on screen (/history shows the ones before it), and
+        # how many turns the session had when the chat opened (when it
+        # showed none of them, the turns since are the first on screen).
+        self._first_shown: str | None = None
+        self._turns_at_open = 0
 
     def say(self, text: str | Text, style: str = "") -> None:
-        """One line of output, on a line of its own."""
-        self._end_stream()
-        shown = text if isinstance(text, Text) else Text(text, style=style)
-        self.console.print(shown, soft_wrap=True)
+        self.out.say(text, style)
 
-    def _write(self, piece: str, style: str = "") -> None:
-        self._stop_spinner()
-        self.console.print(Text(piece, style=style), end="", soft_wrap=True)
-        self.console.file.flush()
-        self._at_line_start = piece.endswith("\n")
+    # -- what shows when the chat opens ---------------------------------------------------
 
-    def _end_stream(self, finished: bool = False) -> None:
-        """End what streams; `finished`: the answer is whole (its logged
-        message or the turn's end), so its last block is rendered. A line
-        said in the middle of it leaves that block raw: the rest of the
-        answer continues below it, and half a code block is no block."""
-        self._stop_spinner()
-        if self._answer_stream is not None:
-            self._at_line_start = self._answer_stream.end(render=finished)
-            self._answer_stream = None
-        if not self._at_line_start:
-            self.console.print()
-            self._at_line_start = True
-        self._streaming = None
-
-    def _stream(self, key: tuple[str, ...], prefix: str, style: str) -> None:
-        """Continue the stream `key`, or start it on a new line."""
-        if self._streaming != key:
-            self._end_stream()
-            self._streaming = key
-            if prefix:
-                self._write(prefix, style)
-
-    def _start_spinner(self) -> None:
-        if self._spinner is None and self.console.is_terminal:
-            # Not redirecting sys.stdout: prompt_toolkit swaps it too (patch_stdout)
-            # and two swaps that end out of order leave it on a closed proxy,
-            # where everything printed after is lost.
-            self._spinner = Live(
-                Spinner("dots", text="thinking…"),
-                console=self.console,
-                transient=True,
-                redirect_stdout=False,
-                redirect_stderr=False,
-            )
-            self._spinner.start()
-
-    def _stop_spinner(self) -> None:
-        if self._spinner is not None:
-            self._spinner.stop()
-            self._spinner = None
-
-    def show_header(self) -> None:
+    async def show_header(self) -> None:
         summary = self.session.summary
         where = f" in {summary.cwd}" if summary is not None and summary.cwd else ""
         self.say(f"agenthost chat: session {self.session.id}{where}", "bold")
-        self.say(HELP, "dim")
-        messages = [
-            e
-            for e in self.session.events
-            if e.HasField("user_message")
-            or e.HasField("assistant_message")
-            or e.HasField("compaction")
-            # Every switch, so that two notices to the model in a row read right.
-            or committed_plan(e) is not None
-        ]
-        for event in messages[-HISTORY_SHOWN:]:
-            self.show_event(event, history=True)
-        self.say(plan_line(self.session.plan), PLAN_STYLE)
+        self.say(HINT, "dim")
+        await self._count_back()
+        past = self._past()
+        self.out.follow(self.session.events)
+        shown = past.turns[-TURNS_SHOWN:]
+        earlier = len(past.turns) - len(shown)
+        self._turns_at_open = len(past.turns)
+        if earlier or self.session.history.has_more:
+            self.say(history.earlier_line(earlier, more=self.session.history.has_more))
+        if shown:
+            self._first_shown = shown[0].turn_id
+        elif past.before:
+            self.out.show_past(history.event_lines(past.before))
+        for turn in shown:
+            self.out.show_past(history.event_lines(turn.events))
+        self.out.say_plan(self.session.plan)
         if self.session.settings is not None:
-            self.say(settings_line(self.session.settings), "dim")
-        self.show_live()
+            self.say(settings_line(self.session.settings, self.out.default_model), "dim")
+        self.out.show_live()
 
-    def show_live(self) -> None:
-        """What a running turn streamed before this chat opened it, in full: its
-        text from the first word and its running command's output so far (the
-        updates that follow carry only what is new)."""
-        live = self.session.live
-        for key, text in list(live.texts.items()):
-            self._show_text(TextStreamed(key.turn_id, key.step, key.kind, text, text))
-        for call_id, output in list(live.outputs.items()):
-            call = self._call_of(call_id)
-            if call is not None:
-                self._show_call(call)
-            self._stream(("output", call_id), "", "dim")
-            self._write(output, "dim")
+    async def _count_back(self) -> None:
+        """Read the session's earlier pages (within reason), so the hint can
+        say how many turns came before."""
+        for _ in range(COUNT_PAGES):
+            if not self.session.history.has_more:
+                return
+            with contextlib.suppress(AgentHostError):
+                if not await self.session.load_older(COUNT_PAGE_MESSAGES):
+                    return
 
-    def _call_of(self, call_id: str) -> ev.ToolCall | None:
-        for event in reversed(self.session.events):
-            if event.HasField("tool_call") and event.tool_call.call_id == call_id:
-                return event.tool_call
-        return None
+    def _past(self) -> history.Past:
+        return history.split_turns(self.session.events, not self.session.history.has_more)
 
-    def show_event(self, event: ev.Event, history: bool = False) -> None:
-        kind = event.WhichOneof("body")
-        if kind == "user_message":
-            self._show_user(event.user_message, history)
-        elif kind == "step_start":
-            self._step = (event.step_start.turn_id, event.step_start.step)
-        elif kind == "assistant_message":
-            self._show_answer(event.assistant_message)
-        elif kind == "tool_call":
-            self._show_call(event.tool_call)
-        elif kind == "tool_result":
-            self._show_result(event.tool_result)
-        elif kind == "turn_end":
-            ending = render.turn_end_line(event.turn_end)
-            if ending is not None:
-                self.say(*ending)
-        elif kind == "compaction":
-            self.say(render.compaction_line(event.compaction), "dim")
-        elif history and (active := committed_plan(event)) is not None:
-            # Live, PlanChanged says it.
-            self.say(f"plan mode {'on' if active else 'off'}", PLAN_STYLE)
-        elif kind == "command_done":
-            done = event.command_done
-            style = "red" if done.kind == ev.COMMAND_DONE_KIND_ERROR else "green"
-            self.say(done.message, style)
+    async def _learn_the_session(self) -> None:
+        """What the toolbar, /help and the menu need from the host: the
+        default model's name, the session's commands."""
+        with contextlib.suppress(AgentHostError):
+            models = await self.session.list_models()
+            self.out.default_model = next((m.name for m in models if m.is_default), "")
+        await self._list_commands()
 
-    def _show_user(self, message: ev.UserMessage, history: bool) -> None:
-        if message.source.kind == ev.SOURCE_KIND_PLUGIN:
-            self.say(f"notice: {message.text}", "dim")
-        elif history or message.text not in self._typed:
-            self.say(f"you: {message.text}", "green")
-        else:
-            self._typed.remove(message.text)
+    async def _list_commands(self) -> None:
+        with contextlib.suppress(AgentHostError):
+            self._host_commands = [host_command(c) for c in await self.session.list_commands()]
 
-    def _show_answer(self, message: ev.AssistantMessage) -> None:
-        if self._step is not None and self._step in self._streamed_steps:
-            self._end_stream(finished=True)  # the deltas showed it already
-            return
-        if message.reasoning:
-            self.say(f"thinking: {message.reasoning}", "dim")
-        if message.text:
-            self._show_markdown(message.text)
-
-    def _show_markdown(self, text: str) -> None:
-        """An answer not streamed here (history, a step that ended before this
-        chat saw it): one plain line stays a line, anything more is markdown."""
-        if "\n" not in text.strip() and not has_markdown(text):
-            self.say(f"assistant: {text}", "cyan")
-        else:
-            self.say("assistant:", "cyan")
-            self.console.print(Markdown(text))
-
-    def _show_call(self, call: ev.ToolCall) -> None:
-        if call.name == "shell":
-            self.say(render.call_line(call), "bold")
-            self._streaming = ("output", call.call_id)
-
-    def _show_result(self, result: ev.ToolResult) -> None:
-        self._end_stream()
-        style = "dim" if result.ok else "red"
-        self.say(f"· {render.result_line(result)}", style)
-        if result.HasField("display") and result.display.diff:
-            self.say(render.diff_text(result.display.diff))
-
-    def render(self, update: Update) -> None:
-        if isinstance(update, TextStreamed):
-            self._show_text(update)
-        elif isinstance(update, OutputStreamed):
-            self._stream(("output", update.call_id), "", "dim")
-            self._write(update.delta, "dim")
-        elif isinstance(update, EventAppended):
-            self.show_event(update.event)
-        elif isinstance(update, PlanChanged):
-            self.say(plan_line(update.plan), PLAN_STYLE)
-        elif isinstance(update, SettingsChanged):
-            self.say(settings_line(update.settings), "dim")
-            self._redraw_toolbar()
-        elif isinstance(update, UsageChanged):
-            self._redraw_toolbar()
-        elif isinstance(update, ProjectionChanged) and update.key == "mcp":
-            # A server that failed is worth a line; /mcp shows them all.
-            for line in render.mcp_failures(update.value):
-                self.say(line)
-        elif isinstance(update, QuestionClosed):
-            self._answered.discard(update.question_id)
-        elif isinstance(update, ConnectionChanged):
-            self._show_connection(update)
-        elif isinstance(update, HistoryLoaded) and update.replaced:
-            self.say("(history reloaded)", "dim")
-        elif isinstance(update, StatusChanged) and not update.running:
-            self._end_stream(finished=True)
-        self._spin_if_waiting()
-
-    def _spin_if_waiting(self) -> None:
-        """The spinner shows while a turn runs and nothing else is on screen."""
-        if self.session.running and self._streaming is None and not self._open_questions():
-            self._start_spinner()
-
-    def _show_text(self, update: TextStreamed) -> None:
-        if (update.turn_id, update.step) not in self._streamed_steps:
-            # The first piece seen of a step: its text so far, from the first word.
-            update = replace(update, delta=update.text)
-        self._streamed_steps.add((update.turn_id, update.step))
-        if update.kind == "reasoning":
-            self._stream(("text", update.turn_id, str(update.step), "r"), "thinking: ", "dim")
-            self._write(update.delta, "dim")
-        else:
-            key = ("text", update.turn_id, str(update.step), "a")
-            if self._streaming != key:
-                self._end_stream()
-                self._streaming = key
-                self._answer_stream = AnswerStream(self.console, "assistant: ", "cyan")
-                self._answer_stream.start()
-            assert self._answer_stream is not None
-            self._stop_spinner()
-            self._answer_stream.write(update.delta)
-            self._at_line_start = update.delta.endswith("\n")
-
-    def _show_connection(self, update: ConnectionChanged) -> None:
-        if not update.connected and not self._lost:
-            self._lost = True
-            self.say("connection lost; reconnecting…", "yellow")
-        elif update.connected and self._lost:
-            self._lost = False
-            self.say("reconnected", "yellow")
-
-    # -- input ----------------------------------------------------------------------------
+    def _commands(self) -> list[ChatCommand]:
+        own = {c.name for c in OWN_COMMANDS}
+        return [*(c for c in self._host_commands if c.name not in own), *OWN_COMMANDS]
 
     def _toolbar(self) -> str:
         settings, usage = self.session.settings, self.session.usage
         shown = f"plan: {self.session.plan.describe()}"
         if settings is not None:
             shown += f" · sandbox: {settings.sandbox} · approvals: {settings.approvals}"
-            shown += f" · model: {settings.model}" if settings.model else ""
             # Like the model, shown when not at its default (the toolbar is one line).
             shown += " · network: on" if settings.network else ""
+        model = self.out.toolbar_model()
+        shown += f" · model: {model}" if model else ""
         if usage is not None:
             shown += f" · {render.usage_line(usage)}"
         return shown + " · shift-tab: plan mode"
+
+    # -- input ----------------------------------------------------------------------------
 
     def _redraw_toolbar(self) -> None:
         """The toolbar shows changes that arrive while the prompt waits."""
@@ -443,7 +267,7 @@ class Chat:
                 changed.cancel()
         leaving.cancel()
         if left.is_set():
-            self._stop_spinner()
+            self.out.stop_spinner()
             self.say("(the turn goes on; agenthost chat --continue comes back to it)", "dim")
         return left.is_set()
 
@@ -469,7 +293,7 @@ class Chat:
     async def _read(self, label: str, moved_on: Callable[[], bool]) -> Line:
         """A line typed by the user; INTERRUPTED when `moved_on()` became true
         first (the draft is kept for the next prompt); None at the end."""
-        self._end_stream()
+        self.out.settle()
         reader = asyncio.ensure_future(self._read_once(label))
         while not reader.done():
             if moved_on():
@@ -566,50 +390,105 @@ class Chat:
             return False
         if not text:
             return True
-        if text == "/help":
-            self.say(HELP, "dim")
-        elif text.startswith("/"):
+        if text.startswith("/"):
             await self._command(text)
         else:
-            self._typed.append(text)
+            self.out.typed.append(text)
             mode = PromptMode.QUEUE if self.session.running else PromptMode.SEND
             await self.session.prompt(text, mode)
+            self.out.waiting_for_model()
             self._spin_if_waiting()
         return True
 
     async def _command(self, text: str) -> None:
         name, _, args = text[1:].partition(" ")
         args = args.strip()
-        if name == "mcp":
+        if name == "help":
+            self.say("Type a message to send it, or a command:", "dim")
+            self.out.print(help_table(self._host_commands))
+        elif name == "mcp":
             for line in render.mcp_lines(self.session.projections.get("mcp")):
                 self.say(line)
-        elif name == "sandbox":
-            await self._settings(name, args, SANDBOXES)
-        elif name == "approvals":
-            await self._settings(name, args, APPROVAL_POLICIES)
+        elif name in ("sandbox", "approvals", "network"):
+            await self._setting(name, args)
         elif name == "model":
             await self._model(args)
-        elif name == "network":
-            if args not in ("on", "off"):
-                self.say("usage: /network on|off", "red")
-            else:
-                await self.session.set_settings(network=args == "on")
+        elif name == "history":
+            await self._history(args)
+        elif name == "output":
+            self._output()
         else:
-            result = await self.session.execute_command(name, args or None)
-            if not result.ok:
-                self.say(result.message, "red")
-            elif name == "permissions":
-                self.say(result.message, "dim")
+            await self._session_command(name, args)
 
-    async def _settings(self, name: str, wanted: str, choices: tuple[str, ...]) -> None:
-        """/sandbox MODE or /approvals POLICY: change that one setting."""
+    async def _session_command(self, name: str, args: str) -> None:
+        """A command of the session (ListCommands): its reply, unless what it
+        did shows by itself (/compact's marker, /plan's plan line)."""
+        plan_before = plan_line(self.session.plan)
+        result = await self.session.execute_command(name, args or None)
+        if not result.ok:
+            self.say(result.message, "red")
+        elif name == "plan":
+            if plan_line(self.session.plan) != plan_before:
+                self.out.say_plan(self.session.plan)
+            else:  # nothing changed ("Plan mode is already on.")
+                self.say(result.message, PLAN_STYLE)
+        elif name != "compact" and result.message:
+            self.say(result.message, "dim")
+
+    async def _setting(self, name: str, wanted: str) -> None:
+        """/sandbox, /approvals, /network: the current value and the choices,
+        or (given one of them) change it."""
+        choices = {"sandbox": SANDBOXES, "approvals": APPROVAL_POLICIES, "network": NETWORK}[name]
+        settings = self.session.settings
+        if not wanted:
+            current = "" if settings is None else getattr(settings, name)
+            if isinstance(current, bool):
+                current = "on" if current else "off"
+            self.say(f"{name}: {current or 'unknown'}  (choices: {', '.join(choices)})")
+            return
         if wanted not in choices:
             self.say(f"usage: /{name} {'|'.join(choices)}", "red")
-            return
-        if name == "sandbox":
+        elif name == "sandbox":
             await self.session.set_settings(sandbox=wanted)
-        else:
+        elif name == "approvals":
             await self.session.set_settings(approvals=wanted)
+        else:
+            await self.session.set_settings(network=wanted == "on")
+
+    async def _history(self, args: str) -> None:
+        """/history [N]: the N turns before the first one on screen."""
+        if args and not args.isdigit():
+            self.say("usage: /history [N]", "red")
+            return
+        wanted = int(args) if args else HISTORY_TURNS
+        await self._count_back()
+        turns = list(self._past().turns)
+        ids = [t.turn_id for t in turns]
+        on_screen = self._first_shown if self._first_shown in ids else None
+        end = ids.index(on_screen) if on_screen else min(self._turns_at_open, len(turns))
+        start = max(0, end - wanted)
+        if start == end:
+            self.say("no earlier turns", "dim")
+            return
+        self.say(f"── turns {start + 1} to {end} of {len(turns)} ──", "dim")
+        for turn in turns[start:end]:
+            self.out.show_past(history.event_lines(turn.events))
+        self._first_shown = turns[start].turn_id
+        if start or self.session.history.has_more:
+            self.say(history.earlier_line(start, more=self.session.history.has_more))
+        else:
+            self.say("── the first turn ──", "dim")
+
+    def _output(self) -> None:
+        """/output: the whole output of the last command folded here, else of
+        the session's last command."""
+        shown = self.out.folded or render.last_command(self.session.events)
+        if shown is None:
+            self.say("no command has run yet", "dim")
+            return
+        call, result = shown
+        self.say(render.call_line(call), "bold")
+        self.out.print(Text(render.command_output(result), style="dim"))
 
     async def _model(self, name: str) -> None:
         """/model: the models, the session's marked; /model NAME: switch."""
@@ -629,16 +508,13 @@ class Chat:
 
     async def _ask(self, question: Question) -> bool:
         """Ask one question until it is answered or closed; False to leave."""
-        self._end_stream()
-        self.console.print(Rule(render.question_title(question)))
-        if question.body:
-            self.console.print(_question_body(question))
-        self.console.print(Rule())
+        self.out.show_question(question)
         review = question.presentation != "tool-approval"
         choices = render.REVIEW_CHOICES if review else render.APPROVAL_CHOICES
         label = "choice> " if review else "allow> "
         while True:
-            self.say(choices, "bold")
+            for shown in render.choice_lines(choices, self.console.width):
+                self.say(shown, "bold")
             line = await self._read(
                 label, lambda: question.question_id not in self.session.questions
             )
@@ -691,14 +567,14 @@ class Chat:
         elif choice in ("s", "always"):
             await self._answer(
                 question,
-                "always allowed in this session (/permissions lists and revokes rules)",
+                "always allowed in this session (a rule: /permissions lists and revokes it)",
                 "green",
                 always_allow_session=True,
             )
         elif choice in ("w", "workspace"):
             await self._answer(
                 question,
-                "always allowed in this workspace (/permissions lists and revokes rules)",
+                "always allowed in every session of this folder (a rule: /permissions lists it)",
                 "green",
                 always_allow_workspace=True,
             )
@@ -717,6 +593,9 @@ class Chat:
         self._answered.add(question.question_id)
         await self.session.answer_question(question.question_id, **answer)
         self.say(said, style)
+        # A denial's or a plan review's line says how the call ended.
+        if question.call_id and (question.presentation != "tool-approval" or "deny" in answer):
+            self.out.said_here.add(question.call_id)
 
     # -- the loop -------------------------------------------------------------------------
 
@@ -726,13 +605,19 @@ class Chat:
         # rather than killing the chat.
         loop.add_signal_handler(signal.SIGINT, self._on_interrupt)
         updates = self.session.updates()
-        self.show_header()
         if self.interactive:
+            # Made before anything shows: making it writes to the terminal
+            # (the cursor shown), which would land inside a running turn's text.
             self._prompt = PromptSession(
-                bottom_toolbar=self._toolbar, key_bindings=self._key_bindings()
+                bottom_toolbar=self._toolbar,
+                key_bindings=self._key_bindings(),
+                completer=SlashCompleter(self._commands),
+                complete_while_typing=True,
             )
             self._keys = create_input()
-        else:
+        await self._learn_the_session()
+        await self.show_header()
+        if not self.interactive:
             threading.Thread(target=self._read_in_thread, args=(loop,), daemon=True).start()
         printer = asyncio.ensure_future(self._print(updates))
         try:
@@ -749,7 +634,7 @@ class Chat:
             for task in [printer, *self._background]:
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
-            self._stop_spinner()
+            self.out.stop_spinner()
         self.say("bye", "dim")
         return 0
 
@@ -778,6 +663,16 @@ class Chat:
 
     async def _print(self, updates: Updates) -> None:
         async for update in updates:
-            self.render(update)
+            self.out.render(update)
+            if isinstance(update, QuestionClosed):
+                self._answered.discard(update.question_id)
+            elif isinstance(update, SettingsChanged | UsageChanged):
+                self._redraw_toolbar()
+            elif isinstance(update, CommandsChanged):
+                self._spawn(self._list_commands())
+            self._spin_if_waiting()
             changed, self._changed = self._changed, asyncio.Event()
             changed.set()
+
+    def _spin_if_waiting(self) -> None:
+        self.out.spin_if_waiting(bool(self._open_questions()))

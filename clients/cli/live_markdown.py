@@ -6,6 +6,8 @@ line, a code block by its closing fence), the raw lines it took on the
 terminal are erased and the block is printed rendered. What is still under
 way stays raw until its block completes or the answer ends. Only a terminal
 is redrawn: piped output keeps the raw text, which is already the answer.
+A block taller than the screen stays raw too: its first rows have scrolled
+out of reach, and a rendered copy below them would show it twice.
 """
 
 from __future__ import annotations
@@ -102,18 +104,20 @@ class AnswerStream:
             and self.console.is_terminal
             and has_markdown(self._pending)
         ):
-            block, self._pending = self._pending, ""
-            self._finish(block)
-            return True
+            block, self._pending, shown = self._pending, "", self.raw
+            if self._finish(block):
+                return True
+            return not shown or shown.endswith("\n")
         return not self.raw or self.raw.endswith("\n")
 
-    def _finish(self, block: str) -> None:
+    def _finish(self, block: str) -> bool:
         """Replace the block's raw rows with the block rendered, when it has
-        any markdown (plain text is already shown as it should be)."""
+        any markdown (plain text is already shown as it should be) and its
+        rows can all be erased; True when it was."""
         rest = self._pending
-        if not has_markdown(block):
+        if not has_markdown(block) or not self._reachable(self.raw):
             self.raw, self.headed = rest, True
-            return
+            return False
         self._erase(self.raw)
         if not self.headed:
             self.console.print(Text(self.prefix.rstrip(), style=self.style))
@@ -125,6 +129,7 @@ class AnswerStream:
             self.console.print()  # the blank line that ended the block
         self.raw = ""
         self._print_raw(rest)
+        return True
 
     def _print_rendered(self, block: str) -> None:
         """The block as markdown, without the blank rows rich pads code
@@ -142,6 +147,11 @@ class AnswerStream:
             self.console.print(Text(piece, style=self.style), end="", soft_wrap=True)
             self.console.file.flush()
             self.raw += piece
+
+    def _reachable(self, shown: str) -> bool:
+        """Whether the rows `shown` takes are all still on the screen (the
+        cursor on the last of them), so they can be erased."""
+        return screen_rows(shown, self.console.width) < self.console.height
 
     def _erase(self, shown: str) -> None:
         rows = screen_rows(shown, self.console.width)

@@ -1,10 +1,12 @@
 """How the chat shows a session's work, as plain functions of its events:
 one compact line per tool call (`read x.py:1-80`, `edit x.py (+3 -1)`,
-`$ pytest -q (exit 1)`), diffs, questions and turn endings."""
+`$ pytest -q (exit 1)`), diffs, a command's output folded to its first
+lines, questions and turn endings."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 from typing import Any
 
 from agenthost.sessionlog.v1 import events_pb2 as ev
@@ -14,11 +16,21 @@ from agenthost_core.folds import Question
 from clients.sdk import ModelInfo, Usage
 
 APPROVAL_CHOICES = (
-    "[y] allow once  [a] allow for this session  [s] always allow (session rule)  "
-    "[w] always allow (workspace rule)  [n] deny"
+    "[y] yes, once",
+    "[a] yes, for this session",
+    "[s] always, in this session (a rule /permissions lists)",
+    "[w] always, in every session of this folder",
+    "[n] no",
 )
-REVIEW_CHOICES = "Approve the plan? [a] approve  [k] keep planning  [d] dismiss"
+REVIEW_CHOICES = ("Approve the plan?", "[a] approve", "[k] keep planning", "[d] dismiss")
 DIFF_LINES_SHOWN = 40
+# A command's output shows its first lines, as the web client's tool rows do.
+OUTPUT_LINES_SHOWN = 8
+ANSWER_LINES = {
+    "deny": "denied",
+    "feedback": "kept planning",
+    "dismiss": "review dismissed",
+}
 
 
 def call_args(call: ev.ToolCall) -> dict[str, Any]:
@@ -50,14 +62,97 @@ def call_line(call: ev.ToolCall) -> str:
     return f"{call.name} {shown}".strip()
 
 
-def result_line(result: ev.ToolResult) -> str:
-    """The one line a finished call leaves (its display summary)."""
+def result_line(
+    result: ev.ToolResult, call: ev.ToolCall | None = None, answer: ev.QuestionAnswer | None = None
+) -> str:
+    """The one line a finished call leaves: its display summary (a command's
+    says how it ended: `$ make (exit 2)`), what went wrong for a failed
+    call of another tool, or the answer that refused it (`$ rm -r x:
+    denied (not now)`)."""
     summary = result.display.summary if result.HasField("display") else ""
-    if result.ok:
+    refused = answer.WhichOneof("kind") if answer is not None else None
+    if not result.ok and refused in ANSWER_LINES:
+        what = summary or (call_line(call) if call is not None else "the call")
+        reason = (answer.deny or answer.feedback).strip() if answer is not None else ""
+        return f"{what}: {ANSWER_LINES[refused]}" + (f" ({_one_line(reason)})" if reason else "")
+    # A command's summary says how it ended (its error starts with the same).
+    command = result.display.HasField("exit_code") or (call is not None and call.name == "shell")
+    if result.ok or (summary and command):
         return summary or "done"
     error = (result.error or "failed").strip().splitlines()
     first = error[0] if error else "failed"
     return f"{summary}: {first}" if summary else first
+
+
+def command_ending(result: ev.ToolResult) -> str:
+    """How a command ended, without the command (`exit 1`, `timed out`), for
+    the line under its own output."""
+    summary = result.display.summary if result.HasField("display") else ""
+    if summary.endswith(")") and " (" in summary:
+        return summary[summary.rindex(" (") + 2 : -1]
+    return result_line(result)
+
+
+def command_output(result: ev.ToolResult) -> str:
+    """A command's whole output, without the status line the model reads
+    first (`exit code 1`: its ending line says it)."""
+    text = result.output if result.ok else result.error
+    _, _, output = text.partition("\n")
+    return output.rstrip("\n") or "(no output)"
+
+
+def last_command(events: list[ev.Event]) -> tuple[ev.ToolCall, ev.ToolResult] | None:
+    """The last command of `events` that finished, with its result."""
+    calls = {e.tool_call.call_id: e.tool_call for e in events if e.HasField("tool_call")}
+    for event in reversed(events):
+        call = calls.get(event.tool_result.call_id) if event.HasField("tool_result") else None
+        if call is not None and call.name == "shell":
+            return call, event.tool_result
+    return None
+
+
+def call_answers(events: list[ev.Event]) -> dict[str, ev.QuestionAnswer]:
+    """The answer given to each call's question (call_id -> answer), from the log."""
+    call_of_question: dict[str, str] = {}
+    answers: dict[str, ev.QuestionAnswer] = {}
+    for event in events:
+        if event.HasField("question_asked") and event.question_asked.call_id:
+            call_of_question[event.question_asked.question_id] = event.question_asked.call_id
+        elif event.HasField("question_answered"):
+            call_id = call_of_question.get(event.question_answered.question_id)
+            if call_id is not None:
+                answers[call_id] = event.question_answered.answer
+    return answers
+
+
+@dataclass
+class FoldedOutput:
+    """A command's output as it streams: its first OUTPUT_LINES_SHOWN lines
+    are shown, the rest counted."""
+
+    shown_lines: int = 0
+    hidden_lines: int = 0
+    # The last hidden piece did not end its line (it counts as one more).
+    _open_hidden: bool = field(default=False, repr=False)
+
+    def take(self, delta: str) -> str:
+        """The part of `delta` to show."""
+        shown = []
+        for piece in delta.splitlines(keepends=True):
+            ends = piece.endswith("\n")
+            if self.shown_lines < OUTPUT_LINES_SHOWN:
+                shown.append(piece)
+                self.shown_lines += ends
+            elif ends:
+                self.hidden_lines += 1
+                self._open_hidden = False
+            else:
+                self._open_hidden = True
+        return "".join(shown)
+
+    @property
+    def hidden(self) -> int:
+        return self.hidden_lines + self._open_hidden
 
 
 def diff_text(diff: str) -> Text:
@@ -72,6 +167,19 @@ def diff_text(diff: str) -> Text:
     if len(lines) > DIFF_LINES_SHOWN:
         text.append(f"… {len(lines) - DIFF_LINES_SHOWN} more lines\n", style="dim")
     return text
+
+
+def choice_lines(choices: tuple[str, ...], width: int) -> list[str]:
+    """The choices two spaces apart, as many a line as fit in `width`: a
+    line breaks between two choices, never inside one."""
+    lines = [""]
+    for choice in choices:
+        joined = f"{lines[-1]}  {choice}" if lines[-1] else choice
+        if len(joined) <= width or not lines[-1]:
+            lines[-1] = joined
+        else:
+            lines.append(choice)
+    return lines
 
 
 def turn_end_line(end: ev.TurnEnd) -> tuple[str, str] | None:

@@ -228,19 +228,20 @@ def test_chat_streams_the_work_asks_approvals_and_cancels(up: Up, tmp_path: Path
         assert "assistant_message" not in events_of(up, only_session(up))
         child.expect_exact("· read app.py")
         child.expect_exact("Allow edit app.py?")
+        child.expect_exact("+    return 2")  # the change, shown in its approval
         child.expect_exact("allow>")
         # The session list shows what the session waits for.
         table = up.cli("sessions", "list", "--data-dir", str(up.data_dir)).stdout
         assert "[running, waiting for approval]" in table, table
         child.sendline("y")
-        expect_all(child, "allowed once", "· edit app.py (+1 -1)", "+    return 2")
+        expect_all(child, "allowed once", "· edit app.py (+1 -1)")
         child.expect_exact("Allow $ python3 app.py && echo ran-ok?")
         child.expect_exact("allow>")
         child.sendline("a")
         child.expect_exact("allowed for this session")
-        # The command's output streams (its own line), then the result line.
+        # The command's output streams below its approval, then how it ended.
         child.expect_exact("ran-ok")
-        child.expect_exact("$ python3 app.py && echo ran-ok (exit 0)")
+        child.expect_exact("· exit 0")
         child.expect_exact("assistant: All done.")
         assert (project / "app.py").read_text().count("return 2") == 1
 
@@ -302,7 +303,7 @@ def test_chat_through_plan_mode_and_a_plan_review(up: Up, tmp_path: Path) -> Non
         child.expect_exact("turn cancelled")
 
         child.sendline("/plan")
-        expect_all(child, "Plan mode is on.", "plan: on")
+        child.expect_exact("plan: on")
 
         child.sendline("Design the feature")
         expect_all(child, "Review the plan", "Step one: the parser", "Step two: the tests")
@@ -313,12 +314,7 @@ def test_chat_through_plan_mode_and_a_plan_review(up: Up, tmp_path: Path) -> Non
 
         # While the review waits, the turn is running: /plan off is pending.
         child.sendline("/plan off")
-        expect_all(
-            child,
-            "Plan mode will turn off before the next model request.",
-            "plan: on → off (pending)",
-            "choice>",
-        )
+        expect_all(child, "plan: on → off (pending)", "choice>")
 
         child.sendline("a")
         expect_all(child, "plan approved", "plan: off", "assistant: Implementing the plan now.")
@@ -338,7 +334,7 @@ def test_chat_through_plan_mode_and_a_plan_review(up: Up, tmp_path: Path) -> Non
         expect_all(child, "review dismissed", "assistant: Understood, waiting for your message.")
 
         child.sendline("/plan off")
-        expect_all(child, "Plan mode is off.", "plan: off")
+        child.expect_exact("plan: off")
 
         # At the prompt: a first Ctrl-C only warns, Ctrl-D leaves.
         child.sendintr()
@@ -607,14 +603,14 @@ def test_chat_keeps_a_status_line_and_reports_a_failed_turn_in_one_line(
         child.sendline("/sandbox read-only")
         expect("sandbox: read-only · approvals: ask")
         child.sendline("/approvals")
-        expect("usage: /approvals ask|ask-for-commands|never")
+        expect("approvals: ask  (choices: ask, ask-for-commands, never)")
         child.sendline("/sandbox nope")
         expect("usage: /sandbox read-only|workspace-write|full")
         # The network for confined commands: a logged setting, shown with the others.
         child.sendline("/network on")
-        expect("sandbox: read-only, approvals: ask, network: on")
+        expect("sandbox: read-only, approvals: ask, model: builtin, network: on")
         child.sendline("/network")
-        expect("usage: /network on|off")
+        expect("network: on  (choices: on, off)")
         child.sendline("/permissions")
         expect("no permission rules")
         # Shift-Tab toggles plan mode (idle: committed at once), and back.
@@ -660,8 +656,8 @@ def test_compact_shows_a_marker_live_and_in_history_and_export_keeps_everything(
         child.sendline("remember the parser")
         child.expect_exact("assistant: Echo: remember the parser")
         child.sendline("/compact the parser")
-        # The compaction comes as a session event: the marker, then the command's end.
-        expect_all(child, "── conversation compacted (", "Conversation compacted (")
+        # The compaction comes as a session event: its marker.
+        child.expect_exact("── conversation compacted (")
         child.sendline("/quit")
         child.expect(pexpect.EOF)
     finally:

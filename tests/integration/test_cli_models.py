@@ -117,7 +117,7 @@ def test_chat_lists_and_switches_models_and_shows_the_usage(
             child.send(CPR_ANSWER)
 
     try:
-        expect("plan: off · sandbox: workspace-write · approvals: ask · shift-tab")
+        expect("plan: off · sandbox: workspace-write · approvals: ask · model: builtin · shift-tab")
         child.sendline("/model")
         expect("* builtin  builtin/builtin-echo  32k context  (default)")
         expect("  alt      builtin/builtin-alt  32k context  $1.00/$2.00 per M in/out")

@@ -129,7 +129,7 @@ def test_the_demo_script_plays_through_make_run_and_chat(tmp_path: Path) -> None
             child.expect_exact("looks good")
             child.expect_exact("Type /plan and send another message")
             child.sendline("/plan")
-            child.expect_exact("Plan mode is on.")
+            child.expect_exact("plan: on")
             child.sendline("plan something")
             child.expect_exact("Read the code.")
             child.expect_exact("choice>")

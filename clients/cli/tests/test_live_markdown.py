@@ -31,11 +31,14 @@ ANSWER = (
 
 
 class Terminal:
-    def __init__(self) -> None:
-        self.screen = pyte.Screen(WIDTH, HEIGHT)
+    def __init__(self, height: int = HEIGHT) -> None:
+        # The rows that scroll off the top are kept, as a terminal's scrollback.
+        self.screen = pyte.HistoryScreen(WIDTH, height, history=1000)
         self.stream = pyte.Stream(self.screen)
         self.file = io.StringIO()
-        self.console = Console(file=self.file, force_terminal=True, width=WIDTH, color_system=None)
+        self.console = Console(
+            file=self.file, force_terminal=True, width=WIDTH, height=height, color_system=None
+        )
 
     def shown(self) -> list[str]:
         # The tty turns each newline into CR LF (onlcr) before the terminal sees it.
@@ -43,6 +46,14 @@ class Terminal:
         self.file.seek(0)
         self.file.truncate()
         return [line.rstrip() for line in self.screen.display if line.strip()]
+
+    def scrollback(self) -> list[str]:
+        """Every row written, the scrolled-off ones first."""
+        self.shown()
+        rows = [
+            "".join(row[x].data for x in range(WIDTH)).rstrip() for row in self.screen.history.top
+        ]
+        return [row for row in rows + self.shown() if row]
 
 
 def stream_answer(terminal: Terminal, text: str, piece: int = 3) -> AnswerStream:
@@ -120,3 +131,17 @@ def test_an_answer_cut_by_another_line_leaves_its_block_under_way_raw() -> None:
     answer = stream_answer(terminal, "Here:\n\n```python\ndef f():\n")
     answer.end(render=False)  # a line is said in the middle of the answer
     assert terminal.shown()[-2:] == ["```python", "def f():"]
+
+
+def test_a_block_taller_than_the_screen_stays_raw_and_shows_once() -> None:
+    # Its first rows scroll out of reach of the cursor: erasing them is not
+    # possible, and a rendered copy below would show the list twice.
+    terminal = Terminal(height=10)
+    items = "".join(f"- item {n} with `code`\n" for n in range(15))
+    answer = stream_answer(terminal, f"A list:\n\n{items}\nThe **end**.")
+    assert answer.end()
+    rows = terminal.scrollback()
+    for n in range(15):
+        assert sum(f"item {n} with" in row for row in rows) == 1, rows
+    # The blocks that fit are still rendered.
+    assert rows[0] == "assistant: A list:" and rows[-1] == "The end.", rows

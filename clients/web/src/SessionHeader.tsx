@@ -4,9 +4,12 @@ import type { AppModel } from "./model.js";
 /** The title, the model and its usage, the plan chip (the host's state, pending marker included) and cancel. */
 export function SessionHeader({ model, session }: { model: AppModel; session: Session }) {
   const summary = model.summaries.get(session.id) ?? session.summary;
+  const title = summary?.blank !== false && !summary?.title ? "New Session" : summary?.title || "Untitled";
   return (
     <header className="session-header">
-      <h2 data-testid="session-heading">{summary?.blank !== false && !summary?.title ? "New Session" : summary?.title || "Untitled"}</h2>
+      <h2 data-testid="session-heading" title={title}>
+        {title}
+      </h2>
       <UsageFigures session={session} />
       <ModelPicker model={model} session={session} />
       <PlanChip model={model} session={session} />

@@ -1,6 +1,9 @@
 import { useState, type FormEvent } from "react";
 import type { AppModel, Summary, Workspace } from "./model.js";
 
+// Enough of an id to tell two sessions apart ("s-" and six characters).
+const SHORT_ID = 8;
+
 export function Sidebar({ model }: { model: AppModel }) {
   return (
     <nav className="sidebar" data-testid="sidebar">
@@ -55,9 +58,15 @@ function WorkspaceGroup({ model, workspace }: { model: AppModel; workspace: Work
   );
 }
 
+/**
+ * One session: its title on one row (the whole of it in the tooltip), and
+ * below it when it was last active and the start of its id, which tell
+ * apart sessions of one title; then its markers.
+ */
 function SessionRow({ model, summary }: { model: AppModel; summary: Summary }) {
   const markers = model.markers(summary.id);
   const current = model.session?.id === summary.id;
+  const title = summary.blank ? "New Session" : summary.title || summary.preview || "Untitled";
   return (
     <li
       className={current ? "session-row current" : "session-row"}
@@ -67,8 +76,11 @@ function SessionRow({ model, summary }: { model: AppModel; summary: Summary }) {
       data-plan-pending={markers.planPending !== undefined}
     >
       <button onClick={() => void model.openSession(summary.id)}>
-        <span className="title" data-testid="session-title">
-          {summary.blank ? "New Session" : summary.title || summary.preview || "Untitled"}
+        <span className="title" data-testid="session-title" title={title}>
+          {title}
+        </span>
+        <span className="session-meta" data-testid="session-meta" title={summary.id}>
+          {whenActive(summary)} · {summary.id.slice(0, SHORT_ID)}
         </span>
         {markers.running && (
           <span className="marker running" data-testid="marker-running" title="A turn is running">
@@ -88,4 +100,14 @@ function SessionRow({ model, summary }: { model: AppModel; summary: Summary }) {
       </button>
     </li>
   );
+}
+
+/** When a session was last active: the time today, the date before. */
+function whenActive(summary: Summary): string {
+  const seconds = summary.updatedAt?.seconds ?? summary.createdAt?.seconds;
+  if (seconds === undefined) return "";
+  const when = new Date(Number(seconds) * 1000);
+  const time = when.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" });
+  if (when.toDateString() === new Date().toDateString()) return time;
+  return `${when.toLocaleDateString([], { month: "short", day: "numeric" })} ${time}`;
 }

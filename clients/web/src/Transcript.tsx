@@ -5,19 +5,40 @@ import { ToolRow, answersByCall } from "./ToolRow.js";
 
 type Event = Session["events"][number];
 
-/** The logged events of the window, then the text of the step running now. */
+/**
+ * The logged events of the window, then the text of the step running now
+ * (or, while the model is awaited, a line saying so). Scrolled to its end
+ * as it grows, and kept there when something below takes room from it (a
+ * question, a command's answer) unless the reader scrolled up.
+ */
 export function Transcript({ session }: { session: Session }) {
+  const box = useRef<HTMLDivElement>(null);
   const end = useRef<HTMLDivElement>(null);
+  const atEnd = useRef(true);
   const results = resultsByCall(session.events);
   const answers = answersByCall(session.events);
   const live = session.live.steps();
   const lastSeq = session.lastSeq;
+  const waiting = session.running && live.length === 0 && awaitingModel(session.events);
   useEffect(() => {
     // A block, not an expression: newer browsers return a promise from scrollIntoView.
     void end.current?.scrollIntoView({ block: "end" });
-  }, [lastSeq, live.length]);
+  }, [lastSeq, live.length, waiting]);
+  useEffect(() => {
+    const element = box.current;
+    if (element === null) return;
+    const keep = new ResizeObserver(() => {
+      if (atEnd.current) element.scrollTop = element.scrollHeight;
+    });
+    keep.observe(element);
+    return () => keep.disconnect();
+  }, []);
+  const onScroll = () => {
+    const element = box.current;
+    if (element !== null) atEnd.current = element.scrollHeight - element.scrollTop - element.clientHeight < AT_END_PX;
+  };
   return (
-    <div className="transcript" data-testid="transcript">
+    <div className="transcript" data-testid="transcript" ref={box} onScroll={onScroll}>
       {session.events.map((event) => (
         <EventView key={String(event.seq)} event={event} results={results} answers={answers} outputOf={(callId) => session.live.outputOf(callId)} />
       ))}
@@ -30,9 +51,32 @@ export function Transcript({ session }: { session: Session }) {
           {step.kind === TextKind.REASONING ? step.text : <Markdown text={step.text} />}
         </div>
       ))}
+      {waiting && (
+        <div className="notice waiting" data-testid="waiting" role="status">
+          Thinking…
+        </div>
+      )}
       <div ref={end} />
     </div>
   );
+}
+
+// How close to its end a transcript counts as read to the end (its padding
+// stays below the last line when it is scrolled into view).
+const AT_END_PX = 40;
+// What the model is awaited after (a turn or a step began, a tool returned),
+// and what ends that wait (its text is logged, a call runs or asks, the turn ends).
+const AWAITED_AFTER = new Set(["userMessage", "turnStart", "stepStart", "toolResult"]);
+const NOT_AWAITED_AFTER = new Set(["assistantMessage", "toolCall", "questionAsked", "turnEnd"]);
+
+/** Whether the last thing that happened leaves the model to be awaited. */
+function awaitingModel(events: readonly Event[]): boolean {
+  for (let index = events.length - 1; index >= 0; index -= 1) {
+    const kind = events[index]?.body.case ?? "";
+    if (AWAITED_AFTER.has(kind)) return true;
+    if (NOT_AWAITED_AFTER.has(kind)) return false;
+  }
+  return false;
 }
 
 function resultsByCall(events: readonly Event[]): Map<string, eventsV1.ToolResult> {
