@@ -954,6 +954,7 @@ class Agent:
             self._lease_token,
             network=settings.network,
             hidden=hidden,
+            parts=(await self._view()).parts,
         )
 
     async def _hidden(self) -> tuple[Path, ...]:

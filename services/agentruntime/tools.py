@@ -14,16 +14,19 @@ and its answer in the log, so the wait survives a restart.
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agenthost.sessionlog.v1 import events_pb2
 
 from agenthost_core.folds import Approval
 
 from .gates import Effect
+
+if TYPE_CHECKING:
+    from .capability import SessionPart
 
 Args = dict[str, Any]
 
@@ -87,6 +90,15 @@ class ToolContext:
     # What commands must not see (confinement.Jail.hidden): the stack's
     # data, its secrets' files, the other sessions' folders.
     hidden: tuple[Path, ...] = ()
+    # The session's capability parts, by capability: a capability's tool
+    # finds its own here.
+    parts: Mapping[str, SessionPart] = field(default_factory=dict)
+
+    @property
+    def readable(self) -> tuple[Path, ...]:
+        """Folders outside `cwd` the file tools may read, never write (the
+        parts' SessionPart.readable: a skill's folder, say)."""
+        return tuple(folder for part in self.parts.values() for folder in part.readable())
 
 
 @dataclass(frozen=True)
