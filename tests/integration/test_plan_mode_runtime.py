@@ -346,9 +346,12 @@ async def test_plan_off_with_extra_text_is_an_error_that_changes_nothing(stack: 
     assert dones[-1].kind == ev.COMMAND_DONE_KIND_ERROR
 
 
-async def test_commands_list_offers_plan_compact_permissions_and_context(stack: Stack) -> None:
+async def test_commands_list_offers_plan_compact_permissions_context_and_skills(
+    stack: Stack,
+) -> None:
     reply = await stack.runtime.ListCommands(rt.ListCommandsRequest(session_id=SID))
-    assert [c.name for c in reply.commands] == ["plan", "compact", "permissions", "context"]
+    names = [c.name for c in reply.commands]
+    assert names == ["plan", "compact", "permissions", "context", "skills"]
 
 
 # -- exit_plan_mode --------------------------------------------------------------
