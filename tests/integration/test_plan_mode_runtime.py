@@ -346,12 +346,12 @@ async def test_plan_off_with_extra_text_is_an_error_that_changes_nothing(stack: 
     assert dones[-1].kind == ev.COMMAND_DONE_KIND_ERROR
 
 
-async def test_commands_list_offers_plan_compact_permissions_context_and_skills(
+async def test_commands_list_offers_the_runtimes_and_the_capabilities_commands(
     stack: Stack,
 ) -> None:
     reply = await stack.runtime.ListCommands(rt.ListCommandsRequest(session_id=SID))
     names = [c.name for c in reply.commands]
-    assert names == ["plan", "compact", "permissions", "context", "skills"]
+    assert names == ["plan", "compact", "permissions", "context", "skills", "commands"]
 
 
 # -- exit_plan_mode --------------------------------------------------------------

@@ -129,7 +129,7 @@ async def test_without_plan_mode_prompts_work_with_no_plan_behaviour(tmp_path: P
         await stack.log.create_session(SID, "/w")
         commands = await stack.runtime.ListCommands(rt.ListCommandsRequest(session_id=SID))
         names = [c.name for c in commands.commands]
-        assert names == ["compact", "permissions", "context", "skills"]
+        assert names == ["compact", "permissions", "context", "skills", "commands"]
         log = await turn(stack, "hello")
         header = next(e.request_header for e in log if e.HasField("request_header"))
         # The workspace tools, and no plan-mode tool or section.

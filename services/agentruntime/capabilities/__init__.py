@@ -7,13 +7,14 @@ from typing import Any
 from services.projection.unit import ProjectionUnit
 
 from ..capability import Capability
+from .commands import Commands
 from .instructions import CONTEXT_UNIT, Instructions
 from .skills import Skills
 
 
 def default_capabilities() -> list[Capability]:
     """What every session of a runtime gets, in the order they are asked."""
-    return [Instructions(), Skills()]
+    return [Instructions(), Skills(), Commands()]
 
 
 def projection_units() -> tuple[ProjectionUnit[Any], ...]:
