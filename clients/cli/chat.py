@@ -598,7 +598,7 @@ class Chat:
             result = await self.session.execute_command(name, args or None)
             if not result.ok:
                 self.say(result.message, "red")
-            elif name == "permissions":
+            elif name not in ("plan", "compact") and result.message:  # theirs show as events
                 self.say(result.message, "dim")
 
     async def _settings(self, name: str, wanted: str, choices: tuple[str, ...]) -> None:
