@@ -228,6 +228,9 @@ class AgentHostAgent:
             raise RequestError.invalid_params({"reason": "the prompt has no text"})
         live = session.session
         command = translate.slash_command(text, session.command_names)
+        if command is None and text.startswith("/"):
+            await session.refresh_commands()
+            command = translate.slash_command(text, session.command_names)
         before = live.last_seq
         if command is not None:
             result = await _gateway(live.execute_command(command.name, command.args))

@@ -230,6 +230,11 @@ class AcpSession:
         for update in translate.mode_updates(self.modes()):
             await self._send(update)
 
+    async def refresh_commands(self) -> None:
+        """List the session's commands again and tell the editor (a prompt
+        file may have been added since: the gateway says nothing of files)."""
+        await self._send_commands()
+
     async def _send_commands(self) -> None:
         try:
             commands = await self.session.list_commands()

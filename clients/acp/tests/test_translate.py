@@ -6,6 +6,7 @@ from dataclasses import replace
 
 from acp import schema as acp
 from acp.helpers import embedded_text_resource, resource_block, text_block
+from agenthost.runtime.v1 import runtime_pb2 as rt
 from agenthost.sessionlog.v1 import events_pb2 as ev
 
 from clients.acp import translate
@@ -143,3 +144,15 @@ def test_without_plan_mode_only_the_default_mode_is_offered() -> None:
     [option] = translate.config_options(state)
     assert isinstance(option, acp.SessionConfigOptionSelect)
     assert option.current_value == "default"
+
+
+def test_a_commands_hint_is_what_follows_its_name() -> None:
+    update = translate.commands_update(
+        [
+            rt.CommandInfo(name="review", description="Review (project)", usage="/review FILE"),
+            rt.CommandInfo(name="skills", description="List the skills.", usage="/skills"),
+        ]
+    )
+    review, skills = update.available_commands
+    assert review.input is not None and review.input.root.hint == "FILE"
+    assert skills.input is None
