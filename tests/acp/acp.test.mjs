@@ -183,8 +183,9 @@ test("a custom command of the project is offered and runs with its arguments", a
     const updates = first.updates(sessionId).slice(from);
     const users = updates.filter((u) => u.sessionUpdate === "user_message_chunk").map(text);
     assert.deepEqual(users, [expected]);
+    // (The end of the turn the other editor cancelled may still be arriving.)
     const answer = updates.filter((u) => u.sessionUpdate === "agent_message_chunk").map(text).join("");
-    assert.equal(answer, `Echo: ${expected}`);
+    assert.ok(answer.endsWith(`Echo: ${expected}`), answer);
   };
   await said("/review NOTES.md typos", "Review NOTES.md, looking for typos only.");
 
