@@ -271,3 +271,19 @@ async def test_a_catalog_over_the_budget_names_the_rest(
     assert "skill-39" in text and 'name="skill-39"' not in text
     assert 'name="skill-00"' in text
     assert len(text.encode()) < BUDGET_BYTES + 4096
+
+
+async def test_hundreds_of_skills_are_described_as_far_as_a_context_may_name(
+    stack: Stack, provider: FakeProvider, repo: Path
+) -> None:
+    for n in range(320):
+        folder = repo / ".agenthost" / "skills" / f"s{n:03}"
+        folder.mkdir(parents=True)
+        (folder / "SKILL.md").write_text(f"---\nname: s{n:03}\ndescription: Do {n}.\n---\nx")
+    provider.enqueue(text_reply("ok"))
+    await turn(stack, SID, "hello")
+    text = sent(provider)
+    assert 'name="s255">Do 255.' in text and 'name="s256"' not in text
+    assert "(load them by name): s256, s257," in text and "and 16 more (/skills lists them)" in text
+    events = await logged(stack, SID)
+    assert events[-1].turn_end.reason == ev.TURN_END_REASON_COMPLETED

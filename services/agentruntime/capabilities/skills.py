@@ -47,8 +47,11 @@ from .instructions import GLOBAL, PROJECT, is_hidden, project_root
 NAME = "skills"
 TOOL = "skill"
 SKILL_FILE = "SKILL.md"
-# The catalog's size; skills past it are named, not described.
+# The catalog's size; skills past it (or past the sources a context/added
+# may name) are named, not described, the first of them.
 BUDGET_BYTES = 16 * 1024
+MAX_DESCRIBED = 256
+MAX_NAMED = 50
 MAX_NAME_CHARS = 64
 MAX_DESCRIPTION_CHARS = 1024
 # Files of a skill's folder the tool lists.
@@ -208,14 +211,17 @@ def _escaped(text: str) -> str:
 def catalog(skills: Sequence[Skill]) -> tuple[str, list[ev.ContextSource]]:
     """The skills as the model reads them (within the budget), and the
     sources of those described."""
-    lines, sources, left_out, used = [], [], [], 0
+    lines: list[str] = []
+    sources: list[ev.ContextSource] = []
+    left_out: list[str] = []
+    used = 0
     for skill in skills:
         description = skill.description
         if len(description) > MAX_DESCRIPTION_CHARS:
             description = description[: MAX_DESCRIPTION_CHARS - 1] + "…"
         line = f'<skill name="{_escaped(skill.name)}">{_escaped(description)}</skill>'
         size = len(line.encode()) + 1
-        if used + size > BUDGET_BYTES:
+        if used + size > BUDGET_BYTES or len(lines) == MAX_DESCRIBED:
             left_out.append(skill.name)
             continue
         used += size
@@ -232,7 +238,9 @@ def catalog(skills: Sequence[Skill]) -> tuple[str, list[ev.ContextSource]]:
         )
     block = "\n".join(["<skills>", *lines, "</skills>"])
     if left_out:
-        names = ", ".join(_escaped(name) for name in left_out)
+        names = ", ".join(_escaped(name) for name in left_out[:MAX_NAMED])
+        if len(left_out) > MAX_NAMED:
+            names += f" and {len(left_out) - MAX_NAMED} more (/skills lists them)"
         block += "\n" + LEFT_OUT_LINE.format(budget=BUDGET_BYTES, names=names)
     return block, sources
 
