@@ -242,16 +242,22 @@ class AgentHostAgent:
             raise RequestError.invalid_params({"reason": "the prompt has no text"})
         live = session.session
         command = translate.slash_command(text, session.command_names)
+        if command is None and text.startswith("/"):
+            await session.refresh_commands()
+            command = translate.slash_command(text, session.command_names)
         before = live.last_seq
         if command is not None:
             result = await _gateway(live.execute_command(command.name, command.args))
             if not result.ok:
                 raise RequestError(-32602, result.message, {"command": command.name})
-            if not await self._turn_started(session, before, result.seq):
+            started = await self._turn_started(session, before, result.seq)
+            if started is None:
                 if result.message:
                     await session.say(result.message)
                 return acp.PromptResponse(stop_reason="end_turn")
-            after = before
+            # From the command's own turn: the end of one this editor had not
+            # heard of yet when it ran the command is not its end.
+            after = started
         else:
             session.own_prompts.append(text)
             try:
@@ -267,14 +273,16 @@ class AgentHostAgent:
             )
         return acp.PromptResponse(stop_reason=reason)
 
-    async def _turn_started(self, session: AcpSession, before: int, upto: int) -> bool:
-        """Whether a turn started in the log between `before` and `upto` (a
-        command such as `/plan <message>` sends a message); the history is
-        awaited up to `upto` first."""
+    async def _turn_started(self, session: AcpSession, before: int, upto: int) -> int | None:
+        """The seq of what started a turn in the log between `before` and
+        `upto` (a command such as `/plan <message>` or a custom command sends
+        a message), None when nothing did; the history is awaited up to
+        `upto` first."""
         live = session.session
         with contextlib.suppress(TimeoutError):
             await live.wait_until(lambda s: s.last_seq >= upto, within=self.gateway.call_timeout)
-        return any(translate.starts_turn(e) for e in live.events if before < e.seq <= upto)
+        window = (e for e in live.events if before < e.seq <= upto)
+        return next((e.seq for e in window if translate.starts_turn(e)), None)
 
     async def _wait(self, turn_end: asyncio.Future[T]) -> T:
         """The turn's end, across reconnects (the catch-up brings it); an

@@ -274,6 +274,11 @@ class AcpSession:
         self._model_sent = self.model
         await self._send(translate.config_update(self.config_options()))
 
+    async def refresh_commands(self) -> None:
+        """List the session's commands again and tell the editor (a prompt
+        file may have been added since: the gateway says nothing of files)."""
+        await self._send_commands()
+
     async def _send_commands(self) -> None:
         try:
             commands = await self.session.list_commands()

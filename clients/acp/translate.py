@@ -160,14 +160,17 @@ def mode_updates(state: acp.SessionModeState, options: Sequence[ConfigOption]) -
 def commands_update(commands: Iterable[rt.CommandInfo]) -> acp.AvailableCommandsUpdate:
     return update_available_commands(
         acp.AvailableCommand(
-            name=c.name,
-            description=c.description or c.name,
-            input=acp.AvailableCommandInput(root=acp.UnstructuredCommandInput(hint=c.usage))
-            if c.usage
-            else None,
+            name=c.name, description=c.description or c.name, input=_command_input(c)
         )
         for c in commands
     )
+
+
+def _command_input(command: rt.CommandInfo) -> acp.AvailableCommandInput | None:
+    """The hint an editor shows while a command's input is empty: what its
+    usage has after the name (`/review FILE CONCERN`: `FILE CONCERN`)."""
+    hint = command.usage.strip().removeprefix(f"/{command.name}").strip()
+    return acp.AvailableCommandInput(root=acp.UnstructuredCommandInput(hint=hint)) if hint else None
 
 
 def usage_update(usage: Usage | None) -> acp.UsageUpdate | None:

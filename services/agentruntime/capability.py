@@ -16,6 +16,12 @@ at fixed points of its turns:
   - after it ran: what to change in its result and to record with it;
   - when a turn ends: what to record.
 
+A part may also offer the session's own slash commands (its workspace's
+prompt files, say) and name folders outside the session's folder that the
+file tools may read (`readable`: a skill's folder in the user's config
+folder); a capability's tool finds its session's part in
+ToolContext.parts.
+
 A part's state is folded from the events of the model's view (`observe`:
 the view's events in log order, from the latest compaction on), and what
 the model must keep through a compaction it gives as context that the
@@ -182,8 +188,16 @@ class SessionPart:
     async def on_turn_end(self, turn_id: str, reason: ev.TurnEndReason.ValueType) -> list[ev.Event]:
         return []
 
-    def commands(self) -> Sequence[Command]:
-        """Commands of this session only (say, a workspace's prompt files)."""
+    async def commands(self, taken: frozenset[str]) -> Sequence[Command]:
+        """Commands of this session only (say, a workspace's prompt files).
+        `taken`: the names the runtime's and the capabilities' commands hold
+        already, which win a clash (the part may tell its user so)."""
+        return ()
+
+    def readable(self) -> Sequence[Path]:
+        """Folders outside the session's folder the file tools may read
+        (never write) for the model, as the view stands: say, the folder of
+        a skill it was offered. What is hidden stays hidden in them."""
         return ()
 
 

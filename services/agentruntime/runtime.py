@@ -425,8 +425,9 @@ class AgentRuntime:
         """The capabilities' commands, then the session's own (a name taken
         already is not offered twice)."""
         found = [c for cap in self._capabilities for c in cap.commands()]
-        found += [c for part in await agent.all_parts() for c in part.commands()]
         taken = {PLAN_COMMAND.name, COMPACT_COMMAND.name, PERMISSIONS_COMMAND.name}
+        held = frozenset(taken | {c.name for c in found})
+        found += [c for part in await agent.all_parts() for c in await part.commands(held)]
         offered = []
         for command in found:
             if command.name not in taken:

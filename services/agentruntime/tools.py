@@ -17,7 +17,7 @@ import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from agenthost.sessionlog.v1 import events_pb2
 
@@ -69,6 +69,13 @@ class ToolOutcome:
     events: tuple[events_pb2.Event, ...] = ()
 
 
+class PartOfSession(Protocol):
+    """What a tool's context sees of a capability's part of its session
+    (capability.SessionPart, which knows the tools, not the other way)."""
+
+    def readable(self) -> Sequence[Path]: ...
+
+
 @dataclass(frozen=True)
 class ToolContext:
     session_id: str
@@ -89,10 +96,16 @@ class ToolContext:
     hidden: tuple[Path, ...] = ()
     # The session's capability parts (capability.SessionPart), by
     # capability: a capability's tool finds its own here and checks its type.
-    parts: Mapping[str, object] = field(default_factory=dict)
+    parts: Mapping[str, PartOfSession] = field(default_factory=dict)
     # Records events in the session's log while the call runs (a subagent's
     # question, shown to the parent's clients).
     record: Callable[[list[events_pb2.Event]], Awaitable[None]] | None = None
+
+    @property
+    def readable(self) -> tuple[Path, ...]:
+        """Folders outside `cwd` the file tools may read, never write (the
+        parts' SessionPart.readable: a skill's folder, say)."""
+        return tuple(folder for part in self.parts.values() for folder in part.readable())
 
 
 @dataclass(frozen=True)

@@ -35,9 +35,12 @@ EDIT_GRANT = "edit"
 
 def _files(context: ToolContext) -> wt.WorkspaceFiles:
     """The file tools see what confined commands see: the folder minus what
-    is hidden from them (confinement.Jail.hidden)."""
+    is hidden from them (confinement.Jail.hidden); they may also read the
+    folders the capabilities name (a skill's, outside the folder)."""
     confined = gates.confines_paths(context.sandbox)
-    return wt.WorkspaceFiles(context.cwd, confined=confined, hidden=context.hidden)
+    return wt.WorkspaceFiles(
+        context.cwd, confined=confined, hidden=context.hidden, readable=context.readable
+    )
 
 
 def _text(args: Args, name: str, default: str = "") -> Any:

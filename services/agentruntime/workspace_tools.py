@@ -6,9 +6,10 @@ Three rules shape every function here:
   model can be wrong or be talked into mischief by the text it reads, so with
   ``confined=True`` every path is resolved the way the operating system would
   resolve it (symlinks followed, ``..`` applied) and refused when it lands
-  outside the root. The tools then act on the resolved path, never on the raw
-  string, so what was checked is what is touched. A "full" sandbox passes
-  ``confined=False`` and may reach anywhere.
+  outside the root (a read may also land in the ``readable`` folders given, a
+  skill's folder, say; never a write). The tools then act on the resolved
+  path, never on the raw string, so what was checked is what is touched. A
+  "full" sandbox passes ``confined=False`` and may reach anywhere.
 * Results are text a model reads. Output is line-oriented, capped (a model's
   context is finite and a huge answer crowds out the task) and every cap ends
   with a note saying how to get the rest, so the model can carry on by itself.
@@ -391,16 +392,27 @@ def _render_page(shown: str, first: int, page: _Page) -> str:
 class WorkspaceFiles:
     """File tools over one session folder; see the module docstring for the rules."""
 
-    def __init__(self, root: Path, *, confined: bool = True, hidden: Sequence[Path] = ()) -> None:
+    def __init__(
+        self,
+        root: Path,
+        *,
+        confined: bool = True,
+        hidden: Sequence[Path] = (),
+        readable: Sequence[Path] = (),
+    ) -> None:
         self._root = Path(os.path.realpath(root))
         self._confined = confined
         # What the tools may not touch even inside the folder (as confined
         # commands may not: the stack's data, its secrets, other sessions'
         # folders nested in this one).
         # A hidden folder holding the session folder hides only what lies
-        # outside it, which confinement already keeps out of reach.
-        real = (Path(os.path.realpath(p)) for p in hidden) if confined else ()
+        # outside it, which confinement keeps out of reach but for `readable`.
+        real = tuple(Path(os.path.realpath(p)) for p in hidden) if confined else ()
         self._hidden = tuple(p for p in real if not self._root.is_relative_to(p))
+        self._hidden_outside = real
+        # Folders outside the root that may be read, never written (a skill's
+        # folder in the user's config folder); what is hidden stays hidden.
+        self._readable = tuple(Path(os.path.realpath(p)) for p in readable) if confined else ()
 
     @property
     def root(self) -> Path:
@@ -416,7 +428,13 @@ class WorkspaceFiles:
         _check_path(path)
         resolved = Path(_physical(str(self._root), path))
         if self._confined and not resolved.is_relative_to(self._root):
-            raise PathRefused(self._outside(path))
+            if not self._is_readable(resolved):
+                raise PathRefused(self._outside(path))
+            if for_write:
+                raise PathRefused(
+                    f"path {path!r} is outside the session folder {self._root}: "
+                    "it may be read, never written"
+                )
         if self._is_hidden(resolved):
             raise PathRefused(
                 f"path {path!r} is hidden from the agent (the stack's data, a secret or "
@@ -443,13 +461,20 @@ class WorkspaceFiles:
         return str(full)
 
     def _is_hidden(self, resolved: Path) -> bool:
-        return any(resolved.is_relative_to(hidden) for hidden in self._hidden)
+        inside = resolved.is_relative_to(self._root)
+        hidden = self._hidden if inside else self._hidden_outside
+        return any(resolved.is_relative_to(folder) for folder in hidden)
 
-    def _inside(self, full: str) -> bool:
+    def _is_readable(self, resolved: Path) -> bool:
+        """Outside the root, in one of the folders that may be read."""
+        return any(resolved.is_relative_to(folder) for folder in self._readable)
+
+    def _may_read(self, full: str) -> bool:
         if not self._confined:
             return True
         real = Path(os.path.realpath(full))
-        return real.is_relative_to(self._root) and not self._is_hidden(real)
+        inside = real.is_relative_to(self._root) or self._is_readable(real)
+        return inside and not self._is_hidden(real)
 
     # public tools (each runs off the event loop and never raises for bad input)
 
@@ -571,7 +596,7 @@ class WorkspaceFiles:
 
     def _is_visible_file(self, entry: os.DirEntry[str]) -> bool:
         try:
-            return entry.is_file() and (not entry.is_symlink() or self._inside(entry.path))
+            return entry.is_file() and (not entry.is_symlink() or self._may_read(entry.path))
         except OSError:
             return False
 
@@ -682,7 +707,7 @@ class WorkspaceFiles:
 
     def _edit_file(self, path: str, old: str, new: str, replace_all: object) -> FileEdit:
         shown, text, updated, count = self._planned_edit(path, old, new, replace_all)
-        self.resolve(path).write_bytes(_utf8("new_string", updated))
+        self.resolve(path, for_write=True).write_bytes(_utf8("new_string", updated))
         change = _file_change(shown, text, updated, created=False)
         summary = f"{_plural(count, 'replacement')} (+{change.added} -{change.removed})"
         return FileEdit(_ok(f"edited {shown}: {summary}"), change)
@@ -694,7 +719,7 @@ class WorkspaceFiles:
         old, new = _text_arg("old_string", old), _text_arg("new_string", new)
         every = _bool_arg("replace_all", replace_all)
         _check_edit(old, new)
-        target, shown = self.resolve(path), self._display(path)
+        target, shown = self.resolve(path, for_write=True), self._display(path)
         text = self._utf8_text(target, shown)
         old, new = _match_line_endings(text, old, new)
         count = text.count(old)

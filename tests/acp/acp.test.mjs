@@ -1,6 +1,8 @@
 // `agenthost acp` driven as an editor drives it (run by tests/integration/test_acp.py
 // against a stack scripted with builtin-script.json; the tests run in order).
 import assert from "node:assert/strict";
+import { mkdirSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
 import { after, before, test } from "node:test";
 import { Editor, agentMessageValidator, text } from "./harness.mjs";
 
@@ -165,6 +167,34 @@ test("a second editor loads the session with the same history, then cancels a tu
     () => first.updates(sessionId).some((u) => u.sessionUpdate === "user_message_chunk" && text(u) === "a long answer"),
     "the other editor's prompt",
   );
+});
+
+test("a custom command of the project is offered and runs with its arguments", async () => {
+  const offered = first.updates(sessionId).filter((u) => u.sessionUpdate === "available_commands_update")[0];
+  const review = offered.availableCommands.find((c) => c.name === "review");
+  assert.equal(review.description, "Review a file for one concern (project)");
+  assert.equal(review.input.hint, "FILE CONCERN");
+
+  // The built-in model, its script played out, echoes the prompt it was sent.
+  const said = async (prompt, expected) => {
+    const from = first.updates(sessionId).length;
+    const reply = await first.connection.prompt({ sessionId, prompt: [{ type: "text", text: prompt }] });
+    assert.equal(reply.stopReason, "end_turn");
+    const updates = first.updates(sessionId).slice(from);
+    const users = updates.filter((u) => u.sessionUpdate === "user_message_chunk").map(text);
+    assert.deepEqual(users, [expected]);
+    // (The end of the turn the other editor cancelled may still be arriving.)
+    const answer = updates.filter((u) => u.sessionUpdate === "agent_message_chunk").map(text).join("");
+    assert.ok(answer.endsWith(`Echo: ${expected}`), answer);
+  };
+  await said("/review NOTES.md typos", "Review NOTES.md, looking for typos only.");
+
+  // A prompt file added while the session is open runs too, and is offered from then on.
+  mkdirSync(join(cwd, ".agenthost", "commands"), { recursive: true });
+  writeFileSync(join(cwd, ".agenthost", "commands", "tidy.md"), "Tidy $ARGUMENTS.\n");
+  await said("/tidy the notes", "Tidy the notes.");
+  const latest = first.updates(sessionId).filter((u) => u.sessionUpdate === "available_commands_update").at(-1);
+  assert.ok(latest.availableCommands.some((c) => c.name === "tidy"));
 });
 
 test("every message the agent sent validates against the protocol's schema", () => {

@@ -23,9 +23,14 @@ NODE_TESTS = (
     "tool calls that need permission are allowed and show a diff and output",
     "plan mode chosen during a turn is committed at the next model request",
     "a second editor loads the session with the same history, then cancels a turn",
+    "a custom command of the project is offered and runs with its arguments",
     "every message the agent sent validates against the protocol's schema",
 )
 TIMEOUT_S = 120
+REVIEW_COMMAND = (
+    "---\ndescription: Review a file for one concern\nargument-hint: FILE CONCERN\n---\n"
+    "Review $1, looking for $2 only.\n"
+)
 
 
 @pytest.mark.timeout(3 * TIMEOUT_S)
@@ -34,7 +39,9 @@ async def test_an_editor_drives_sessions_over_acp(tmp_path: Path) -> None:
     await install_dependencies(ACP_DIR)
     data_dir = tmp_path / "data"
     workdir = tmp_path / "project"
-    workdir.mkdir()
+    # A custom command, as Claude Code users write one.
+    (workdir / ".claude" / "commands").mkdir(parents=True)
+    (workdir / ".claude" / "commands" / "review.md").write_text(REVIEW_COMMAND)
     async with agenthost_up(data_dir, {"AGENTHOST_BUILTIN_SCRIPT": str(BUILTIN_SCRIPT)}) as up:
         addresses = cast(dict[str, str], up["addresses"])
         env = {

@@ -477,6 +477,30 @@ def test_the_cli_works_from_any_folder_and_chats_in_its_workspace(up: Up, tmp_pa
     assert len(chatted["sessions"]) == 1, chatted
 
 
+def test_a_custom_command_runs_with_its_arguments(echoing: Up, tmp_path: Path) -> None:
+    """A prompt file of the project, as Claude Code users write it, is a
+    command of the chat: typed with arguments, its prompt reaches the model
+    (the built-in model echoes what it was sent); /commands lists it."""
+    project = tmp_path / "project"
+    (project / ".claude" / "commands").mkdir(parents=True)
+    (project / ".claude" / "commands" / "review.md").write_text(
+        "---\ndescription: Review a file for one concern\nargument-hint: FILE CONCERN\n---\n"
+        "Review $1, looking for $2 only.\n"
+    )
+    child = chat(echoing, "--workspace", str(project))
+    try:
+        child.expect_exact(">")
+        child.sendline("/review app.py typos")
+        child.expect_exact("you: Review app.py, looking for typos only.")
+        child.expect_exact("assistant: Echo: Review app.py, looking for typos only.")
+        child.sendline("/commands")
+        child.expect(r"/review FILE CONCERN +\.claude/commands/review\.md")
+        child.sendline("/quit")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close()
+
+
 def test_sessions_are_found_managed_and_resumed(echoing: Up, tmp_path: Path) -> None:
     up = echoing
     project = tmp_path / "project"

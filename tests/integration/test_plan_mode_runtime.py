@@ -346,11 +346,14 @@ async def test_plan_off_with_extra_text_is_an_error_that_changes_nothing(stack: 
     assert dones[-1].kind == ev.COMMAND_DONE_KIND_ERROR
 
 
-async def test_commands_list_offers_plan_compact_and_permissions_first(stack: Stack) -> None:
+async def test_commands_list_offers_the_runtimes_and_the_capabilities_commands(
+    stack: Stack,
+) -> None:
     reply = await stack.runtime.ListCommands(rt.ListCommandsRequest(session_id=SID))
     names = [c.name for c in reply.commands]
-    # The capabilities' commands follow the core's.
-    assert names[:3] == ["plan", "compact", "permissions"] and "context" in names[3:]
+    # The core's first, then the capabilities'.
+    assert names[:3] == ["plan", "compact", "permissions"]
+    assert {"context", "skills", "commands", "undo", "redo", "rewind", "agents"} <= set(names)
 
 
 # -- exit_plan_mode --------------------------------------------------------------

@@ -86,6 +86,7 @@ async def test_streamed_text_is_recorded_as_the_answer(
         "edit_file",
         "shell",
         "exit_plan_mode",
+        "skill",
     ]
 
 
@@ -127,7 +128,8 @@ async def test_without_plan_mode_prompts_work_with_no_plan_behaviour(tmp_path: P
     async with running_stack(tmp_path, with_plan_mode=False) as stack:
         await stack.log.create_session(SID, "/w")
         commands = await stack.runtime.ListCommands(rt.ListCommandsRequest(session_id=SID))
-        assert [c.name for c in commands.commands][:2] == ["compact", "permissions"]
+        names = [c.name for c in commands.commands]
+        assert names[:2] == ["compact", "permissions"] and "plan" not in names
         log = await turn(stack, "hello")
         header = next(e.request_header for e in log if e.HasField("request_header"))
         # The workspace tools, and no plan-mode tool or section.

@@ -8,7 +8,8 @@ the built-in model plays clients/web/test/builtin-script.json: a workspace
 and its reusable blank session, streamed text, /plan in the composer, a plan
 choice pending during a turn and committed at the boundary, a reload
 mid-turn, two tabs seeing each other's choices, the plan review, a
-reconnect after missed choices, cancel, /compact's marker. A second stack
+reconnect after missed choices, cancel, /compact's marker, /help and a
+custom command of the workspace run with its arguments. A second stack
 plays rendering-script.json for rendering.test.mjs: markdown, a hostile
 reply, an edit's approval with context, tool rows (the README's screenshots,
 docs/web-*.png).
@@ -48,6 +49,7 @@ BROWSER_TESTS = (
     "always allow in the workspace: a permission rule both tabs list",
     "cancel stops a running turn",
     "/compact shows a compaction marker in both tabs",
+    "/help lists the workspace's custom command, which runs with its arguments",
     "the pages raised no errors",
 )
 RENDERING_SCRIPT = WEB_DIR / "test" / "rendering-script.json"
@@ -74,6 +76,11 @@ SCREENSHOT_NAMES = (
     "07-plan-review",
     "10-permission-rule",
 )
+# A custom command of the workspace, in Claude Code's format.
+REVIEW_COMMAND = (
+    "---\ndescription: Review a file for one concern\nargument-hint: FILE CONCERN\n---\n"
+    "Review $1, looking for $2 only.\n"
+)
 TIMEOUT_S = 60
 BROWSER_TIMEOUT_S = 240
 
@@ -99,7 +106,8 @@ async def test_web_client_in_chromium(tmp_path: Path) -> None:
     code, output = await run([tool("make"), "web"], REPO, None, INSTALL_TIMEOUT_S * 2)
     assert code == 0, f"make web (the SDK, npm ci, tsc --noEmit, vite build) failed:\n{output}"
     workspace = tmp_path / "project"
-    workspace.mkdir()
+    (workspace / ".agenthost" / "commands").mkdir(parents=True)
+    (workspace / ".agenthost" / "commands" / "review.md").write_text(REVIEW_COMMAND)
     data_dir = tmp_path / "data"
     async with agenthost_up(data_dir, {"AGENTHOST_BUILTIN_SCRIPT": str(BUILTIN_SCRIPT)}) as up:
         page = str(up["page"])

@@ -6,6 +6,7 @@ from dataclasses import replace
 
 from acp import schema as acp
 from acp.helpers import embedded_text_resource, resource_block, text_block
+from agenthost.runtime.v1 import runtime_pb2 as rt
 from agenthost.sessionlog.v1 import events_pb2 as ev
 
 from clients.acp import translate
@@ -172,3 +173,15 @@ def test_a_changed_option_is_told_with_every_option() -> None:
     current, update = translate.mode_updates(state, options)
     assert current.current_mode_id == "plan"
     assert [o.current_value for o in update.config_options] == ["plan", "alt"]
+
+
+def test_a_commands_hint_is_what_follows_its_name() -> None:
+    update = translate.commands_update(
+        [
+            rt.CommandInfo(name="review", description="Review (project)", usage="/review FILE"),
+            rt.CommandInfo(name="skills", description="List the skills.", usage="/skills"),
+        ]
+    )
+    review, skills = update.available_commands
+    assert review.input is not None and review.input.root.hint == "FILE"
+    assert skills.input is None

@@ -39,6 +39,13 @@ export type Update =
   | { kind: "textStreamed"; turnId: string; step: number; textKind: TextKind; delta: string; text: string }
   | { kind: "outputStreamed"; callId: string; delta: string; text: string };
 
+/** A slash command a session offers: its name, what it does, how it is typed (`/review FILE`). */
+export interface CommandInfo {
+  readonly name: string;
+  readonly description: string;
+  readonly usage: string;
+}
+
 /** One plan query or selection: what the gateway said and what the fences made of it. */
 export interface PlanReply {
   readonly value: PlanValue;
@@ -511,6 +518,13 @@ export class Session implements SessionFeed {
     const reply = await client.gateway.executeCommand({ fence: client.fence(), sessionId: this.id, name, ...(args === undefined ? {} : { args }) }, client.callOptions());
     if (name === "plan") await this.refreshPlan().catch(() => undefined);
     return { ok: reply.ok, message: reply.message, seq: reply.seq };
+  }
+
+  /** The slash commands this session offers (ListCommands): the host's own, its capabilities' (`/context`, `/skills`, `/commands`) and the workspace's custom ones (prompt files). */
+  async listCommands(): Promise<CommandInfo[]> {
+    const client = this.#client;
+    const reply = await client.gateway.listCommands({ sessionId: this.id }, client.callOptions());
+    return reply.commands.map((c) => ({ name: c.name, description: c.description, usage: c.usage }));
   }
 
   /** The models this session can switch to (the deployment's models file), the default marked. */

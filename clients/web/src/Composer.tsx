@@ -3,9 +3,9 @@ import type { AppModel } from "./model.js";
 
 /**
  * The message box: locked until a workspace is chosen (a session is open).
- * `/plan`, `/plan <message>` and `/plan off` run the plan command, `/compact
- * [focus]` compacts the conversation; anything else is a message, queued
- * while a turn runs.
+ * `/help` lists the commands; `/name [arguments]` runs one the session
+ * offers (`/plan`, `/compact [focus]`, a custom command of the workspace);
+ * anything else is a message, queued while a turn runs.
  */
 export function Composer({ model }: { model: AppModel }) {
   const [text, setText] = useState("");
@@ -27,7 +27,7 @@ export function Composer({ model }: { model: AppModel }) {
       <textarea
         data-testid="composer-input"
         disabled={locked}
-        placeholder={locked ? "Choose a workspace first (New session)" : "Message, or /plan, /plan <message>, /plan off"}
+        placeholder={locked ? "Choose a workspace first (New session)" : "Message, or /help for the commands"}
         value={text}
         onChange={(event) => setText(event.target.value)}
         onKeyDown={onKey}

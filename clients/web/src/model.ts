@@ -6,7 +6,7 @@
 // queries the full state after history loads and on every reconnect), never
 // from a guess of what a click will do.
 
-import { AgentHostClient, AgentHostError, PromptMode, createWebTransport, jsonOf, type JsonValue, type ModelInfo, type Session } from "@agenthost/sdk/web";
+import { AgentHostClient, AgentHostError, PromptMode, createWebTransport, jsonOf, type CommandInfo, type JsonValue, type ModelInfo, type Session } from "@agenthost/sdk/web";
 
 export type Workspace = Awaited<ReturnType<AgentHostClient["createWorkspace"]>>;
 export type Summary = NonNullable<Session["summary"]>;
@@ -24,6 +24,14 @@ export interface Markers {
 // How long the page waits on the client between checks of its connection.
 const WATCH_MS = 30_000;
 
+/** The page's own commands; a session's command of the same name is not offered here. */
+export const PAGE_COMMANDS: CommandInfo[] = [
+  { name: "network", description: "Let the agent's commands reach the network, or not.", usage: "/network on|off" },
+  { name: "help", description: "List the commands.", usage: "/help" },
+];
+// Commands whose result shows in the transcript by itself (their logged command/done).
+const SHOWN_IN_TRANSCRIPT = new Set(["plan", "compact"]);
+
 export class AppModel {
   readonly client: AgentHostClient;
   workspaces: Workspace[] = [];
@@ -32,6 +40,8 @@ export class AppModel {
   session: Session | undefined = undefined;
   /** The models the open session can switch to (ListModels), the default marked. */
   models: ModelInfo[] = [];
+  /** The open session's slash commands (ListCommands): the host's and the workspace's own. */
+  commands: CommandInfo[] = [];
   /** A session being opened (shown as loading until it is). */
   opening: string | undefined = undefined;
   error: string | undefined = undefined;
@@ -142,8 +152,12 @@ export class AppModel {
       await this.#attempt(async () => {
         const session = await this.client.openSession(id);
         this.session = session;
-        this.#stopSession = session.onUpdate(() => this.changed());
+        this.#stopSession = session.onUpdate((update) => {
+          if (update.kind === "commandsChanged") void this.#attempt(() => this.#listCommands(session));
+          this.changed();
+        });
         this.models = await session.listModels();
+        await this.#listCommands(session);
       });
     } finally {
       this.opening = undefined;
@@ -159,27 +173,51 @@ export class AppModel {
     if (session !== undefined) await session.close();
   }
 
-  /** A message, or a `/plan`, `/compact`, `/permissions` or `/network on|off` command; while a turn runs a message is queued. */
+  /**
+   * A message, or a command: the page's own (`/help`, `/network on|off`) or
+   * one the session lists (`/plan`, `/compact`, `/permissions`, a custom
+   * command of the workspace, ...); while a turn runs a message is queued.
+   * A `/word` that names no command is sent as a message.
+   */
   async submit(text: string): Promise<boolean> {
     const session = this.session;
     if (session === undefined) return false;
     this.notice = undefined; // the last command's answer gives way to what comes next
     return this.#attempt(async () => {
-      const command = /^\/(plan|compact|permissions)(?:\s+([\s\S]*))?$/.exec(text.trim());
-      if (command !== null) {
-        const name = command[1] ?? "plan";
-        const reply = await session.executeCommand(name, command[2]?.trim() || undefined);
-        if (!reply.ok) throw new Error(reply.message || `/${name} failed`);
-        this.notice = name === "permissions" ? reply.message : undefined;
+      const typed = /^\/([a-z][a-z0-9_-]*)(?:\s+([\s\S]*))?$/.exec(text.trim());
+      const name = typed?.[1] ?? "";
+      const args = typed?.[2]?.trim() || undefined;
+      if (name === "help") {
+        this.notice = helpText(await this.#listCommands(session));
         return;
       }
-      const network = /^\/network\s+(on|off)$/.exec(text.trim());
-      if (network !== null) {
-        await session.setSettings({ network: network[1] === "on" });
+      if (name === "network" && (args === "on" || args === "off")) {
+        await session.setSettings({ network: args === "on" });
+        return;
+      }
+      if (name !== "" && (await this.#offers(session, name))) {
+        const reply = await session.executeCommand(name, args);
+        if (!reply.ok) throw new Error(reply.message || `/${name} failed`);
+        this.notice = SHOWN_IN_TRANSCRIPT.has(name) ? undefined : reply.message || undefined;
         return;
       }
       await session.prompt(text, session.running ? PromptMode.QUEUE : PromptMode.SEND);
     });
+  }
+
+  /** The session's commands, asked again (a prompt file may have been added since). */
+  async #listCommands(session: Session): Promise<CommandInfo[]> {
+    const commands = await session.listCommands();
+    if (this.session === session) this.commands = commands;
+    return commands;
+  }
+
+  /** Whether the session offers `/name`; the list is asked again before a no. */
+  async #offers(session: Session, name: string): Promise<boolean> {
+    const page = PAGE_COMMANDS.some((c) => c.name === name);
+    if (page) return false;
+    if (this.commands.some((c) => c.name === name)) return true;
+    return (await this.#listCommands(session)).some((c) => c.name === name);
   }
 
   /** Plan mode on or off: committed now when idle, pending while a turn runs. */
@@ -299,6 +337,15 @@ const WAITING_FOR: Record<string, string> = { "plan-review": "review", "tool-app
 function waitingOf(value: JsonValue | undefined): string {
   const first = openQuestions(value)[0];
   return first === undefined ? "" : (WAITING_FOR[first.presentation] ?? "answer");
+}
+
+/** `/help`: the session's commands, then the page's own, one a line with its usage in a column. */
+export function helpText(commands: CommandInfo[]): string {
+  const own = new Set(PAGE_COMMANDS.map((c) => c.name));
+  const listed = [...commands.filter((c) => !own.has(c.name)), ...PAGE_COMMANDS];
+  const usage = (c: CommandInfo) => c.usage || `/${c.name}`;
+  const width = Math.max(...listed.map((c) => usage(c).length));
+  return ["Type a message to send it, or a command:", ...listed.map((c) => `  ${usage(c).padEnd(width)}  ${c.description}`)].join("\n");
 }
 
 function isRecord(value: unknown): value is Record<string, JsonValue> {

@@ -216,6 +216,20 @@ test("/compact shows a compaction marker in both tabs", async () => {
   await shot(tabA, "11-compacted");
 });
 
+test("/help lists the workspace's custom command, which runs with its arguments", async () => {
+  await send(tabA, "/help");
+  await hasText(tabA, "notice", "/review FILE CONCERN");
+  await hasText(tabA, "notice", "Review a file for one concern (project)");
+  await send(tabA, "/review notes.txt typos");
+  // The prompt the file makes is the user's message, in both tabs.
+  for (const tab of [tabA, tabB]) {
+    await hasText(tab, "user-message", "Review notes.txt, looking for typos only.");
+    await hasText(tab, "assistant-message", "notes.txt has no typos.");
+  }
+  await idle(tabA);
+  await shot(tabA, "12-custom-command");
+});
+
 test("the pages raised no errors", () => {
   assert.deepEqual(pageErrors, []);
 });

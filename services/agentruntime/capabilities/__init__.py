@@ -10,7 +10,9 @@ from services.projection.unit import ProjectionUnit
 from ..capability import Capability
 from .checkpoints import Checkpoints
 from .checkpoints.history import CHECKPOINTS_UNIT
+from .commands import Commands
 from .instructions import CONTEXT_UNIT, Instructions
+from .skills import Skills
 from .subagents import Children, Subagents
 
 # Where the checkpoints' shadow repositories live in the stack's data folder.
@@ -23,7 +25,7 @@ def default_capabilities(
     """What every session of a runtime gets, in the order they are asked.
     Without a data folder there is nowhere to keep checkpoints; without the
     runtime to run them, no subagents."""
-    found: list[Capability] = [Instructions()]
+    found: list[Capability] = [Instructions(), Skills(), Commands()]
     if data_dir is not None:
         found.append(Checkpoints(data_dir / CHECKPOINTS_FOLDER))
     if children is not None:

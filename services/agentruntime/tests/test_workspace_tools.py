@@ -961,3 +961,44 @@ async def test_hidden_folders_inside_the_session_folder_are_out_of_reach(root: P
     assert (
         await WorkspaceFiles(root, confined=False, hidden=hidden).read_file(".agenthost/token")
     ).ok
+
+
+# -- folders outside the session's that may be read (a skill's) --------------------------------
+
+
+async def test_a_readable_folder_outside_is_read_never_written(root: Path, tmp_path: Path) -> None:
+    skill = tmp_path / "config" / "skills" / "lint"
+    write(skill, "SKILL.md", "---\nname: lint\n---\nRun it.\n")
+    write(skill, "rules/style.md", "no tabs\n")
+    write(tmp_path / "config", "token", "tok-secret\n")
+    (skill / "escape").symlink_to(tmp_path / "outside" / "secret.txt")
+    files = WorkspaceFiles(root, readable=(skill,))
+    assert "no tabs" in ok(await files.read_file(str(skill / "rules" / "style.md")))
+    assert ok(await files.list_dir(str(skill))).splitlines()[-1].startswith("rules")
+    assert str(skill / "rules" / "style.md") in ok(await files.glob("**/*.md", str(skill)))
+    assert "style.md:1:no tabs" in ok(await files.grep("tabs", str(skill)))
+    # Beside it, or out of it through a symlink or "..": outside, as before.
+    for path in (tmp_path / "config" / "token", skill / "escape", skill / ".." / ".." / "token"):
+        assert "outside the session folder" in failed(await files.read_file(str(path)))
+    # Never written, edited or created in.
+    target = str(skill / "rules" / "style.md")
+    for edit in (
+        await files.write_file(target, "tabs\n"),
+        await files.edit_file(target, "no tabs", "tabs"),
+        await files.write_file(str(skill / "new.md"), "x"),
+    ):
+        assert "may be read, never written" in failed(edit.outcome)
+    assert (skill / "rules" / "style.md").read_text() == "no tabs\n"
+    assert not (skill / "new.md").exists()
+
+
+async def test_what_is_hidden_stays_hidden_in_a_readable_folder(root: Path, tmp_path: Path) -> None:
+    """A readable folder inside a hidden one (the data folder, which also
+    holds the session's folder here) is still hidden outside the session's folder."""
+    data = tmp_path / "data"
+    skill = data / "skills" / "x"
+    write(skill, "SKILL.md", "secret skill\n")
+    session = data / "workspaces" / "w"
+    session.mkdir(parents=True)
+    files = WorkspaceFiles(session, hidden=(data,), readable=(skill,))
+    assert "hidden from the agent" in failed(await files.read_file(str(skill / "SKILL.md")))
