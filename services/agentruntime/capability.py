@@ -35,6 +35,7 @@ from agenthost.sessionlog.v1 import events_pb2 as ev
 
 from agenthost_core.folds import SessionState
 
+from .gates import WORKSPACE_WRITE
 from .tools import Call, Tool, ToolContext, ToolOutcome
 
 
@@ -56,6 +57,18 @@ class SessionScope:
     hidden: Callable[[], Awaitable[tuple[Path, ...]]]
     # The user's agenthost config folder (global instructions, skills, ...).
     config_dir: Path
+    # The session's sandbox now (gates.SANDBOXES): whether paths are
+    # confined to its folder, as for its file tools.
+    sandbox: Callable[[], str] = field(default=lambda: WORKSPACE_WRITE)
+
+
+@dataclass(frozen=True)
+class Resource:
+    """What an editor sent with a prompt (ACP): a link to a file (`text`
+    None), or the text of one (an embedded resource)."""
+
+    uri: str
+    text: str | None = None
 
 
 @dataclass
@@ -67,6 +80,8 @@ class Prompt:
     message: ev.UserMessage
     # Events recorded right before the user/message (context for it).
     before: list[ev.Event] = field(default_factory=list)
+    # What an editor sent with it.
+    resources: Sequence[Resource] = ()
 
 
 @dataclass(frozen=True)
@@ -113,7 +128,9 @@ class AgentHandle(Protocol):
         """The session's part of a capability, as of its view now."""
         ...
 
-    async def prompt(self, text: str, mode: PromptMode, input_id: str = "") -> PromptMode:
+    async def prompt(
+        self, text: str, mode: PromptMode, input_id: str = "", resources: Sequence[Resource] = ()
+    ) -> PromptMode:
         """Take `text` as the user's input (a command that sends a prompt)."""
         ...
 

@@ -11,6 +11,8 @@ client shows of the call.
 from __future__ import annotations
 
 import difflib
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from agenthost_core.folds import Approval
@@ -33,11 +35,14 @@ from .tools import Args, Tool, ToolContext, ToolDisplay, ToolOutcome
 EDIT_GRANT = "edit"
 
 
-def _files(context: ToolContext) -> wt.WorkspaceFiles:
+def files_of(cwd: Path, sandbox: str, hidden: Sequence[Path]) -> wt.WorkspaceFiles:
     """The file tools see what confined commands see: the folder minus what
-    is hidden from them (confinement.Jail.hidden)."""
-    confined = gates.confines_paths(context.sandbox)
-    return wt.WorkspaceFiles(context.cwd, confined=confined, hidden=context.hidden)
+    is hidden from them (confinement.Jail.hidden); a full sandbox, anywhere."""
+    return wt.WorkspaceFiles(cwd, confined=gates.confines_paths(sandbox), hidden=hidden)
+
+
+def _files(context: ToolContext) -> wt.WorkspaceFiles:
+    return files_of(context.cwd, context.sandbox, context.hidden)
 
 
 def _text(args: Args, name: str, default: str = "") -> Any:

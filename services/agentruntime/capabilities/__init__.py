@@ -8,11 +8,12 @@ from services.projection.unit import ProjectionUnit
 
 from ..capability import Capability
 from .instructions import CONTEXT_UNIT, Instructions
+from .references import FileReferences
 
 
 def default_capabilities() -> list[Capability]:
     """What every session of a runtime gets, in the order they are asked."""
-    return [Instructions()]
+    return [Instructions(), FileReferences()]
 
 
 def projection_units() -> tuple[ProjectionUnit[Any], ...]:
