@@ -86,6 +86,7 @@ async def test_streamed_text_is_recorded_as_the_answer(
         "edit_file",
         "shell",
         "exit_plan_mode",
+        "todo_write",
     ]
 
 
