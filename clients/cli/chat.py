@@ -65,11 +65,14 @@ from clients.sdk import (
     Updates,
     UsageChanged,
     committed_plan,
+    todos_written,
 )
 from clients.sdk.plan import SessionPlan
 
 from . import render
 from .live_markdown import AnswerStream, has_markdown
+from .references import PathCompleter
+from .todos import checklist
 
 HELP = (
     "Type a message to send it. /plan enters plan mode, /plan <message> enters it and "
@@ -78,8 +81,9 @@ HELP = (
     "change what the agent may do; /permissions lists the rules that skip approval "
     "questions, /permissions revoke RULE_ID revokes one. /model lists the models (yours "
     "marked *), /model NAME switches to one (from the next model request). /compact [focus] "
-    "summarises the conversation so far for the model. /mcp shows the MCP servers. /quit "
-    "leaves. Ctrl-C cancels a running turn."
+    "summarises the conversation so far for the model. /mcp shows the MCP servers. /todos "
+    "shows the agent's task list. @path attaches a file to a message (Tab completes it). "
+    "/quit leaves. Ctrl-C cancels a running turn."
 )
 HISTORY_SHOWN = 10
 PLAN_STYLE = "bold magenta"
@@ -268,6 +272,8 @@ class Chat:
                 self.say(*ending)
         elif kind == "compaction":
             self.say(render.compaction_line(event.compaction), "dim")
+        elif kind == "todos_updated" and not history:
+            self.say(checklist(todos_written(event.todos_updated)))
         elif history and (active := committed_plan(event)) is not None:
             # Live, PlanChanged says it.
             self.say(f"plan mode {'on' if active else 'off'}", PLAN_STYLE)
@@ -583,6 +589,8 @@ class Chat:
         if name == "mcp":
             for line in render.mcp_lines(self.session.projections.get("mcp")):
                 self.say(line)
+        elif name == "todos":
+            self.say(checklist(self.session.todos))
         elif name == "sandbox":
             await self._settings(name, args, SANDBOXES)
         elif name == "approvals":
@@ -729,7 +737,11 @@ class Chat:
         self.show_header()
         if self.interactive:
             self._prompt = PromptSession(
-                bottom_toolbar=self._toolbar, key_bindings=self._key_bindings()
+                bottom_toolbar=self._toolbar,
+                key_bindings=self._key_bindings(),
+                # Tab completes an @path (from the gateway: not while typing).
+                completer=PathCompleter(self.session),
+                complete_while_typing=False,
             )
             self._keys = create_input()
         else:

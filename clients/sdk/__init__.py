@@ -75,7 +75,7 @@ from .session import (
     user_texts,
 )
 from .sessions import SessionList
-from .todos import Todo, todos_value
+from .todos import Todo, todos_value, todos_written
 
 __all__ = [
     "AgentBusyError",
@@ -144,5 +144,6 @@ __all__ = [
     "committed_plan",
     "last_title",
     "todos_value",
+    "todos_written",
     "user_texts",
 ]

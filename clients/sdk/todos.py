@@ -4,9 +4,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from agenthost.sessionlog.v1.events_pb2 import (
+    TODO_STATUS_COMPLETED,
+    TODO_STATUS_IN_PROGRESS,
+    TODO_STATUS_PENDING,
+    TodosUpdated,
+)
+
 from .projection import JsonValue
 
 STATUSES = ("pending", "in_progress", "completed")
+_STATUS_NAMES = {
+    TODO_STATUS_PENDING: "pending",
+    TODO_STATUS_IN_PROGRESS: "in_progress",
+    TODO_STATUS_COMPLETED: "completed",
+}
 
 
 @dataclass(frozen=True)
@@ -32,3 +44,8 @@ def todos_value(view: JsonValue) -> list[Todo]:
         and isinstance(item.get("content"), str)
         and item.get("status") in STATUSES
     ]
+
+
+def todos_written(updated: TodosUpdated) -> list[Todo]:
+    """The list a todos/updated event wrote."""
+    return [Todo(item.content, _STATUS_NAMES.get(item.status, "pending")) for item in updated.items]
