@@ -17,15 +17,20 @@ SCREENSHOTS = REPO / "build" / "screenshots"
 BROWSER_TIMEOUT_S = 180
 
 
-async def test_the_task_list_strip_and_at_paths_in_chromium(tmp_path: Path) -> None:
+def _project(tmp_path: Path) -> Path:
     assert Path("/usr/bin/chromium").is_file(), "needs Debian's chromium (.ci/prepare-chromium)"
-    node = tool("node")
-    code, output = await run([tool("make"), "web"], REPO, None, INSTALL_TIMEOUT_S)
-    assert code == 0, output
     workspace = tmp_path / "project"
     (workspace / "src").mkdir(parents=True)
     (workspace / "src" / "app.py").write_text("def answer():\n    return 41\n")
     (tmp_path / "outside.txt").write_text("not the project's")
+    return workspace
+
+
+async def test_the_task_list_strip_and_at_paths_in_chromium(tmp_path: Path) -> None:
+    workspace = _project(tmp_path)
+    node = tool("node")
+    code, output = await run([tool("make"), "web"], REPO, None, INSTALL_TIMEOUT_S)
+    assert code == 0, output
     async with agenthost_up(tmp_path / "data", {"AGENTHOST_BUILTIN_SCRIPT": str(SCRIPT)}) as up:
         env = {
             **os.environ,
