@@ -209,7 +209,7 @@ def user_text(message: events_pb2.UserMessage) -> str:
 
 def _attached(file: events_pb2.AttachedFile) -> str:
     folder = file.kind == events_pb2.ATTACHED_KIND_FOLDER
-    text = file.text
+    text = file.text.removesuffix("\n")  # the frame's closing tag starts a line anyway
     if file.cut:
         note = FOLDER_CUT if folder else FILE_CUT
         text = f"{text}\n{note.format(path=file.path, size=file.size)}"

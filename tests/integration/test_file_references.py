@@ -6,6 +6,7 @@ provider, real files in a real project folder, checked at the provider
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -15,7 +16,14 @@ from agenthost.runtime.v1 import runtime_pb2 as rt
 from agenthost.sessionlog.v1 import events_pb2 as ev
 
 from services.agentruntime.capabilities.references import FILE_BYTES
-from services.agentruntime.models.tests.fake_provider import FakeProvider
+from services.agentruntime.models.tests.fake_provider import (
+    DONE,
+    FakeProvider,
+    ProviderReply,
+    finish_chunk,
+    tool_fragment,
+    usage_chunk,
+)
 from tests.integration.test_instructions import adapter, sent, text_reply
 from tests.support.rpc import expect_rpc_error, reason_of
 from tests.support.stack import Stack, running_stack
@@ -182,3 +190,33 @@ async def test_paths_complete_within_the_folder(stack: Stack, project: Path) -> 
     assert await listed("../") == []
     reply = await stack.runtime.ListPaths(rt.ListPathsRequest(session_id=SID, prefix="", limit=1))
     assert [e.path for e in reply.entries] == ["README.md"] and reply.truncated
+
+
+async def test_a_prompt_queued_during_a_turn_keeps_its_files(
+    stack: Stack, provider: FakeProvider, project: Path
+) -> None:
+    command = tool_fragment(
+        0, call_id="c1", name="shell", arguments=json.dumps({"command": "echo hi"})
+    )
+    provider.enqueue(
+        ProviderReply(stream=[command, finish_chunk("tool_calls"), usage_chunk(500, 5), DONE]),
+        text_reply("ran it"),
+        text_reply("read it"),
+    )
+    await stack.runtime.Prompt(rt.PromptRequest(session_id=SID, text="run a command"))
+    # The turn waits on the command's approval: the next prompt is queued.
+    question = await stack.next_question(SID)
+    queued = rt.PromptRequest(session_id=SID, text="then @src/api.py", mode=rt.PROMPT_MODE_QUEUE)
+    assert (await stack.runtime.Prompt(queued)).mode == rt.PROMPT_MODE_QUEUE
+    # Read now: a change after it was taken does not change what was attached.
+    (project / "src" / "api.py").write_text("API = 2\n")
+    [waiting] = [e.input_queued for e in await logged(stack) if e.HasField("input_queued")]
+    assert [f.path for f in waiting.message.files] == ["src/api.py"]
+    allow = ev.QuestionAnswer(allow_once=True)
+    await stack.runtime.AnswerQuestion(
+        rt.AnswerQuestionRequest(session_id=SID, question_id=question.question_id, answer=allow)
+    )
+    await stack.wait_idle(SID)
+    assert "API = 1" in sent(provider) and "API = 2" not in sent(provider)
+    [_, later] = user_messages(await logged(stack))
+    assert later.text == "then @src/api.py" and later.files[0].text == "API = 1\n"
