@@ -204,10 +204,11 @@ class Transcript:
 
 def user_text(message: events_pb2.UserMessage) -> str:
     """A user/message as the model reads it: its text, then its files."""
-    return "\n\n".join([message.text, *(_attached(file) for file in message.files)])
+    return "\n\n".join([message.text, *(attached_text(file) for file in message.files)])
 
 
-def _attached(file: events_pb2.AttachedFile) -> str:
+def attached_text(file: events_pb2.AttachedFile) -> str:
+    """One attached file as the model reads it: framed, a cut one noted."""
     folder = file.kind == events_pb2.ATTACHED_KIND_FOLDER
     text = file.text.removesuffix("\n")  # the frame's closing tag starts a line anyway
     if file.cut:

@@ -15,7 +15,7 @@ import pytest
 from agenthost.runtime.v1 import runtime_pb2 as rt
 from agenthost.sessionlog.v1 import events_pb2 as ev
 
-from services.agentruntime.capabilities.references import FILE_BYTES
+from services.agentruntime.capabilities.references import CARRIED_HEADING, FILE_BYTES
 from services.agentruntime.models.tests.fake_provider import (
     DONE,
     FakeProvider,
@@ -220,3 +220,29 @@ async def test_a_prompt_queued_during_a_turn_keeps_its_files(
     assert "API = 1" in sent(provider) and "API = 2" not in sent(provider)
     [_, later] = user_messages(await logged(stack))
     assert later.text == "then @src/api.py" and later.files[0].text == "API = 1\n"
+
+
+async def test_a_compaction_carries_the_files_attached_since_the_last_one(
+    stack: Stack, provider: FakeProvider
+) -> None:
+    async def compact(summary: str) -> None:
+        provider.enqueue(text_reply(summary))
+        reply = await stack.runtime.ExecuteCommand(
+            rt.ExecuteCommandRequest(session_id=SID, name="compact")
+        )
+        assert reply.ok, reply.message
+
+    provider.enqueue(text_reply("It returns 41."))
+    await turn(stack, "what does @src/app.py return?")
+    await compact("The user asked what app.py returns: 41.")
+    provider.enqueue(text_reply("ok"))
+    await turn(stack, "and now?")
+    after_cut = sent(provider)
+    assert CARRIED_HEADING in after_cut and "return 41" in after_cut
+    assert after_cut.index("return 41") < after_cut.index("The user asked what app.py returns")
+
+    # The next cut, with nothing attached since, lets them go.
+    await compact("Still about app.py.")
+    provider.enqueue(text_reply("ok"))
+    await turn(stack, "and then?")
+    assert CARRIED_HEADING not in sent(provider)

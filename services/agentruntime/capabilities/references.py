@@ -17,6 +17,10 @@ anything is read: a path it refuses refuses the prompt with a typed error
 file (an e-mail address, a person) stays text. What is attached is bounded:
 FILE_BYTES of each file, MESSAGE_BYTES for one message, MAX_FILES files.
 
+A compaction carries the files attached since the one before (the latest
+of each path, the most recent first, within CARRIED_BYTES; the others named
+only), as they were when attached, so the work goes on from them.
+
 The same check lists the paths a client completes after `@` (`list_paths`).
 """
 
@@ -38,6 +42,7 @@ from agenthost.sessionlog.v1 import events_pb2 as ev
 from services.common.errors import InvalidArgument
 
 from ..capability import Capability, Prompt, Resource, SessionPart, SessionScope
+from ..transcript import attached_text
 from ..workspace_catalog import files_of
 from ..workspace_tools import (
     AGENTHOST_FOLDER,
@@ -62,6 +67,13 @@ _REFERENCE = re.compile(r'(?<!\S)@(?:"([^"\n]+)"|(\S+))')
 # What may end a sentence after a path ("look at @app.py.").
 _TRAILING = ".,;:!?)]}'\"`"
 BINARY_NOTE = "(a binary file of {size} bytes: not shown)"
+# What a compaction carries of the files attached before it.
+CARRIED_BYTES = 32 * 1024
+CARRIED_HEADING = (
+    "Files the user attached to earlier messages, as they were then (read_file shows "
+    "them as they are now):"
+)
+NOT_CARRIED = "Also attached earlier, not shown again: {paths}."
 READ_CHUNK = 1 << 20
 
 
@@ -301,12 +313,51 @@ def _reachable(files: WorkspaceFiles, path: str) -> bool:
     return True
 
 
+# -- through a compaction -----------------------------------------------------------------------
+
+
+def carried_files(files: Sequence[ev.AttachedFile]) -> ev.ContextAdded:
+    """The files a compaction keeps, the most recent first, as far as
+    CARRIED_BYTES goes; the rest named."""
+    shown, sources, left_out, left = [], [], [], CARRIED_BYTES
+    for file in reversed(files):
+        text = attached_text(file)
+        if len(text.encode()) > left:
+            left_out.append(file.path)
+            continue
+        left -= len(text.encode())
+        shown.append(text)
+        sent = len(file.text.encode())
+        source = ev.ContextSource(path=file.path, digest=file.digest, bytes=file.size)
+        source.sent_bytes, source.scope = sent, "attached"
+        sources.append(source)
+    parts = [CARRIED_HEADING, *shown] if shown else []
+    if left_out:
+        parts.append(NOT_CARRIED.format(paths=", ".join(left_out)))
+    return ev.ContextAdded(capability=NAME, text="\n\n".join(parts), sources=sources)
+
+
 # -- the session's part and the capability ---------------------------------------------------
 
 
 class ReferencesPart(SessionPart):
     def __init__(self, scope: SessionScope) -> None:
         self._scope = scope
+        # The files the view's messages attached since its compaction: the
+        # latest of each path, in the order attached.
+        self.attached: dict[str, ev.AttachedFile] = {}
+
+    def observe(self, event: ev.Event) -> None:
+        kind = event.WhichOneof("body")
+        if kind == "user_message":
+            for file in event.user_message.files:
+                self.attached.pop(file.path, None)
+                self.attached[file.path] = file
+        elif kind == "compaction":
+            self.attached = {}
+
+    def carried(self) -> list[ev.ContextAdded]:
+        return [] if not self.attached else [carried_files(list(self.attached.values()))]
 
     async def files(self) -> WorkspaceFiles:
         """The session's folder as its file tools see it now."""
