@@ -23,7 +23,6 @@ from services.sessionlog.port import SessionLogPort
 from . import confinement
 from .agent import Agent, AgentStatus, PromptMode
 from .capabilities import default_capabilities, references
-from .capabilities.references import PathListing
 from .capability import Capability, Command, CommandResult, Resource
 from .compaction import CompactionPolicy
 from .leases import DEFAULT_LEASE_S, SessionLeases
@@ -397,13 +396,15 @@ class AgentRuntime:
 
         return await self._on_agent(session_id, take)
 
-    async def list_paths(self, session_id: str, prefix: str, limit: int = 0) -> PathListing:
+    async def list_paths(
+        self, session_id: str, prefix: str, limit: int = 0
+    ) -> references.PathListing:
         """The paths an `@` completes, as the session's file tools see its folder."""
 
-        async def listing(agent: Agent) -> PathListing:
+        async def listing(agent: Agent) -> references.PathListing:
             part = await agent.part(references.NAME)
             if not isinstance(part, references.ReferencesPart):
-                return PathListing((), False)
+                return references.PathListing((), False)
             return await part.list_paths(prefix, limit)
 
         return await self._on_agent(session_id, listing)

@@ -138,11 +138,13 @@ def head_text(data: bytes, room: int) -> tuple[str, bool]:
     return decoder.decode(data[:room], final=False), True
 
 
-def _resolved(files: WorkspaceFiles, written: str) -> Path:
+def _resolved(files: WorkspaceFiles, written: str, named: str = "") -> Path:
+    """The real path read_file would read; refused as read_file refuses it
+    (`named`: how the prompt named it, "@path" by default)."""
     try:
         return files.resolve(written)
     except PathRefused as refused:
-        raise FileReferenceRefused(f"@{written}", str(refused)) from None
+        raise FileReferenceRefused(named or f"@{written}", str(refused)) from None
 
 
 def _named(files: WorkspaceFiles, word: str) -> tuple[str, Path] | None:
@@ -230,8 +232,8 @@ def attach_resources(attaching: Attaching, resources: Iterable[Resource]) -> Non
         path = resource_path(resource.uri)
         if resource.text is not None:
             shown = attaching.files.display(path) if path is not None else resource.uri
-            text, cut = head_text(resource.text.encode(), attaching.room)
             data = resource.text.encode()
+            text, cut = head_text(data, attaching.room)
             attaching.add(
                 ev.AttachedFile(
                     path=shown,
@@ -243,7 +245,7 @@ def attach_resources(attaching: Attaching, resources: Iterable[Resource]) -> Non
                 )
             )
         elif path is not None:
-            real = _resolved(attaching.files, path)
+            real = _resolved(attaching.files, path, resource.uri)
             if not real.exists():
                 raise FileReferenceRefused(resource.uri, "no such file")
             if real not in attaching.seen:
