@@ -111,8 +111,8 @@ class AgentHostAgent:
             protocol_version=PROTOCOL_VERSION,
             agent_capabilities=acp.AgentCapabilities(
                 load_session=True,
-                # The gateway takes text prompts: no images or audio; text
-                # resources are inlined.
+                # No images or audio; an editor's files (links, embedded
+                # text) are attached to the message as `@path`s are.
                 prompt_capabilities=acp.PromptCapabilities(embedded_context=True),
                 session_capabilities=acp.SessionCapabilities(list=acp.SessionListCapabilities()),
             ),
@@ -237,7 +237,8 @@ class AgentHostAgent:
         """Sends the prompt (or runs its slash command) and answers when the
         turn it started has ended and its updates were sent."""
         session = self._session(session_id)
-        text = translate.prompt_text(prompt)
+        parts = translate.prompt_parts(prompt)
+        text = parts.text
         if not text:
             raise RequestError.invalid_params({"reason": "the prompt has no text"})
         live = session.session
@@ -261,7 +262,7 @@ class AgentHostAgent:
         else:
             session.own_prompts.append(text)
             try:
-                after = (await _gateway(live.prompt(text))).seq - 1
+                after = (await _gateway(live.prompt(text, resources=parts.resources))).seq - 1
             except RequestError:
                 session.own_prompts.remove(text)
                 raise

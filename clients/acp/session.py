@@ -32,6 +32,7 @@ from clients.sdk import (
     Update,
     UsageChanged,
     last_title,
+    todos_written,
 )
 
 from . import translate
@@ -74,6 +75,8 @@ class AcpSession:
         self._turn_ends: list[TurnEnded] = []
         self._turn_waiters: list[tuple[int, asyncio.Future[TurnEnded]]] = []
         self._asking: dict[str, asyncio.Task[None]] = {}
+        # Calls the editor is not shown (translate.UNSHOWN_TOOLS).
+        self._unshown: set[str] = set()
         self._pump: asyncio.Task[None] | None = None
         # The seq of the last event sent (replayed, or live); what the history
         # held when the subscription began is no news.
@@ -236,10 +239,14 @@ class AcpSession:
                 await self._send(translate.user_message(text))
         elif kind == "assistant_message":
             await self._on_answer(event.assistant_message, replay)
+        elif kind == "tool_call" and event.tool_call.name in translate.UNSHOWN_TOOLS:
+            self._unshown.add(event.tool_call.call_id)
         elif kind == "tool_call":
             await self._send(translate.tool_call(event.tool_call, self.cwd))
-        elif kind == "tool_result":
+        elif kind == "tool_result" and event.tool_result.call_id not in self._unshown:
             await self._send(translate.tool_result(event.tool_result, self.cwd))
+        elif kind == "todos_updated":
+            await self._send(translate.plan_update(todos_written(event.todos_updated)))
         elif (title := last_title((event,))) is not None:
             info = acp.SessionInfoUpdate(session_update="session_info_update", title=title)
             await self._send(info)

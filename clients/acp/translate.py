@@ -12,6 +12,7 @@ from typing import Any
 
 from acp import schema as acp
 from acp.helpers import (
+    plan_entry,
     text_block,
     tool_content,
     tool_diff_content,
@@ -19,12 +20,13 @@ from acp.helpers import (
     update_agent_thought_text,
     update_available_commands,
     update_current_mode,
+    update_plan,
     update_user_message_text,
 )
 from agenthost.runtime.v1 import runtime_pb2 as rt
 from agenthost.sessionlog.v1 import events_pb2
 
-from clients.sdk import ModelInfo, Question, Usage
+from clients.sdk import ModelInfo, Question, Resource, Todo, Usage
 
 DEFAULT_MODE = "default"
 PLAN_MODE = "plan"
@@ -44,6 +46,8 @@ TOOL_KINDS: dict[str, acp.ToolKind] = {
     "shell": "execute",
     "exit_plan_mode": "switch_mode",
 }
+# Tools an editor is not shown as calls: todo_write's list is a plan update.
+UNSHOWN_TOOLS = frozenset({"todo_write"})
 TURN_END_STOP_REASONS: dict[int, acp.StopReason] = {
     events_pb2.TURN_END_REASON_COMPLETED: "end_turn",
     events_pb2.TURN_END_REASON_CANCELLED: "cancelled",
@@ -188,23 +192,55 @@ def usage_update(usage: Usage | None) -> acp.UsageUpdate | None:
     )
 
 
+PLAN_STATUSES: dict[str, acp.PlanEntryStatus] = {
+    "pending": "pending",
+    "in_progress": "in_progress",
+    "completed": "completed",
+}
+
+
+def plan_update(todos: Iterable[Todo]) -> acp.AgentPlanUpdate:
+    """The agent's task list (a todos/updated event) as ACP's plan: the whole
+    list, each entry of medium priority (the agent gives none)."""
+    return update_plan(
+        plan_entry(todo.content, status=PLAN_STATUSES.get(todo.status, "pending")) for todo in todos
+    )
+
+
 # -- prompts ----------------------------------------------------------------------------------
 
 
-def prompt_text(blocks: Iterable[Any]) -> str:
-    """The text a prompt's content blocks carry: text, embedded text resources
-    (as fenced context), links to resources (their URI)."""
+@dataclass(frozen=True)
+class PromptParts:
+    """A prompt's text, and the files it sends (attached to its message as
+    an `@path` of the text is)."""
+
+    text: str
+    resources: list[Resource]
+
+
+def prompt_parts(blocks: Iterable[Any]) -> PromptParts:
+    """What a prompt's content blocks carry: their text, where a resource
+    (a link to a file, or a file's text the editor embedded) is named as a
+    markdown link, and the resources, sent to be attached."""
     parts: list[str] = []
+    resources: list[Resource] = []
     for block in blocks:
         if isinstance(block, acp.TextContentBlock):
             parts.append(block.text)
         elif isinstance(block, acp.EmbeddedResourceContentBlock):
             resource = block.resource
             if isinstance(resource, acp.TextResourceContents):
-                parts.append(f"\n```{resource.uri}\n{resource.text}\n```\n")
+                parts.append(f"[{_name(resource.uri)}]({resource.uri})")
+                resources.append(Resource(resource.uri, resource.text))
         elif isinstance(block, acp.ResourceContentBlock):
             parts.append(f"[{block.name}]({block.uri})")
-    return "".join(parts).strip()
+            resources.append(Resource(block.uri))
+    return PromptParts("".join(parts).strip(), resources)
+
+
+def _name(uri: str) -> str:
+    return uri.rstrip("/").rpartition("/")[2] or uri
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,7 @@ from typing import Any
 
 from agenthost.runtime.v1 import runtime_pb2 as rt
 from prompt_toolkit import PromptSession
-from prompt_toolkit.completion import CompleteEvent, Completer, Completion
+from prompt_toolkit.completion import CompleteEvent, Completer, Completion, merge_completers
 from prompt_toolkit.document import Document
 from prompt_toolkit.input import Input, create_input
 from prompt_toolkit.input.typeahead import get_typeahead
@@ -67,6 +67,8 @@ from .chat_commands import (
     ChatCommand,
     help_table,
 )
+from .references import PathCompleter
+from .todos import checklist
 from .transcript import PLAN_STYLE, Transcript, plan_line, settings_line
 
 # The turns shown when a chat opens on a session with a past, and by /history.
@@ -409,6 +411,8 @@ class Chat:
         elif name == "mcp":
             for line in render.mcp_lines(self.session.projections.get("mcp")):
                 self.say(line)
+        elif name == "todos":
+            self.say(checklist(self.session.todos))
         elif name in ("sandbox", "approvals", "network"):
             await self._setting(name, args)
         elif name == "model":
@@ -611,7 +615,11 @@ class Chat:
             self._prompt = PromptSession(
                 bottom_toolbar=self._toolbar,
                 key_bindings=self._key_bindings(),
-                completer=SlashCompleter(self._commands),
+                # `/` opens the commands while typing; Tab completes an @path
+                # (from the gateway: asked on Tab only, not at each key).
+                completer=merge_completers(
+                    [SlashCompleter(self._commands), PathCompleter(self.session)]
+                ),
                 complete_while_typing=True,
             )
             self._keys = create_input()

@@ -35,6 +35,7 @@ OWN_COMMANDS = (
     ChatCommand("mcp", "/mcp", "Show the MCP servers and their state."),
     ChatCommand("history", "/history [N]", "Show the N turns before those shown (10)."),
     ChatCommand("output", "/output", "Show the last command's whole output."),
+    ChatCommand("todos", "/todos", "Show the agent's task list."),
     ChatCommand("help", "/help", "List the commands."),
     ChatCommand("quit", "/quit", "Leave (a running turn goes on)."),
 )

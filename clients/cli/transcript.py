@@ -39,11 +39,13 @@ from clients.sdk import (
     TextStreamed,
     Update,
     UsageChanged,
+    todos_written,
 )
 from clients.sdk.plan import SessionPlan
 
 from . import history, render
 from .live_markdown import AnswerStream
+from .todos import checklist
 
 PLAN_STYLE = history.PLAN_STYLE
 THINKING = "thinking…"
@@ -305,6 +307,8 @@ class Transcript:
                 self.say(*ending)
         elif kind == "compaction":
             self.say(render.compaction_line(event.compaction), "dim")
+        elif kind == "todos_updated":
+            self.say(checklist(todos_written(event.todos_updated)))
         # A plan switch: PlanChanged says it. A command's end: its reply, or
         # (/compact, /plan) the marker and the plan line.
 

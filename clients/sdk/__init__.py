@@ -45,6 +45,7 @@ from .plan import (
     Verdict,
 )
 from .projection import ProjectionStore
+from .references import PathEntry, PathList, Resource
 from .session import (
     CommandResult,
     CommandsChanged,
@@ -74,6 +75,7 @@ from .session import (
     user_texts,
 )
 from .sessions import SessionList
+from .todos import Todo, todos_value, todos_written
 
 __all__ = [
     "AgentBusyError",
@@ -99,6 +101,8 @@ __all__ = [
     "ModelPrices",
     "NotFoundError",
     "OutputStreamed",
+    "PathEntry",
+    "PathList",
     "PlanAnswer",
     "PlanChanged",
     "PlanReply",
@@ -116,6 +120,7 @@ __all__ = [
     "QuestionAsked",
     "QuestionClosed",
     "RequestKind",
+    "Resource",
     "Session",
     "SessionList",
     "SessionPlan",
@@ -125,6 +130,7 @@ __all__ = [
     "StatusChanged",
     "SupersededError",
     "TextStreamed",
+    "Todo",
     "TransportError",
     "UnauthenticatedError",
     "UnknownModelError",
@@ -137,5 +143,7 @@ __all__ = [
     "assistant_texts",
     "committed_plan",
     "last_title",
+    "todos_value",
+    "todos_written",
     "user_texts",
 ]

@@ -20,7 +20,7 @@ import asyncio
 import contextlib
 import enum
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from agenthost.gateway.v1 import gateway_pb2 as gw
@@ -72,6 +72,8 @@ from .plan import (
     Verdict,
 )
 from .projection import JsonValue, ProjectionStore
+from .references import PathEntry, PathList, Resource
+from .todos import Todo, todos_value
 from .validation import (
     approvals_value,
     frame_event,
@@ -379,6 +381,11 @@ class Session:
         if not isinstance(view, list):
             return []
         return [{k: str(v) for k, v in rule.items()} for rule in view if isinstance(rule, dict)]
+
+    @property
+    def todos(self) -> list[Todo]:
+        """The agent's task list (the `todos` projection); [] when it keeps none."""
+        return todos_value(self.projections.get("todos"))
 
     @property
     def events(self) -> list[Event]:
@@ -852,12 +859,16 @@ class Session:
         mode: PromptMode = PromptMode.SEND,
         *,
         plan_target: bool | None = None,
+        resources: Sequence[Resource] = (),
     ) -> PromptResult:
         """Send (AGENT_BUSY while a turn runs), queue or steer a user message;
         with `plan_target`, plan mode is set to it first (rolled back by the
         gateway when the send is rejected). A prompt that targets plan mode
         while the latest plan selection failed is refused here, unsent
-        (PlanSelectionFailedError): select again first."""
+        (PlanSelectionFailedError): select again first. Each `@path` of the
+        text, and each of `resources`, is attached to the message; one the
+        agent may not read refuses it (InvalidArgumentError, reason
+        FILE_REFERENCE_REFUSED)."""
         failed = self.plan_tracker.selection_failed
         if plan_target is not None and failed is not None:
             raise PlanSelectionFailedError(
@@ -865,7 +876,12 @@ class Session:
                 reason=PLAN_SELECTION_FAILED,
             )
         client = self._client
-        request = gw.PromptRequest(fence=client.fence(), session_id=self.id, text=text)
+        request = gw.PromptRequest(
+            fence=client.fence(),
+            session_id=self.id,
+            text=text,
+            resources=[resource.to_proto() for resource in resources],
+        )
         request.mode = mode.value
         if plan_target is not None:
             request.plan_target = plan_target
@@ -897,6 +913,15 @@ class Session:
             with contextlib.suppress(AgentHostError):  # recorded in plan_error
                 await self.refresh_plan()
         return CommandResult(reply.ok, reply.message, reply.seq)
+
+    async def list_paths(self, prefix: str = "", limit: int = 0) -> PathList:
+        """The paths of the session's folder that start with `prefix` (what
+        follows an `@`), as the agent's file tools see the folder."""
+        client = self._client
+        request = gw.ListPathsRequest(session_id=self.id, prefix=prefix, limit=limit)
+        reply: gw.ListPathsResponse = await client.call(client.stub.ListPaths, request)
+        entries = [PathEntry(entry.path, entry.folder) for entry in reply.entries]
+        return PathList(entries, reply.truncated)
 
     async def list_commands(self) -> list[rt.CommandInfo]:
         """The slash commands this session offers (e.g. /plan)."""

@@ -58,7 +58,7 @@ from services.common.tasks import spawn
 from services.sessionlog.port import AppendResult, Direction, SessionLogPort
 
 from . import approvals, spill
-from .capability import Capability, Prompt, PromptMode, SessionPart, SessionScope
+from .capability import Capability, Prompt, PromptMode, Resource, SessionPart, SessionScope
 from .compaction import AUTO, MANUAL, OVERFLOW, CompactionPolicy, tokens_label
 from .compactor import CompactionAsk, ContextOverflow, compact
 from .ids import new_id, replace_id, with_ids
@@ -310,23 +310,26 @@ class Agent(ToolCalls):
 
     # -- inputs --------------------------------------------------------------------------
 
-    async def prompt(self, text: str, mode: PromptMode, input_id: str = "") -> PromptMode:
+    async def prompt(
+        self, text: str, mode: PromptMode, input_id: str = "", resources: Sequence[Resource] = ()
+    ) -> PromptMode:
         """Take an input, once it is in the log; the mode it was taken in
         (SEND when idle). A retry with the same input id takes nothing twice.
 
         The admission runs to its end even when the caller goes away (its
         gateway died, its deadline passed): cut between the append and the
         start, it would leave a turn open in the log that nothing runs."""
-        admission = self._admit(text, mode, input_id or new_id("input"))
+        taken = Prompt(text, _user_message("", text).user_message, resources=resources)
+        admission = self._admit(taken, mode, input_id or new_id("input"))
         return await asyncio.shield(spawn(admission, name=f"prompt-{self.session_id}"))
 
-    async def _admit(self, text: str, mode: PromptMode, input_id: str) -> PromptMode:
+    async def _admit(self, prompt: Prompt, mode: PromptMode, input_id: str) -> PromptMode:
         async with self._admitting:
             await self._catch_up()
             self._run_unrun_turn()
             if self._state.turn.open and mode is PromptMode.SEND:
                 raise AgentBusy(self.session_id)
-            message = await self._prepared(text)
+            message = await self._prepared(prompt)
             if not self._state.turn.open:
                 # Idle, or the last turn just ended: this input opens the next
                 # one (a runner still finishing picks it up).
@@ -337,10 +340,9 @@ class Agent(ToolCalls):
         self._publish_status()
         return mode
 
-    async def _prepared(self, text: str) -> ev.UserMessage:
+    async def _prepared(self, prompt: Prompt) -> ev.UserMessage:
         """The user/message a prompt is recorded as, with what the
         capabilities attach to it (they may refuse it: a typed error)."""
-        prompt = Prompt(text, _user_message("", text).user_message)
         for part in (await self._view()).parts.values():
             await part.on_prompt(prompt)
         return prompt.message

@@ -73,6 +73,15 @@ class SessionScope:
     state: Callable[[], SessionState]
 
 
+@dataclass(frozen=True)
+class Resource:
+    """What an editor sent with a prompt (ACP): a link to a file (`text`
+    None), or the text of one (an embedded resource)."""
+
+    uri: str
+    text: str | None = None
+
+
 @dataclass
 class Prompt:
     """A prompt being taken, before its user/message is recorded: a part may
@@ -82,6 +91,8 @@ class Prompt:
     message: ev.UserMessage
     # Events recorded right before the user/message (context for it).
     before: list[ev.Event] = field(default_factory=list)
+    # What an editor sent with it.
+    resources: Sequence[Resource] = ()
 
 
 @dataclass(frozen=True)
@@ -128,7 +139,9 @@ class AgentHandle(Protocol):
         """The session's part of a capability, as of its view now."""
         ...
 
-    async def prompt(self, text: str, mode: PromptMode, input_id: str = "") -> PromptMode:
+    async def prompt(
+        self, text: str, mode: PromptMode, input_id: str = "", resources: Sequence[Resource] = ()
+    ) -> PromptMode:
         """Take `text` as the user's input (a command that sends a prompt)."""
         ...
 

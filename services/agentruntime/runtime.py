@@ -23,8 +23,8 @@ from services.sessionlog.port import SessionLogPort
 
 from . import confinement
 from .agent import Agent, AgentStatus, PromptMode
-from .capabilities import default_capabilities
-from .capability import Capability, Command, CommandResult
+from .capabilities import default_capabilities, references
+from .capability import Capability, Command, CommandResult, Resource
 from .compaction import CompactionPolicy
 from .defaults import SessionDefaults, apply_defaults
 from .leases import DEFAULT_LEASE_S, SessionLeases
@@ -393,12 +393,30 @@ class AgentRuntime:
     # -- inputs ------------------------------------------------------------------
 
     async def prompt(
-        self, session_id: str, text: str, mode: PromptMode = PromptMode.SEND, input_id: str = ""
+        self,
+        session_id: str,
+        text: str,
+        mode: PromptMode = PromptMode.SEND,
+        input_id: str = "",
+        resources: Sequence[Resource] = (),
     ) -> tuple[PromptMode, AgentStatus]:
         async def take(agent: Agent) -> tuple[PromptMode, AgentStatus]:
-            return await agent.prompt(text, mode, input_id), agent.status()
+            return await agent.prompt(text, mode, input_id, resources), agent.status()
 
         return await self._on_agent(session_id, take)
+
+    async def list_paths(
+        self, session_id: str, prefix: str, limit: int = 0
+    ) -> references.PathListing:
+        """The paths an `@` completes, as the session's file tools see its folder."""
+
+        async def listing(agent: Agent) -> references.PathListing:
+            part = await agent.part(references.NAME)
+            if not isinstance(part, references.ReferencesPart):
+                return references.PathListing((), False)
+            return await part.list_paths(prefix, limit)
+
+        return await self._on_agent(session_id, listing)
 
     async def cancel(self, session_id: str) -> tuple[bool, AgentStatus]:
         async def stop(agent: Agent) -> tuple[bool, AgentStatus]:

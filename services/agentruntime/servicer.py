@@ -11,6 +11,7 @@ from agenthost.runtime.v1 import runtime_pb2_grpc as pb_grpc
 from agenthost_core.folds import APPROVAL_POLICIES, SANDBOXES, settings_event
 
 from .agent import AgentStatus, PromptMode
+from .capability import Resource
 from .live import ANSWER, LiveDelta, TextDelta
 from .models.catalog import ModelSpec
 from .runtime import AgentRuntime
@@ -88,8 +89,11 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServiceServicer):
     async def Prompt(
         self, request: pb.PromptRequest, context: grpc.aio.ServicerContext
     ) -> pb.PromptResponse:
+        resources = [
+            Resource(r.uri, r.text if r.HasField("text") else None) for r in request.resources
+        ]
         taken, status = await self.runtime.prompt(
-            request.session_id, request.text, _MODES[request.mode], request.input_id
+            request.session_id, request.text, _MODES[request.mode], request.input_id, resources
         )
         return pb.PromptResponse(mode=_MODE_VALUES[taken], status=status_pb(status))
 
@@ -161,3 +165,12 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServiceServicer):
     ) -> AsyncIterator[pb.WatchLiveResponse]:
         async for delta in self.runtime.watch_live():
             yield live_pb(delta)
+
+    async def ListPaths(
+        self, request: pb.ListPathsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListPathsResponse:
+        listing = await self.runtime.list_paths(request.session_id, request.prefix, request.limit)
+        return pb.ListPathsResponse(
+            entries=[pb.PathEntry(path=path, folder=folder) for path, folder in listing.paths],
+            truncated=listing.truncated,
+        )

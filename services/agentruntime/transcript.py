@@ -10,6 +10,10 @@ turn's partial answer (recorded as its assistant message) ends with a note
 that the user cancelled, so the next prompt never follows the last one
 with no answer between them.
 
+A user/message's attached files (UserMessage.files: an `@path` of its text,
+an editor's resources) follow its text, each framed (framing.py), a cut
+one with a note of how much there is.
+
 Context the runtime's capabilities add (context/added: a repository's
 instructions, the task list) is a user-role message of its own. A
 compaction starts the view with the context it carried (Compaction.context)
@@ -28,6 +32,7 @@ from agenthost.sessionlog.v1 import events_pb2
 
 from . import spill
 from .compaction import summary_message
+from .framing import element
 from .models.base import (
     AssistantMessage,
     ChatMessage,
@@ -41,6 +46,8 @@ from .request_size import CountedRequest
 CANCELLED_MARK = "[The user cancelled this turn here; the answer above is unfinished.]"
 ENDED_EARLY_MARK = "[This turn ended before the answer was complete: {reason}]"
 NOT_RUN = "Not run: the turn ended before this call ran."
+FILE_CUT = "[cut here: {path} has {size} bytes; read the rest with read_file]"
+FOLDER_CUT = "[cut here: {path} has {size} entries; list_dir lists them all]"
 
 
 @dataclass
@@ -84,7 +91,7 @@ class Transcript:
     def add(self, event: events_pb2.Event) -> None:
         kind = event.WhichOneof("body")
         if kind == "user_message":
-            self._append(event.seq, UserMessage(event.user_message.text))
+            self._append(event.seq, UserMessage(user_text(event.user_message)))
         elif kind == "context_added":
             self._append(event.seq, UserMessage(event.context_added.text))
         elif kind == "assistant_message":
@@ -195,6 +202,24 @@ class Transcript:
             last.last_seq = seq
         else:
             self._append(seq, AssistantMessage(mark))
+
+
+def user_text(message: events_pb2.UserMessage) -> str:
+    """A user/message as the model reads it: its text, then its files."""
+    return "\n\n".join([message.text, *(attached_text(file) for file in message.files)])
+
+
+def attached_text(file: events_pb2.AttachedFile) -> str:
+    """One attached file as the model reads it: framed, a cut one noted."""
+    folder = file.kind == events_pb2.ATTACHED_KIND_FOLDER
+    text = file.text.removesuffix("\n")  # the frame's closing tag starts a line anyway
+    if file.cut:
+        note = FOLDER_CUT if folder else FILE_CUT
+        text = f"{text}\n{note.format(path=file.path, size=file.size)}"
+    attributes = {"path": file.path}
+    if file.kind == events_pb2.ATTACHED_KIND_EDITOR:
+        attributes["from"] = "editor"
+    return element("folder" if folder else "file", attributes, text)
 
 
 def _calls_tools(message: ChatMessage) -> bool:

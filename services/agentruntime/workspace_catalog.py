@@ -11,6 +11,8 @@ client shows of the call.
 from __future__ import annotations
 
 import difflib
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from agenthost_core.folds import Approval
@@ -33,14 +35,18 @@ from .tools import Args, Tool, ToolContext, ToolDisplay, ToolOutcome
 EDIT_GRANT = "edit"
 
 
-def _files(context: ToolContext) -> wt.WorkspaceFiles:
+def files_of(
+    cwd: Path, sandbox: str, hidden: Sequence[Path], readable: Sequence[Path] = ()
+) -> wt.WorkspaceFiles:
     """The file tools see what confined commands see: the folder minus what
-    is hidden from them (confinement.Jail.hidden); they may also read the
-    folders the capabilities name (a skill's, outside the folder)."""
-    confined = gates.confines_paths(context.sandbox)
-    return wt.WorkspaceFiles(
-        context.cwd, confined=confined, hidden=context.hidden, readable=context.readable
-    )
+    is hidden from them (confinement.Jail.hidden); a full sandbox, anywhere.
+    They may also read the folders `readable` names (a skill's, outside it)."""
+    confined = gates.confines_paths(sandbox)
+    return wt.WorkspaceFiles(cwd, confined=confined, hidden=hidden, readable=readable)
+
+
+def _files(context: ToolContext) -> wt.WorkspaceFiles:
+    return files_of(context.cwd, context.sandbox, context.hidden, context.readable)
 
 
 def _text(args: Args, name: str, default: str = "") -> Any:

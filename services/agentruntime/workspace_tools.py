@@ -166,7 +166,7 @@ def _decode(raw: bytes) -> tuple[str, bool]:
         return raw.decode("utf-8", "replace"), True
 
 
-def _is_binary(head: bytes) -> bool:
+def is_binary(head: bytes) -> bool:
     return b"\0" in head[:BINARY_SNIFF_BYTES]
 
 
@@ -450,7 +450,7 @@ class WorkspaceFiles:
             return f"path {path!r} leads outside the session folder {self._root} through a symlink"
         return f"path {path!r} is outside the session folder {self._root}"
 
-    def _display(self, path: str) -> str:
+    def display(self, path: str) -> str:
         """The path as the user would write it: relative to the root when inside it."""
         lexical = Path(os.path.normpath(os.path.join(self._root, path)))
         return self._shown(lexical)
@@ -534,10 +534,10 @@ class WorkspaceFiles:
     def _read_file(self, path: str, offset: object, limit: object) -> ToolOutcome:
         first = _int_arg("offset", offset, minimum=1) or 1
         count = min(_int_arg("limit", limit, minimum=1) or MAX_READ_LINES, MAX_READ_LINES)
-        target, shown = self.resolve(path), self._display(path)
+        target, shown = self.resolve(path), self.display(path)
         size = self._regular_file(target, shown, "use list_dir to see its entries").st_size
         with target.open("rb") as handle:
-            if _is_binary(handle.read(BINARY_SNIFF_BYTES)):
+            if is_binary(handle.read(BINARY_SNIFF_BYTES)):
                 return _ok(f"{shown}: binary file ({size} bytes), not shown")
             handle.seek(0)
             page = _read_page(handle, first, count)
@@ -560,7 +560,7 @@ class WorkspaceFiles:
     # list_dir
 
     def _list_dir(self, path: str) -> ToolOutcome:
-        target, shown = self.resolve(path), self._display(path)
+        target, shown = self.resolve(path), self.display(path)
         if not stat.S_ISDIR(target.stat().st_mode):
             raise _Refusal(f"{shown} is not a directory; use read_file to read a file")
         with os.scandir(target) as scan:
@@ -603,7 +603,7 @@ class WorkspaceFiles:
     def _folder(self, path: str) -> Path:
         target = self.resolve(path)
         if not stat.S_ISDIR(target.stat().st_mode):
-            raise _Refusal(f"{self._display(path)} is not a directory")
+            raise _Refusal(f"{self.display(path)} is not a directory")
         return target
 
     # glob
@@ -669,12 +669,12 @@ class WorkspaceFiles:
         if stat.S_ISDIR(target.stat().st_mode):
             yield from ((self._shown(full), full) for _, full in self._walk_files(target))
             return
-        shown = self._display(path)
+        shown = self.display(path)
         size = self._regular_file(target, shown, "").st_size
         if size > MAX_GREP_FILE_BYTES:
             raise _Refusal(f"{shown} is larger than 2 MiB; use read_file with offset and limit")
         with target.open("rb") as handle:
-            if _is_binary(handle.read(BINARY_SNIFF_BYTES)):
+            if is_binary(handle.read(BINARY_SNIFF_BYTES)):
                 raise _Refusal(f"{shown} is a binary file; grep skips binary files")
         yield shown, target
 
@@ -690,7 +690,7 @@ class WorkspaceFiles:
 
     def _planned_write(self, path: str, content: str) -> FileChange:
         _utf8("content", _text_arg("content", content))
-        target, shown = self.resolve(path, for_write=True), self._display(path)
+        target, shown = self.resolve(path, for_write=True), self.display(path)
         old = self._previous_content(target, shown)
         return _file_change(shown, _decode(old or b"")[0], content, created=old is None)
 
@@ -719,7 +719,7 @@ class WorkspaceFiles:
         old, new = _text_arg("old_string", old), _text_arg("new_string", new)
         every = _bool_arg("replace_all", replace_all)
         _check_edit(old, new)
-        target, shown = self.resolve(path, for_write=True), self._display(path)
+        target, shown = self.resolve(path, for_write=True), self.display(path)
         text = self._utf8_text(target, shown)
         old, new = _match_line_endings(text, old, new)
         count = text.count(old)
@@ -743,7 +743,7 @@ class WorkspaceFiles:
                 "bytes (use a command, e.g. sed, for larger ones)"
             )
         data = target.read_bytes()
-        if _is_binary(data):
+        if is_binary(data):
             raise _Refusal(
                 f"{shown} is a binary file, not UTF-8 text; edit_file only edits UTF-8 text"
             )
@@ -809,7 +809,7 @@ def _searchable_lines(full: Path) -> list[str]:
         data = full.read_bytes()
     except OSError:
         return []
-    return [] if _is_binary(data) else _split_lines(data.decode("utf-8", "replace"))
+    return [] if is_binary(data) else _split_lines(data.decode("utf-8", "replace"))
 
 
 def _cut(line: str) -> str:

@@ -31,11 +31,14 @@ class RuntimePort:
         return reply.status
 
     async def prompt(
-        self, session_id: str, text: str, mode: rt.PromptMode.ValueType
+        self,
+        session_id: str,
+        text: str,
+        mode: rt.PromptMode.ValueType,
+        resources: Sequence[rt.PromptResource] = (),
     ) -> rt.PromptResponse:
-        reply: rt.PromptResponse = await self.replicas.call(
-            "Prompt", rt.PromptRequest(session_id=session_id, text=text, mode=mode)
-        )
+        request = rt.PromptRequest(session_id=session_id, text=text, mode=mode, resources=resources)
+        reply: rt.PromptResponse = await self.replicas.call("Prompt", request)
         self._wrote(session_id, reply.status.last_seq)
         return reply
 
@@ -81,3 +84,8 @@ class RuntimePort:
             "ListModels", rt.ListModelsRequest(session_id=session_id)
         )
         return reply.models
+
+    async def list_paths(self, session_id: str, prefix: str, limit: int) -> rt.ListPathsResponse:
+        request = rt.ListPathsRequest(session_id=session_id, prefix=prefix, limit=limit)
+        reply: rt.ListPathsResponse = await self.replicas.call("ListPaths", request)
+        return reply

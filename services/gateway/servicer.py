@@ -194,7 +194,9 @@ class GatewayServicer(gw_grpc.GatewayServiceServicer):
             reply = await self.plans.with_target(
                 session_id,
                 target,
-                lambda: self.runtime.prompt(session_id, request.text, request.mode),
+                lambda: self.runtime.prompt(
+                    session_id, request.text, request.mode, request.resources
+                ),
             )
             status = reply.status
             return gw.PromptResponse(mode=reply.mode, running=status.running, seq=status.last_seq)
@@ -243,6 +245,15 @@ class GatewayServicer(gw_grpc.GatewayServiceServicer):
     ) -> gw.ListModelsResponse:
         await self.scope.own(request.session_id)
         return gw.ListModelsResponse(models=await self.runtime.list_models(request.session_id))
+
+    async def ListPaths(
+        self, request: gw.ListPathsRequest, context: Context
+    ) -> gw.ListPathsResponse:
+        """What `@` completes: the runtime lists the session's folder as its
+        file tools see it (confined, hidden paths left out)."""
+        await self.scope.own(request.session_id)
+        reply = await self.runtime.list_paths(request.session_id, request.prefix, request.limit)
+        return gw.ListPathsResponse(entries=reply.entries, truncated=reply.truncated)
 
     # -- plan mode ----------------------------------------------------------------------
 

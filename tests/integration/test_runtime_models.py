@@ -87,6 +87,8 @@ async def test_streamed_text_is_recorded_as_the_answer(
         "shell",
         "exit_plan_mode",
         "skill",
+        "todo_write",
+        "task",
     ]
 
 

@@ -111,6 +111,7 @@ def probes(bob: Client, session_id: str, workspace_id: str) -> dict[str, Awaitab
             )
         ),
         "ListModels": stub.ListModels(gw.ListModelsRequest(session_id=sid)),
+        "ListPaths": stub.ListPaths(gw.ListPathsRequest(session_id=sid, prefix="")),
         "ConnectWorkspace": stub.ConnectWorkspace(
             gw.ConnectWorkspaceRequest(workspace_id=workspace_id)
         ),

@@ -10,7 +10,7 @@ from agenthost.runtime.v1 import runtime_pb2 as rt
 from agenthost.sessionlog.v1 import events_pb2 as ev
 
 from clients.acp import translate
-from clients.sdk import ModelInfo, ModelPrices, Question, Usage
+from clients.sdk import ModelInfo, ModelPrices, Question, Resource, Todo, Usage
 
 NEW_FILE = """--- /dev/null
 +++ b/NOTES.md
@@ -130,12 +130,24 @@ def test_slash_commands_are_the_sessions_own() -> None:
     assert translate.slash_command("/etc/hosts is odd", ["plan"]) is None
 
 
-def test_a_prompt_inlines_text_resources() -> None:
+def test_a_prompts_resources_are_named_in_its_text_and_sent_to_be_attached() -> None:
     blocks = [
-        text_block("look at "),
+        text_block("compare "),
         resource_block(embedded_text_resource("file:///p/a.py", "x = 1")),
+        text_block(" with "),
+        acp.ResourceContentBlock(type="resource_link", name="b.py", uri="file:///p/b.py"),
     ]
-    assert translate.prompt_text(blocks) == "look at \n```file:///p/a.py\nx = 1\n```"
+    parts = translate.prompt_parts(blocks)
+    assert parts.text == "compare [a.py](file:///p/a.py) with [b.py](file:///p/b.py)"
+    assert parts.resources == [Resource("file:///p/a.py", "x = 1"), Resource("file:///p/b.py")]
+
+
+def test_the_task_list_is_a_plan_update() -> None:
+    update = translate.plan_update([Todo("Read", "completed"), Todo("Fix", "in_progress")])
+    assert [(e.content, e.status, e.priority) for e in update.entries] == [
+        ("Read", "completed", "medium"),
+        ("Fix", "in_progress", "medium"),
+    ]
 
 
 def test_without_plan_mode_only_the_default_mode_is_offered() -> None:

@@ -15,6 +15,8 @@ export const Reason = {
   UNAUTHENTICATED: "UNAUTHENTICATED",
   /** A model name the deployment does not configure (UpdateSessionSettings). */
   UNKNOWN_MODEL: "UNKNOWN_MODEL",
+  /** A prompt's `@path` (or resource) names a file the agent may not read (Prompt). */
+  FILE_REFERENCE_REFUSED: "FILE_REFERENCE_REFUSED",
   // Raised by the SDK itself.
   INVALID_REPLY: "INVALID_REPLY",
   SUPERSEDED: "SUPERSEDED",

@@ -8,6 +8,7 @@ export * from "./session.js";
 export * from "./plan.js";
 export * from "./projection.js";
 export * from "./models.js";
+export * from "./context.js";
 export * from "./history.js";
 export * from "./live.js";
 export * from "./validation.js";

@@ -21,6 +21,7 @@ import { History } from "./history.js";
 import { LiveText, TextKind } from "./live.js";
 import { PlanTracker, UNAVAILABLE, sameView, type Decision, type PlanTicket, type PlanValue, type PlanView } from "./plan.js";
 import { modelInfoOf, settingsOf, usageOf, type ModelInfo, type Settings, type Usage } from "./models.js";
+import { todosOf, type PathList, type Resource, type Todo } from "./context.js";
 import { jsonOf, ProjectionStore, type JsonValue } from "./projection.js";
 import { Changes } from "./wait.js";
 import { frameEvent, isObject, planValueOf, planValueOfView, validEvents } from "./validation.js";
@@ -129,6 +130,11 @@ export class Session implements SessionFeed {
   /** What the model requests used (the `usage` projection); undefined before the first request. */
   get usage(): Usage | undefined {
     return usageOf(this.projections.get("usage"));
+  }
+
+  /** The agent's task list (the `todos` projection); [] when it keeps none. */
+  get todos(): Todo[] {
+    return todosOf(this.projections.get("todos"));
   }
 
   /** What the connection presents on reconnect: the last seq held. */
@@ -492,15 +498,26 @@ export class Session implements SessionFeed {
    * Sends (AGENT_BUSY while a turn runs), queues or steers a user message;
    * with `planTarget`, plan mode is set to it first. Refused unsent
    * (PLAN_SELECTION_FAILED) when it targets plan mode while the latest
-   * selection failed: select again first.
+   * selection failed: select again first. Each `@path` of the text, and each
+   * of `resources`, is attached to the message; one the agent may not read
+   * refuses it (reason FILE_REFERENCE_REFUSED), nothing sent.
    */
-  async prompt(text: string, mode: PromptMode = PromptMode.SEND, planTarget?: boolean): Promise<{ mode: PromptMode; running: boolean; seq: bigint }> {
+  async prompt(
+    text: string,
+    mode: PromptMode = PromptMode.SEND,
+    planTarget?: boolean,
+    resources: readonly Resource[] = [],
+  ): Promise<{ mode: PromptMode; running: boolean; seq: bigint }> {
     const failed = this.planTracker.selectionFailed;
     if (planTarget !== undefined && failed !== undefined) {
       throw new AgentHostError(`the last plan selection (request ${failed.number}) failed; select again`, { reason: Reason.PLAN_SELECTION_FAILED });
     }
     const client = this.#client;
-    const reply = await client.gateway.prompt({ fence: client.fence(), sessionId: this.id, text, mode, ...(planTarget === undefined ? {} : { planTarget }) }, client.callOptions());
+    const attached = resources.map((r) => ({ uri: r.uri, ...(r.text === undefined ? {} : { text: r.text }) }));
+    const reply = await client.gateway.prompt(
+      { fence: client.fence(), sessionId: this.id, text, mode, resources: attached, ...(planTarget === undefined ? {} : { planTarget }) },
+      client.callOptions(),
+    );
     this.#notify(this.#setRunning(reply.running, reply.seq));
     if (planTarget !== undefined) this.#queryPlanSoon();
     return { mode: reply.mode, running: reply.running, seq: reply.seq };
@@ -525,6 +542,13 @@ export class Session implements SessionFeed {
     const client = this.#client;
     const reply = await client.gateway.listCommands({ sessionId: this.id }, client.callOptions());
     return reply.commands.map((c) => ({ name: c.name, description: c.description, usage: c.usage }));
+  }
+
+  /** The paths of the session's folder that start with `prefix` (what follows an `@`), as the agent's file tools see the folder. */
+  async listPaths(prefix: string, limit = 0): Promise<PathList> {
+    const client = this.#client;
+    const reply = await client.gateway.listPaths({ sessionId: this.id, prefix, limit }, client.callOptions());
+    return { entries: reply.entries.map((e) => ({ path: e.path, folder: e.folder })), truncated: reply.truncated };
   }
 
   /** The models this session can switch to (the deployment's models file), the default marked. */

@@ -6,6 +6,7 @@ import { SessionHeader } from "./SessionHeader.js";
 import { McpPanel } from "./McpPanel.js";
 import { PermissionRules, QuestionCards } from "./Questions.js";
 import { Sidebar } from "./Sidebar.js";
+import { TodoStrip } from "./TodoStrip.js";
 import { Transcript } from "./Transcript.js";
 
 export function App({ model }: { model: AppModel | undefined }) {
@@ -80,6 +81,7 @@ function OpenSession({ model }: { model: AppModel }) {
     <section className="session" data-testid="session" data-session-id={session.id}>
       <SessionHeader model={model} session={session} />
       <McpPanel session={session} />
+      <TodoStrip session={session} />
       <Transcript session={session} />
       <QuestionCards model={model} session={session} />
       <PermissionRules model={model} session={session} />

@@ -1,5 +1,6 @@
 import { TextKind, eventsV1, type Session } from "@agenthost/sdk/web";
 import { useEffect, useRef, type ReactNode } from "react";
+import { AttachedFiles } from "./AttachedFiles.js";
 import { Markdown } from "./Markdown.js";
 import { ToolRow, answersByCall } from "./ToolRow.js";
 
@@ -106,6 +107,7 @@ function EventView({
       ) : (
         <div className="message user" data-testid="user-message">
           {body.value.text}
+          <AttachedFiles files={body.value.files} />
         </div>
       );
     case "assistantMessage":

@@ -12,8 +12,10 @@ from .checkpoints import Checkpoints
 from .checkpoints.history import CHECKPOINTS_UNIT
 from .commands import Commands
 from .instructions import CONTEXT_UNIT, Instructions
+from .references import FileReferences
 from .skills import Skills
 from .subagents import Children, Subagents
+from .todos import TODOS_UNIT, Todos
 
 # Where the checkpoints' shadow repositories live in the stack's data folder.
 CHECKPOINTS_FOLDER = "checkpoints"
@@ -25,7 +27,7 @@ def default_capabilities(
     """What every session of a runtime gets, in the order they are asked.
     Without a data folder there is nowhere to keep checkpoints; without the
     runtime to run them, no subagents."""
-    found: list[Capability] = [Instructions(), Skills(), Commands()]
+    found: list[Capability] = [Instructions(), Skills(), Commands(), FileReferences(), Todos()]
     if data_dir is not None:
         found.append(Checkpoints(data_dir / CHECKPOINTS_FOLDER))
     if children is not None:
@@ -36,4 +38,4 @@ def default_capabilities(
 def projection_units() -> tuple[ProjectionUnit[Any], ...]:
     """The views of the capabilities' state clients see, folded from the
     whole log by the projection service."""
-    return (CONTEXT_UNIT, CHECKPOINTS_UNIT)
+    return (CONTEXT_UNIT, CHECKPOINTS_UNIT, TODOS_UNIT)

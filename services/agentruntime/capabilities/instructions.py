@@ -43,6 +43,7 @@ from agenthost.sessionlog.v1 import events_pb2 as ev
 from services.projection.unit import FoldUnit
 
 from ..capability import AgentHandle, Capability, Command, CommandResult, SessionPart, SessionScope
+from ..framing import element
 
 NAME = "instructions"
 FILE_NAMES = ("AGENTS.md", "CLAUDE.md")
@@ -62,8 +63,6 @@ CUT_NOTE = "[cut here: the instructions exceed {budget} bytes; read the rest wit
 LEFT_OUT_LINE = (
     "Not loaded, over the {budget}-byte instructions budget: {paths} (read them with read_file)."
 )
-# What inside a file could open or close the frame around it.
-_FRAME_TAG = re.compile(r"<(/?)(instructions)", re.IGNORECASE)
 _FRAME = re.compile(r'<instructions path="([^"]*)" scope="[^"]*">\n.*?\n</instructions>', re.DOTALL)
 
 
@@ -99,9 +98,7 @@ def digest_of(data: bytes) -> str:
 
 def frame(path: str, scope: str, text: str) -> str:
     """A file's text in its element; the text can neither open nor close one."""
-    safe = _FRAME_TAG.sub(lambda m: f"&lt;{m.group(1)}{m.group(2)}", text.strip())
-    attribute = path.replace("&", "&amp;").replace('"', "&quot;")
-    return f'<instructions path="{attribute}" scope="{scope}">\n{safe}\n</instructions>'
+    return element("instructions", {"path": path, "scope": scope}, text.strip())
 
 
 def frames_by_path(text: str) -> dict[str, str]:
