@@ -534,6 +534,13 @@ class AgentHostClient:
         self.session_list.apply_list(reply.sessions)
         return list(reply.sessions), reply.next_page_token
 
+    async def list_subagents(self, session_id: str) -> list[sl.SessionSummary]:
+        """The sessions of the subagents a session started (its `task`
+        calls), which the other lists leave out."""
+        request = gw.ListSessionsRequest(parent_session_id=session_id, page_size=500)
+        reply: gw.ListSessionsResponse = await self.call(self.stub.ListSessions, request)
+        return list(reply.sessions)
+
     async def rename_session(self, session_id: str, title: str) -> sl.SessionSummary:
         """Give a session a title (recorded in its log as session/title)."""
         reply: gw.RenameSessionResponse = await self.call(

@@ -4,7 +4,10 @@ Every call is scoped to the account its bearer token names: another
 account's session answers NOT_FOUND, as if it did not exist. The check asks
 the workspace service which workspace of the account holds the session; a
 pair found once is remembered (the recently used ones), and the hub learns
-the session's owner so it relays its frames to that account only."""
+the session's owner so it relays its frames to that account only.
+
+A subagent's session (a child: its log starts with subagent/header) is no
+workspace's member: it belongs to whoever owns its parent."""
 
 from __future__ import annotations
 
@@ -14,6 +17,7 @@ from agenthost.workspace.v1 import workspace_pb2 as ws
 
 from services.common.errors import SessionNotFound
 from services.common.recent import Recent
+from services.sessionlog.port import SessionLogPort
 from services.workspace.client import WorkspaceClient
 
 # (account, session) pairs whose ownership was checked, kept for the recently
@@ -24,17 +28,33 @@ OwnerKnown = Callable[[str, str], None]
 
 
 class SessionAccess:
-    def __init__(self, workspaces: WorkspaceClient, owner_known: OwnerKnown) -> None:
+    def __init__(
+        self, workspaces: WorkspaceClient, owner_known: OwnerKnown, log: SessionLogPort
+    ) -> None:
         self._workspaces = workspaces
         self._owner_known = owner_known
+        self._log = log
         self._checked: Recent[tuple[str, str], bool] = Recent(ACCESS_KEPT)
 
     async def check(self, account: str, session_id: str) -> None:
         """SessionNotFound unless `account` owns the session."""
         if not self._checked.recall((account, session_id)):
             if await self._workspaces.find_session_workspace(account, session_id) is None:
-                raise SessionNotFound(session_id)
+                parent = await self._parent_of(session_id)
+                if not parent:
+                    raise SessionNotFound(session_id)
+                await self.check(account, parent)
             self.granted(account, session_id)
+
+    async def _parent_of(self, session_id: str) -> str:
+        """The parent a subagent's session names in its header ("": none)."""
+        try:
+            first = (await self._log.read(session_id, from_seq=0, limit=1)).events
+        except SessionNotFound:
+            return ""
+        if not first or not first[0].HasField("subagent_header"):
+            return ""
+        return first[0].subagent_header.parent_session_id
 
     def granted(self, account: str, session_id: str) -> None:
         """The account owns the session (it just made it, say)."""

@@ -20,7 +20,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from agenthost.sessionlog.v1 import session_log_pb2 as sl
 from agenthost.workspace.v1 import workspace_pb2 as ws
 
+from services.agentruntime.capabilities.subagents.children import SUBAGENTS_UNIT, child_ids
 from services.common.errors import BadPageToken, SessionNotFound
+from services.projection.client import ProjectionClient
 from services.sessionlog.port import SessionLogPort
 
 DEFAULT_PAGE_SIZE = 50
@@ -118,3 +120,13 @@ async def summaries(log: SessionLogPort, session_ids: list[str]) -> list[sl.Sess
             with contextlib.suppress(SessionNotFound):
                 lazy.append(await log.get_session(session_id))
     return [*durable, *lazy]
+
+
+async def children(
+    log: SessionLogPort, projection: ProjectionClient, parent_id: str
+) -> list[sl.SessionSummary]:
+    """The subagents' sessions a session started, as its `subagents`
+    projection lists them, most recently updated first."""
+    snapshot = await projection.get(parent_id, keys=[SUBAGENTS_UNIT.key])
+    ids = child_ids(snapshot.values.get(SUBAGENTS_UNIT.key))
+    return sorted(await summaries(log, ids), key=_order)

@@ -222,6 +222,7 @@ async def test_every_session_view_is_folded_and_changes_of_all_sessions_are_watc
                 "context": {"files": [], "budget_bytes": 32768},
                 "checkpoints": {"turns": []},
                 "todos": {"items": []},
+                "subagents": {"children": []},
             },
         )
         # The model's usage: the last request's context and the session's sums.

@@ -15,6 +15,7 @@ from .instructions import CONTEXT_UNIT, Instructions
 from .references import FileReferences
 from .skills import Skills
 from .subagents import Children, Subagents
+from .subagents.children import SUBAGENTS_UNIT
 from .todos import TODOS_UNIT, Todos
 
 # Where the checkpoints' shadow repositories live in the stack's data folder.
@@ -38,4 +39,4 @@ def default_capabilities(
 def projection_units() -> tuple[ProjectionUnit[Any], ...]:
     """The views of the capabilities' state clients see, folded from the
     whole log by the projection service."""
-    return (CONTEXT_UNIT, CHECKPOINTS_UNIT, TODOS_UNIT)
+    return (CONTEXT_UNIT, CHECKPOINTS_UNIT, TODOS_UNIT, SUBAGENTS_UNIT)
