@@ -21,6 +21,7 @@ from types import ModuleType
 
 from bench import (
     batched_appends,
+    checkpoint,
     cold_open,
     concurrent_appends,
     confined_command,
@@ -31,6 +32,7 @@ from bench import (
     runtime_memory,
     set_plan_mode,
     stream_fanout,
+    subagent_start,
 )
 from bench.harness import FULL, SMOKE, Sizes
 from bench.ratio import Figure
@@ -49,6 +51,8 @@ FIGURES: list[ModuleType] = [
     memory,
     confined_command,
     runtime_memory,
+    checkpoint,
+    subagent_start,
 ]
 REPO = Path(__file__).resolve().parents[1]
 # A module measures one figure, or several sharing their stacks and rounds.

@@ -57,6 +57,8 @@ class Sizes:
     # Sessions the runtime memory figure opens, and after how many it takes its baseline.
     runtime_sessions: int = 10_000
     runtime_first: int = 100
+    # Files of the workspace the checkpoint figure snapshots.
+    checkpoint_files: int = 10_000
 
 
 FULL = Sizes(
@@ -87,6 +89,7 @@ SMOKE = Sizes(
     compacted_session=1_000,
     runtime_sessions=60,
     runtime_first=20,
+    checkpoint_files=300,
 )
 
 # Generous: a cold open of a big session may take long, and a slow call

@@ -109,22 +109,27 @@ class ShadowRepo:
         """The folder's tree as it is now."""
         async with self._lock:
             await self._ensure()
-            too_big = await self._too_big()
-            spec = ["--", ".", *(f":(exclude,literal){path}" for path in too_big)]
-            await self._git("add", "--all", *spec)
+            changed = await self._changed()
+            if changed:
+                listed = b"\0".join(name.encode(errors="surrogateescape") for name in changed)
+                await self._git(
+                    "add", "--all", "--pathspec-from-file=-", "--pathspec-file-nul", stdin=listed
+                )
             return (await self._git("write-tree")).decode().strip()
 
-    async def _too_big(self) -> list[str]:
-        """New or changed files over MAX_FILE_BYTES (the index makes this a
-        stat of what changed, not a walk that hashes everything)."""
+    async def _changed(self) -> list[str]:
+        """What differs from the last snapshot: new, changed and deleted
+        files, but those over MAX_FILE_BYTES. One pass that stats each file
+        against the index (no hashing but of what changed), so `add` is
+        given these paths only, not the whole folder to walk again."""
         listed = await self._git("ls-files", "-z", "--others", "--modified", "--exclude-standard")
-        found = []
-        for name in listed.decode(errors="surrogateescape").split("\0"):
+        changed = []
+        for name in dict.fromkeys(listed.decode(errors="surrogateescape").split("\0")):
             path = self.work_tree / name
             regular = name and path.is_file() and not path.is_symlink()
-            if regular and path.stat().st_size > MAX_FILE_BYTES:
-                found.append(name)
-        return found
+            if name and not (regular and path.stat().st_size > MAX_FILE_BYTES):
+                changed.append(name)
+        return changed
 
     async def changes(self, before: str, after: str) -> list[Change]:
         """The files that differ between two snapshots, with line counts."""
