@@ -102,7 +102,8 @@ class Sides:
         self.model.enqueue(ScriptedReply(text="hi"))
         started = time.perf_counter()
         await self.runtime.prompt(summary.id, "hello")
-        asked = await asyncio.wait_for(self.model.asked.get(), WAIT_S)
+        async with asyncio.timeout(WAIT_S):
+            asked = await self.model.asked.get()
         await self._idle(summary.id)
         return asked - started
 
@@ -114,9 +115,10 @@ class Sides:
             self.model.enqueue(reply)
         self.model.enqueue(ScriptedReply(text="done"))
         await self.runtime.prompt(summary.id, "delegate")
-        await asyncio.wait_for(self.model.asked.get(), WAIT_S)  # the parent's request
-        called = await asyncio.wait_for(self.model.answered.get(), WAIT_S)
-        asked = await asyncio.wait_for(self.model.asked.get(), WAIT_S)  # the child's
+        async with asyncio.timeout(WAIT_S):
+            await self.model.asked.get()  # the parent's request
+            called = await self.model.answered.get()
+            asked = await self.model.asked.get()  # the child's
         await self._idle(summary.id)
         return asked - called
 
