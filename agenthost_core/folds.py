@@ -457,6 +457,58 @@ def question_from_view(view: dict[str, Any]) -> Question:
     )
 
 
+def asked(event: Event) -> Question | None:
+    """The question an event asks (question/asked), else None."""
+    return Question.from_event(event.question_asked) if _kind(event) == "question_asked" else None
+
+
+def question_event(question: Question) -> ev.QuestionAsked:
+    """The question/asked value recording `question` (the inverse of
+    Question.from_event)."""
+    asked = ev.QuestionAsked(
+        question_id=question.question_id,
+        presentation=_wire(PRESENTATIONS, question.presentation),
+        title=question.title,
+        body=question.body,
+        approve_label=question.approve_label,
+        turn_id=question.turn_id,
+        call_id=question.call_id,
+        child_session_id=question.child_session_id,
+        child_question_id=question.child_question_id,
+    )
+    if question.approval is not None:
+        a = question.approval
+        asked.approval.CopyFrom(
+            ev.ToolApproval(tool=a.tool, summary=a.summary, detail=a.detail, grant=a.grant)
+        )
+    return asked
+
+
+class CallAnswers:
+    """The answer each tool call's question got (call_id -> answer), as a
+    renderer of the log reads them (a denied call shows as denied)."""
+
+    def __init__(self) -> None:
+        self._call_of: dict[str, str] = {}  # question_id -> call_id
+        self.answers: dict[str, ev.QuestionAnswer] = {}
+
+    def add(self, event: Event) -> None:
+        kind = _kind(event)
+        if kind == "question_asked" and event.question_asked.call_id:
+            self._call_of[event.question_asked.question_id] = event.question_asked.call_id
+        elif kind == "question_answered":
+            call_id = self._call_of.get(event.question_answered.question_id)
+            if call_id is not None:
+                self.answers[call_id] = event.question_answered.answer
+
+    @classmethod
+    def of(cls, events: Iterable[Event]) -> CallAnswers:
+        found = cls()
+        for event in events:
+            found.add(event)
+        return found
+
+
 # -- settings -------------------------------------------------------------------------
 
 

@@ -30,7 +30,7 @@ from typing import Any, TextIO
 from agenthost.sessionlog.v1 import events_pb2 as ev
 from google.protobuf import json_format
 
-from agenthost_core.folds import Question
+from agenthost_core.folds import Question, asked
 from clients.sdk import (
     AgentBusyError,
     AgentHostClient,
@@ -355,8 +355,8 @@ class Turn:
         self._out.event(event)
         if kind == "model_usage" and event.model_usage.turn_id == self.turn_id:
             self.usage.add(event.model_usage)
-        elif kind == "question_asked":
-            await self._refuse(Question.from_event(event.question_asked))
+        elif (question := asked(event)) is not None:
+            await self._refuse(question)
         elif kind == "turn_end" and event.turn_end.turn_id == self.turn_id:
             reason, code = REASONS.get(event.turn_end.reason, ("error", ExitCode.TURN_FAILED))
             self._out.turn_end(event.turn_end, reason, self.usage, code)

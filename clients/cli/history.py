@@ -13,7 +13,7 @@ from rich.console import RenderableType
 from rich.markdown import Markdown
 from rich.text import Text
 
-from agenthost_core.folds import PLAN_NOTICE_PLUGIN
+from agenthost_core.folds import PLAN_NOTICE_PLUGIN, committed_plan
 
 from . import render
 from .live_markdown import has_markdown
@@ -83,8 +83,8 @@ def event_lines(events: tuple[ev.Event, ...] | list[ev.Event]) -> list[Renderabl
                 shown.append(Text(*ending))
         elif kind == "compaction":
             shown.append(Text(render.compaction_line(event.compaction), "dim"))
-        elif kind == "plan_mode":
-            shown.append(Text(f"plan mode {'on' if event.plan_mode.active else 'off'}", PLAN_STYLE))
+        elif (active := committed_plan(event)) is not None:
+            shown.append(Text(f"plan mode {'on' if active else 'off'}", PLAN_STYLE))
     return shown
 
 

@@ -12,7 +12,7 @@ from typing import Any
 from agenthost.sessionlog.v1 import events_pb2 as ev
 from rich.text import Text
 
-from agenthost_core.folds import Question
+from agenthost_core.folds import CallAnswers, Question
 from clients.sdk import ModelInfo, Usage
 
 APPROVAL_CHOICES = (
@@ -113,16 +113,7 @@ def last_command(events: list[ev.Event]) -> tuple[ev.ToolCall, ev.ToolResult] | 
 
 def call_answers(events: list[ev.Event]) -> dict[str, ev.QuestionAnswer]:
     """The answer given to each call's question (call_id -> answer), from the log."""
-    call_of_question: dict[str, str] = {}
-    answers: dict[str, ev.QuestionAnswer] = {}
-    for event in events:
-        if event.HasField("question_asked") and event.question_asked.call_id:
-            call_of_question[event.question_asked.question_id] = event.question_asked.call_id
-        elif event.HasField("question_answered"):
-            call_id = call_of_question.get(event.question_answered.question_id)
-            if call_id is not None:
-                answers[call_id] = event.question_answered.answer
-    return answers
+    return CallAnswers.of(events).answers
 
 
 @dataclass

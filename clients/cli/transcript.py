@@ -24,6 +24,7 @@ from rich.rule import Rule
 from rich.spinner import Spinner
 from rich.text import Text
 
+from agenthost_core.folds import CallAnswers
 from clients.sdk import (
     ConnectionChanged,
     EventAppended,
@@ -113,8 +114,7 @@ class Transcript:
         self._spinner_label = ""
         self._waiting_for_model = False
         self._calls: dict[str, CallView] = {}
-        self._asked: dict[str, str] = {}  # question_id -> call_id
-        self._answers: dict[str, ev.QuestionAnswer] = {}  # call_id -> answer
+        self._answers = CallAnswers()  # each call's question's answer
         self._plan_shown: str | None = None
         self._lost = False
 
@@ -285,12 +285,7 @@ class Transcript:
             self._calls.pop(event.tool_result.call_id, None)
         elif kind == "turn_end":
             self._calls.clear()
-        elif kind == "question_asked" and event.question_asked.call_id:
-            self._asked[event.question_asked.question_id] = event.question_asked.call_id
-        elif kind == "question_answered":
-            call_id = self._asked.get(event.question_answered.question_id)
-            if call_id is not None:
-                self._answers[call_id] = event.question_answered.answer
+        self._answers.add(event)
 
     def show_event(self, event: ev.Event) -> None:
         kind = event.WhichOneof("body")
@@ -359,7 +354,7 @@ class Transcript:
     def _show_result(self, result: ev.ToolResult) -> None:
         view = self._calls.get(result.call_id)
         call = view.call if view is not None else self._call_of(result.call_id)
-        answer = self._answers.get(result.call_id)
+        answer = self._answers.answers.get(result.call_id)
         refused = answer is not None and answer.WhichOneof("kind") in render.ANSWER_LINES
         style = "yellow" if refused else "dim" if result.ok else "red"
         self._end_stream()

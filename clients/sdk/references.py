@@ -18,6 +18,7 @@ class Resource:
     text: str | None = None
 
     def to_proto(self) -> rt.PromptResource:
+        """As the Prompt call carries it."""
         resource = rt.PromptResource(uri=self.uri)
         if self.text is not None:
             resource.text = self.text
@@ -35,6 +36,8 @@ class PathEntry:
 
 @dataclass(frozen=True)
 class PathList:
+    """Paths of a session's folder offered after an `@` (ListPaths)."""
+
     entries: list[PathEntry]
     # More matched than were listed.
     truncated: bool

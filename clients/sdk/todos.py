@@ -23,12 +23,15 @@ _STATUS_NAMES = {
 
 @dataclass(frozen=True)
 class Todo:
+    """One item of the agent's task list (its `todo_write`)."""
+
     content: str
     # "pending", "in_progress" or "completed".
     status: str
 
     @property
     def done(self) -> bool:
+        """Whether the agent marked it completed."""
         return self.status == "completed"
 
 

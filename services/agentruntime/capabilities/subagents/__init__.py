@@ -30,7 +30,16 @@ from typing import Any, Protocol
 
 from agenthost.sessionlog.v1 import events_pb2 as ev
 
-from agenthost_core.folds import SessionState, SettingsFold, one_line, settings_event
+from agenthost_core.folds import (
+    Question,
+    QuestionsFold,
+    SessionState,
+    SettingsFold,
+    fold_questions,
+    one_line,
+    question_event,
+    settings_event,
+)
 from services.sessionlog.usage import UsageFold, fold_usage
 
 from ...capability import (
@@ -237,6 +246,7 @@ class Subagents(Capability):
         self, context: ToolContext, child_id: str, input_id: str, after: int, run: Run
     ) -> None:
         ours = False  # whether the turn our prompt opened has begun
+        questions = QuestionsFold()
         async for event in self._children.follow(child_id, after):
             kind = event.WhichOneof("body")
             if kind == "user_message" and event.id == input_id:
@@ -250,13 +260,8 @@ class Subagents(Capability):
             elif kind == "tool_result":
                 shown = event.tool_result.display.summary or event.tool_result.call_id
                 context.on_output(f"· {shown}\n")
-            elif kind == "question_asked":
-                await _mirror(context, child_id, event.question_asked, run)
-            elif kind == "question_answered":
-                mirror = run.mirrored.pop(event.question_answered.question_id, None)
-                if mirror is not None:
-                    await _withdraw(context, [mirror])
-            elif kind == "turn_end":
+            questions = await _questions(context, child_id, questions, event, run)
+            if kind == "turn_end":
                 run.reason, run.error = event.turn_end.reason, event.turn_end.error
                 return
 
@@ -302,11 +307,26 @@ def _identified(event: ev.Event) -> ev.Event:
     return event
 
 
-async def _mirror(context: ToolContext, child_id: str, asked: ev.QuestionAsked, run: Run) -> None:
+async def _questions(
+    context: ToolContext, child_id: str, before: QuestionsFold, event: ev.Event, run: Run
+) -> QuestionsFold:
+    """The child's open questions after `event`: one it asked is shown in
+    the parent's log; one that closed there no longer waits here."""
+    after = fold_questions(before, event)
+    if after is before:
+        return after
+    for question in after.open:
+        if question not in before.open:
+            await _mirror(context, child_id, question, run)
+    closed = [run.mirrored.pop(q.question_id, "") for q in before.open if q not in after.open]
+    await _withdraw(context, [mirror for mirror in closed if mirror])
+    return after
+
+
+async def _mirror(context: ToolContext, child_id: str, asked: Question, run: Run) -> None:
     """The child's question, asked again in the parent's log: the parent's
     clients see it (saying which child asks) and answer it there."""
-    copied = ev.QuestionAsked()
-    copied.CopyFrom(asked)
+    copied = question_event(asked)
     copied.question_id = f"q-{uuid.uuid4().hex}"
     copied.turn_id, copied.call_id = context.turn_id, context.call_id
     copied.child_session_id, copied.child_question_id = child_id, asked.question_id
