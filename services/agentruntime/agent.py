@@ -60,7 +60,7 @@ from services.common.tasks import spawn
 from services.sessionlog.port import AppendResult, Direction, SessionLogPort
 
 from . import approvals, gates, spill
-from .capability import Capability, Prompt, PromptMode, SessionPart, SessionScope
+from .capability import Capability, Prompt, PromptMode, SessionPart, SessionScope, run_allowed
 from .compaction import AUTO, MANUAL, OVERFLOW, CompactionPolicy, tokens_label
 from .compactor import CompactionAsk, ContextOverflow, compact
 from .live import ANSWER, REASONING, LiveFeed
@@ -183,9 +183,8 @@ class Agent:
         # (resume, status) only needs the fold.
         self._view_read: ModelView | None = None
         self._capabilities = tuple(capabilities)
-        self._scope = SessionScope(
-            session_id, self.cwd, self._hidden, config_dir or Path.home(), self._find_back
-        )
+        where = (session_id, self.cwd, self._hidden, config_dir or Path.home())
+        self._scope = SessionScope(*where, self._find_back, self.record)
         self._answers = AnswerWaits()
         # Serialises reading the log into the fold (several tasks catch up).
         self._reading = asyncio.Lock()
@@ -965,7 +964,7 @@ class Agent:
         ]
         if first:
             await self._append(_with_ids(first))
-        return await call.tool.run(context, call.args)
+        return await run_allowed((await self._view()).parts.values(), call, context)
 
     async def _context(self, turn_id: str, call_id: str) -> ToolContext:
         def on_output(piece: str) -> None:
