@@ -81,3 +81,11 @@ class RuntimePort:
             "ListModels", rt.ListModelsRequest(session_id=session_id)
         )
         return reply.models
+
+    async def stop_processes(self, session_id: str) -> int:
+        """Stop the session's jobs and terminals; how many."""
+        reply: rt.StopProcessesResponse = await self.replicas.call(
+            "StopProcesses", rt.StopProcessesRequest(session_id=session_id)
+        )
+        self._wrote(session_id, reply.last_seq)
+        return reply.stopped

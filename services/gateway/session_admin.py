@@ -70,7 +70,10 @@ class SessionAdmin:
         return await self.summary(account, session_id)
 
     async def archive(self, account: str, session_id: str, archived: bool) -> SessionSummary:
+        """An archived session's jobs and terminals are stopped first."""
         workspace = await self.access.workspace_of(account, session_id)
+        if archived:
+            await self.runtime.stop_processes(session_id)
         await self.workspaces.archive(account, workspace.id, session_id, archived)
         return await self.summary(account, session_id)
 
@@ -89,9 +92,11 @@ class SessionAdmin:
         return fork
 
     async def delete(self, account: str, session_id: str) -> None:
-        """A running turn is cancelled; the session leaves its workspace first
-        (so it is never recreated), then its log goes."""
+        """A running turn is cancelled and its jobs and terminals stopped; the
+        session leaves its workspace first (so it is never recreated), then
+        its log goes."""
         await self.runtime.cancel(session_id)
+        await self.runtime.stop_processes(session_id)
         await self.workspaces.remove_session(account, session_id)
         await self.log.delete_session(session_id)
         self.access.revoked(account, session_id)
