@@ -86,6 +86,13 @@ async def test_streamed_text_is_recorded_as_the_answer(
         "edit_file",
         "shell",
         "exit_plan_mode",
+        "job_output",
+        "job_wait",
+        "job_kill",
+        "terminal_open",
+        "terminal_send",
+        "terminal_read",
+        "terminal_close",
     ]
 
 
