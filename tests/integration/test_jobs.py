@@ -17,7 +17,7 @@ import os
 import re
 import socket
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -355,8 +355,7 @@ async def test_starting_a_job_or_a_terminal_and_typing_into_one_ask_first(
             await session.answer_question(question.question_id, allow_once=True)
         else:
             await session.answer_question(question.question_id, deny="not now")
-        gone = question.question_id
-        await session.wait_until(lambda s, gone=gone: gone not in s.questions, WAIT_S)
+        await session.wait_until(answered(question.question_id), WAIT_S)
     await session.wait_until(lambda s: turns_ended(s) == 1 and not s.running, WAIT_S)
     assert asked == [
         "Allow $ sleep 30 (in the background)?",
@@ -367,6 +366,10 @@ async def test_starting_a_job_or_a_terminal_and_typing_into_one_ask_first(
     assert result(session, "read").ok  # reading a terminal asks nothing
     started = [e.job_started.job_id for e in session.events if e.HasField("job_started")]
     assert started == ["term-1"]
+
+
+def answered(question_id: str) -> Callable[[Session], bool]:
+    return lambda session: question_id not in session.questions
 
 
 # -- a runtime killed -------------------------------------------------------------------------
