@@ -287,10 +287,19 @@ async def test_the_model_hears_of_a_jobs_end_at_its_next_request_once_unless_a_t
 
     provider.enqueue(text_reply("I see."))
     await turn(session, "anything new?")
+    notices = [
+        e.context_added.text
+        for e in session.events
+        if e.HasField("context_added") and e.context_added.capability == "jobs"
+    ]
+    # One notice, of job-1 only: job_wait told the model of job-2's end.
+    assert len(notices) == 1 and "job-2" not in notices[0]
+    assert notices[0].startswith(
+        "[Background job job-1 ($ echo done-$((6*7)); exit 3) exited with code 3"
+    )
+    assert "done-42" in notices[0]
     told = json.dumps(provider.requests[-1].body["messages"])
-    assert "Background job job-1 ($ echo done-$((6*7)); exit 3) exited with code 3" in told
-    assert "done-42" in told
-    assert "job-2" not in told.split("anything new?")[0].split("Both started.")[-1]
+    assert json.dumps(notices[0])[1:-1] in told
 
     provider.enqueue(text_reply("Still nothing."))
     await turn(session, "and now?")
@@ -312,7 +321,7 @@ async def test_a_python_repl_is_driven_through_a_terminal(
             (
                 "ask",
                 "terminal_send",
-                {"terminal_id": "term-1", "text": "print(x + 1)", "wait_for": "^43$"},
+                {"terminal_id": "term-1", "text": "print(x + 1)", "wait_for": "^43\n>>>"},
             )
         ),
         calls(("read", "terminal_read", {"terminal_id": "term-1"})),

@@ -53,7 +53,7 @@ from ...capability import (
     SessionScope,
 )
 from ...tools import Call, Tool, ToolContext, ToolOutcome
-from .live import Job, LiveJobs, Markers
+from .live import Job, JobNotStarted, LiveJobs, Markers
 from .terminal import Terminal
 from .tools import JOB_TOOLS, JobTools, Spawn, duration, how_it_ended, status
 
@@ -90,7 +90,9 @@ class Jobs(Capability):
         return JobsPart(self, scope)
 
     async def _launch(self, context: ToolContext, kind: str, spawn: Spawn) -> Job:
-        scope = self._scopes[context.session_id]
+        scope = self._scopes.get(context.session_id)
+        if scope is None:  # a call runs after a model request, which made the part
+            raise JobNotStarted("the session's jobs are not ready; try again")
         return await self.live.launch(scope, kind, context.call_id, spawn)
 
     async def start_background(self, call: Call, context: ToolContext) -> ToolOutcome:
@@ -195,9 +197,13 @@ class Jobs(Capability):
         if not words:
             return CommandResult(True, self._listing(agent, TERMINAL), agent.state.last_seq)
         job = self.live.find(agent.session_id, words[0])
-        if not isinstance(job, Terminal):
-            return CommandResult(False, f"no terminal {words[0]} here", agent.state.last_seq)
-        return CommandResult(True, f"{status(job)}\n{job.text()}", agent.state.last_seq)
+        if isinstance(job, Terminal):
+            return CommandResult(True, f"{status(job)}\n{job.text()}", agent.state.last_seq)
+        record = agent.state.jobs.find(words[0])
+        if record is None or record.kind != TERMINAL:
+            return CommandResult(False, f"no terminal {words[0]}", agent.state.last_seq)
+        gone = f"{self._line(agent.session_id, record)}\n(its screen is gone with its program)"
+        return CommandResult(True, gone, agent.state.last_seq)
 
     def _listing(self, agent: AgentHandle, kind: str | None) -> str:
         records = [r for r in agent.state.jobs.jobs if kind is None or r.kind == kind]
@@ -285,10 +291,12 @@ class JobsPart(SessionPart):
         if here is not None:
             said += f" after {duration(here.seconds)}"
         tail = _tail(ended.output_tail)
-        if tail and kind != TERMINAL:
-            said += f"; it wrote {ended.output_bytes} bytes, the last of them:\n{tail}\n"
-            said += "(job_output reads all of it)"
-        return said + ".]"
+        if not tail or kind == TERMINAL:
+            return said + ".]"
+        said += f"; it wrote {ended.output_bytes} bytes, the last of them:\n{tail}"
+        if here is not None:
+            said += "\n(job_output reads all of it)"
+        return said + "]"
 
 
 def _named(args_json: str, key: str) -> str:

@@ -34,8 +34,10 @@ log = logging.getLogger("agenthost.runtime")
 
 # Ended jobs kept per session for their output, the latest first.
 ENDED_KEPT = 20
-# A notice shows this much of a job's last output.
-TAIL_BYTES = 2048
+# A notice shows this much of a job's last output; a job/started this much
+# of its command (events.proto's bounds).
+TAIL_BYTES = 4096
+COMMAND_BYTES = 65536
 # Pauses before recording a job's end again (the log away for a moment).
 RECORD_RETRY_S = (0.2, 1.0, 3.0)
 KINDS = {BACKGROUND: ev.JOB_KIND_BACKGROUND, TERMINAL: ev.JOB_KIND_TERMINAL}
@@ -187,7 +189,7 @@ class LiveJobs:
         started = ev.JobStarted(
             job_id=job_id,
             kind=KINDS[kind],
-            command=made.command[:65536],
+            command=_bytes_at_most(made.command, COMMAND_BYTES),
             call_id=call_id,
             sandbox=made.sandbox,
             network=made.jail.network if made.jail is not None else True,
@@ -214,7 +216,7 @@ class LiveJobs:
             reason=reason,
             message=message,
             output_bytes=job.output_bytes,
-            output_tail=job.output_tail(TAIL_BYTES)[-TAIL_BYTES:],
+            output_tail=_bytes_at_most(job.output_tail(TAIL_BYTES), TAIL_BYTES, from_end=True),
         )
         if exit_code is not None:
             ended.exit_code = exit_code
@@ -294,3 +296,12 @@ async def _record(scope: SessionScope, ended: ev.JobEnded) -> bool:
                 return False
         await asyncio.sleep(pause)  # a pause before trying again, not synchronisation
     return False
+
+
+def _bytes_at_most(text: str, limit: int, *, from_end: bool = False) -> str:
+    """`text` cut to `limit` UTF-8 bytes (its start, or its end), whole characters."""
+    raw = text.encode()
+    if len(raw) <= limit:
+        return text
+    kept = raw[-limit:] if from_end else raw[:limit]
+    return kept.decode(errors="ignore")

@@ -197,9 +197,15 @@ class Terminal(Job):
             await self._write(text.encode())
         return await self.wait(pattern, timeout_s)
 
-    async def wait(self, pattern: re.Pattern[str] | None, timeout_s: float) -> Sent:
+    async def wait(
+        self, pattern: re.Pattern[str] | None, timeout_s: float, *, first_output: bool = False
+    ) -> Sent:
+        """Wait for `pattern` in what was printed since the last send, or
+        (None) for the output to settle; with `first_output`, it settles
+        only once something was printed (a program starting)."""
         started = time.monotonic()
         deadline = started + timeout_s
+        printed = self._bytes
         while True:
             if pattern is not None and pattern.search(self._since_text()):
                 return Sent(matched=True)
@@ -207,11 +213,12 @@ class Terminal(Job):
                 return Sent(exited=True)
             now = time.monotonic()
             quiet_until = max(self._last_output, started) + SETTLE_S
-            if pattern is None and now >= quiet_until:
+            silent = first_output and self._bytes == printed
+            if pattern is None and now >= quiet_until and not silent:
                 return Sent(settled=True)
             if now >= deadline:
                 return Sent(timed_out=True)
-            wake = deadline if pattern is not None else min(deadline, quiet_until)
+            wake = deadline if pattern is not None or silent else min(deadline, quiet_until)
             self._changed.clear()
             try:
                 async with asyncio.timeout(wake - now):

@@ -67,18 +67,23 @@ def duration(seconds: float) -> str:
 
 
 def how_it_ended(ended: ev.JobEnded) -> str:
-    """ "exited with code 0", "was killed (signal 15): stopped by the model", ..."""
+    """ "exited with code 0", "was killed (signal 15): stopped by the model",
+    "was stopped: the runtime stopped", "was lost: ..."."""
     if ended.reason == ev.JOB_END_REASON_LOST:
-        return f"was lost: {ended.message}" if ended.message else "was lost"
-    if ended.HasField("exit_code"):
-        said = f"exited with code {ended.exit_code}"
-    elif ended.HasField("signal"):
+        said = "was lost"
+    elif ended.reason == ev.JOB_END_REASON_CLOSED:
+        said = "was stopped"
+    elif ended.reason == ev.JOB_END_REASON_KILLED and ended.HasField("signal"):
         said = f"was killed (signal {ended.signal})"
+    elif ended.reason == ev.JOB_END_REASON_KILLED:
+        said = "was killed"
+    elif ended.HasField("exit_code"):
+        return f"exited with code {ended.exit_code}"
+    elif ended.HasField("signal"):
+        return f"was ended by signal {ended.signal}"
     else:
-        said = "ended"
-    if ended.reason in (ev.JOB_END_REASON_KILLED, ev.JOB_END_REASON_CLOSED) and ended.message:
-        said += f": {ended.message}"
-    return said
+        return "ended"
+    return f"{said}: {ended.message}" if ended.message else said
 
 
 def status(job: Job) -> str:
@@ -267,7 +272,7 @@ class JobTools:
         except JobNotStarted as refused:
             return _failed(refused.why, f"terminal $ {_short(command)} (not opened)")
         assert isinstance(job, Terminal)
-        sent = await job.wait(None, OPEN_SETTLE_S)
+        sent = await job.wait(None, OPEN_SETTLE_S, first_output=True)
         head = f"Opened {job.job_id} ({job.columns}x{job.rows}): $ {_short(command)}"
         return self._screen(job, head, sent, f"terminal_open {job.job_id}")
 
