@@ -266,6 +266,19 @@ async def test_archiving_the_session_stops_its_dev_server_and_says_so(
     assert ended.message == "its session was archived or deleted"
 
 
+async def test_a_forks_copy_of_a_running_job_shows_as_lost_and_the_source_keeps_serving(
+    client: AgentHostClient, provider: FakeProvider, project: Path
+) -> None:
+    session = await opened(client, project)
+    port = free_port()
+    await serving(session, provider, port)
+    fork = await client.open_session((await client.fork_session(session.id)).id)
+    await fork.wait_until(lambda s: "job-1" in ended_jobs(s), WAIT_S)
+    assert ended_jobs(fork)["job-1"].reason == ev.JOB_END_REASON_LOST
+    assert "job-1" not in ended_jobs(session) and not refused(port)
+    assert jobs_view(session)["job-1"]["state"] == "running"
+
+
 async def test_the_model_hears_of_a_jobs_end_at_its_next_request_once_unless_a_tool_told_it(
     client: AgentHostClient, provider: FakeProvider, project: Path
 ) -> None:
@@ -343,6 +356,25 @@ async def test_a_python_repl_is_driven_through_a_terminal(
     assert re.search(r"term-1\s+killed.*\$ python3 -q", listing.message)
 
 
+async def test_typing_into_a_terminal_opened_under_a_wider_sandbox_than_now_is_refused(
+    client: AgentHostClient, provider: FakeProvider, project: Path
+) -> None:
+    session = await opened(client, project)  # the network on
+    provider.enqueue(calls(("open", "terminal_open", {})), text_reply("Opened."))
+    await turn(session, "open a shell")
+    await session.set_settings(network=False)
+    provider.enqueue(
+        calls(("type", "terminal_send", {"terminal_id": "term-1", "text": "curl example.com"})),
+        text_reply("Refused."),
+    )
+    await turn(session, "fetch something")
+    typed = result(session, "type")
+    assert not typed.ok and typed.error == (
+        "Not sent: term-1 was opened with the network on, and it is off now; "
+        "close it (terminal_close) and open another."
+    )
+
+
 async def test_starting_a_job_or_a_terminal_and_typing_into_one_ask_first(
     client: AgentHostClient, provider: FakeProvider, project: Path
 ) -> None:
@@ -411,7 +443,7 @@ async def test_a_job_whose_runtime_was_killed_shows_as_lost_once_a_runtime_start
         async with open_channel(address, token) as channel:
             ended = await next_job_end(SessionLogClient(channel), session_id)
         assert ended.job_id == "job-1" and ended.reason == ev.JOB_END_REASON_LOST
-        assert ended.message == "the runtime that ran it stopped before it ended"
+        assert ended.message.startswith("its runtime stopped before it ended")
         assert not running_with(marker)
         async with AgentHostClient(stack.gateway, stack.token) as alice:
             after = await alice.open_session(session_id)

@@ -59,7 +59,7 @@ from .tools import JOB_TOOLS, JobTools, Spawn, duration, how_it_ended, status
 
 log = logging.getLogger("agenthost.runtime")
 NAME = "jobs"
-LOST = "the runtime that ran it stopped before it ended"
+LOST = "its runtime stopped before it ended (or this session is a fork of the one it ran in)"
 CLOSED_WITH_SESSION = "its session was archived or deleted"
 CLOSED_WITH_RUNTIME = "the runtime stopped"
 KILLED_BY_USER = "stopped by the user (/jobs kill)"
