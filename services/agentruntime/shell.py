@@ -72,9 +72,8 @@ SHELL_PARAMETERS: dict[str, Any] = {
         },
         "background": {
             "type": "boolean",
-            "description": "Start it as a background job and return at once with the job's "
-            "id: job_output reads what it writes, job_wait waits for it to end, job_kill "
-            "stops it, and you are told when it ends.",
+            "description": "Start it as a background job: the call answers its id at once "
+            "(job_output, job_wait, job_kill; you are told when it ends).",
         },
     },
     "required": ["command"],

@@ -121,11 +121,9 @@ def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
     }
 
 
-_JOB_ID = {"type": "string", "description": "The job's id (job-N), as its start gave it."}
-_TERMINAL_ID = {
-    "type": "string",
-    "description": "The terminal's id (term-N), as terminal_open gave it.",
-}
+_STRING = {"type": "string"}
+_WHOLE = {"type": "integer", "minimum": 0}
+_NUMBER = {"type": "number", "minimum": 0}
 
 
 def _number(args: Args, name: str, default: float, low: float, high: float) -> float | str:
@@ -335,96 +333,53 @@ class JobTools:
     # -- the catalog ----------------------------------------------------------------------
 
     def tools(self) -> list[Tool]:
+        # Short schemas: every request of every session carries them.
+        job_id, terminal_id = {"job_id": _STRING}, {"terminal_id": _STRING}
         return [
             Tool(
                 "job_output",
-                "Read what a background job wrote, from a byte offset (0: from the start); "
-                "the answer gives the next offset to read from, and whether the job ended.",
-                _schema(
-                    {
-                        "job_id": _JOB_ID,
-                        "offset": {"type": "integer", "minimum": 0, "description": "Default 0."},
-                        "limit": {
-                            "type": "integer",
-                            "minimum": 1,
-                            "maximum": MAX_READ_BYTES,
-                            "description": f"Bytes at most (default {DEFAULT_READ_BYTES}).",
-                        },
-                    },
-                    ["job_id"],
-                ),
+                "Read a background job's output from a byte offset (default 0); answers "
+                "the next offset and whether the job ended.",
+                _schema({**job_id, "offset": _WHOLE, "limit": _WHOLE}, ["job_id"]),
                 self.output,
                 Effect.READ,
             ),
             Tool(
                 "job_wait",
-                "Wait until a background job ends, or the timeout passes; answers how it "
-                "stands and the last of its output.",
-                _schema(
-                    {
-                        "job_id": _JOB_ID,
-                        "timeout_s": {
-                            "type": "number",
-                            "minimum": 0,
-                            "maximum": MAX_TIMEOUT_S,
-                            "description": f"Seconds at most (default {DEFAULT_WAIT_S:g}).",
-                        },
-                    },
-                    ["job_id"],
-                ),
+                f"Wait for a background job to end (at most timeout_s, default "
+                f"{DEFAULT_WAIT_S:g}); answers its status and last output.",
+                _schema({**job_id, "timeout_s": _NUMBER}, ["job_id"]),
                 self.wait,
                 Effect.READ,
             ),
             Tool(
                 "job_kill",
-                "Stop a background job and everything it started.",
-                _schema({"job_id": _JOB_ID}, ["job_id"]),
+                "Stop a background job and all it started.",
+                _schema(job_id, ["job_id"]),
                 self.kill,
                 Effect.NONE,
             ),
             Tool(
                 "terminal_open",
-                "Open a terminal (a persistent pseudo-terminal in the session's sandbox) "
-                "running a command, by default the user's shell: for interactive programs "
-                "(a REPL, a debugger, a tool that asks questions). Answers its screen.",
-                _schema(
-                    {
-                        "command": {
-                            "type": "string",
-                            "description": "What to run (default: the user's shell).",
-                        }
-                    },
-                    [],
-                ),
+                "Open a persistent terminal in the sandbox running command (default: the "
+                "user's shell), for interactive programs such as a REPL; answers its screen.",
+                _schema({"command": _STRING}, []),
                 self.open_terminal,
                 Effect.COMMAND,
                 describe=_open_approval,
             ),
             Tool(
                 "terminal_send",
-                "Type text into a terminal (Enter after it unless enter is false; control "
-                "keys as characters, e.g. \\u0003 for Ctrl-C), then wait until its output "
-                "settles or wait_for matches what it printed since, and answer its screen.",
+                "Type text into a terminal (then Enter unless enter is false), wait until "
+                "its output settles or wait_for (a regex) matches what it printed since, "
+                f"within timeout_s (default {DEFAULT_SEND_TIMEOUT_S:g}); answers its screen.",
                 _schema(
                     {
-                        "terminal_id": _TERMINAL_ID,
-                        "text": {"type": "string", "description": "What to type."},
-                        "enter": {
-                            "type": "boolean",
-                            "description": "Press Enter after it (default true).",
-                        },
-                        "wait_for": {
-                            "type": "string",
-                            "description": "A regular expression to wait for in what the "
-                            "terminal prints from now on (the echo of the text included).",
-                        },
-                        "timeout_s": {
-                            "type": "number",
-                            "minimum": 0,
-                            "maximum": MAX_SEND_TIMEOUT_S,
-                            "description": "Seconds to wait at most (default "
-                            f"{DEFAULT_SEND_TIMEOUT_S:g}).",
-                        },
+                        **terminal_id,
+                        "text": _STRING,
+                        "enter": {"type": "boolean"},
+                        "wait_for": _STRING,
+                        "timeout_s": _NUMBER,
                     },
                     ["terminal_id", "text"],
                 ),
@@ -434,26 +389,15 @@ class JobTools:
             ),
             Tool(
                 "terminal_read",
-                "Read a terminal's screen (and lines scrolled above it).",
-                _schema(
-                    {
-                        "terminal_id": _TERMINAL_ID,
-                        "scrollback": {
-                            "type": "integer",
-                            "minimum": 0,
-                            "maximum": MAX_SCROLLBACK,
-                            "description": "Lines above the screen to include (default 0).",
-                        },
-                    },
-                    ["terminal_id"],
-                ),
+                "A terminal's screen, with up to scrollback lines above it.",
+                _schema({**terminal_id, "scrollback": _WHOLE}, ["terminal_id"]),
                 self.read,
                 Effect.READ,
             ),
             Tool(
                 "terminal_close",
-                "Close a terminal: its program and everything it started are stopped.",
-                _schema({"terminal_id": _TERMINAL_ID}, ["terminal_id"]),
+                "Stop a terminal and all it started.",
+                _schema(terminal_id, ["terminal_id"]),
                 self.close_terminal,
                 Effect.NONE,
             ),
