@@ -793,6 +793,116 @@ class ChildHeader:
         )
 
 
+# -- jobs and terminals -------------------------------------------------------------------
+
+BACKGROUND, TERMINAL = "background", "terminal"
+JOB_KINDS_SHOWN = {ev.JOB_KIND_BACKGROUND: BACKGROUND, ev.JOB_KIND_TERMINAL: TERMINAL}
+RUNNING = "running"
+JOB_ENDS_SHOWN = {
+    ev.JOB_END_REASON_EXITED: "exited",
+    ev.JOB_END_REASON_KILLED: "killed",
+    ev.JOB_END_REASON_CLOSED: "closed",
+    ev.JOB_END_REASON_LOST: "lost",
+}
+# Ended jobs a fold keeps (every running one is kept), and how much of a
+# command line: a session that ran thousands keeps a small state.
+JOBS_ENDED_KEPT = 50
+JOB_COMMAND_CHARS = 200
+
+
+@dataclass(frozen=True)
+class JobRecord:
+    job_id: str
+    # BACKGROUND or TERMINAL.
+    kind: str
+    command: str
+    call_id: str = ""
+    # RUNNING, or how it ended: "exited", "killed", "closed" or "lost".
+    state: str = RUNNING
+    exit_code: int | None = None
+    signal: int | None = None
+    message: str = ""
+    output_bytes: int = 0
+
+    @property
+    def running(self) -> bool:
+        return self.state == RUNNING
+
+
+@dataclass(frozen=True)
+class JobsFold:
+    """The session's background jobs and terminals, oldest first."""
+
+    jobs: tuple[JobRecord, ...] = ()
+    # How many of each kind were ever started: the next is numbered after.
+    backgrounds: int = 0
+    terminals: int = 0
+
+    def find(self, job_id: str) -> JobRecord | None:
+        return next((job for job in self.jobs if job.job_id == job_id), None)
+
+    def running(self) -> tuple[JobRecord, ...]:
+        return tuple(job for job in self.jobs if job.running)
+
+
+# The event kinds fold_jobs reads: any other leaves its state as it is.
+JOBS_KINDS = frozenset({"job_started", "job_ended"})
+
+
+def fold_jobs(state: JobsFold, event: Event) -> JobsFold:
+    kind = _kind(event)
+    if kind == "job_started":
+        started = event.job_started
+        record = JobRecord(
+            started.job_id,
+            JOB_KINDS_SHOWN.get(started.kind, BACKGROUND),
+            one_line(started.command, JOB_COMMAND_CHARS),
+            started.call_id,
+        )
+        terminal = record.kind == TERMINAL
+        return JobsFold(
+            _kept((*(j for j in state.jobs if j.job_id != record.job_id), record)),
+            state.backgrounds + (not terminal),
+            state.terminals + terminal,
+        )
+    if kind == "job_ended":
+        ended = event.job_ended
+        job = state.find(ended.job_id)
+        if job is None or not job.running:
+            return state
+        over = replace(
+            job,
+            state=JOB_ENDS_SHOWN.get(ended.reason, "exited"),
+            exit_code=ended.exit_code if ended.HasField("exit_code") else None,
+            signal=ended.signal if ended.HasField("signal") else None,
+            message=ended.message,
+            output_bytes=ended.output_bytes,
+        )
+        jobs = _kept(tuple(over if j.job_id == job.job_id else j for j in state.jobs))
+        return replace(state, jobs=jobs)
+    return state
+
+
+def _kept(jobs: tuple[JobRecord, ...]) -> tuple[JobRecord, ...]:
+    """Every running job and the latest JOBS_ENDED_KEPT ended ones, in order."""
+    ended = [job.job_id for job in jobs if not job.running]
+    dropped = set(ended[: max(len(ended) - JOBS_ENDED_KEPT, 0)])
+    return tuple(job for job in jobs if job.job_id not in dropped) if dropped else jobs
+
+
+def jobs_view(state: JobsFold) -> dict[str, Any]:
+    """The `jobs` projection value: each job and terminal, oldest first."""
+    return {"jobs": [_plain(job) for job in state.jobs]}
+
+
+def load_jobs(data: dict[str, Any]) -> JobsFold:
+    return JobsFold(
+        tuple(JobRecord(**job) for job in data["jobs"]),
+        int(data.get("backgrounds", 0)),
+        int(data.get("terminals", 0)),
+    )
+
+
 # -- the whole session ------------------------------------------------------------------
 
 
@@ -818,6 +928,9 @@ class SessionState:
     hidden: tuple[tuple[int, int], ...] = ()
     # Set when the session is a subagent's (its subagent/header).
     child: ChildHeader | None = None
+    # The background jobs and terminals (the runtime settles, when it loads
+    # the session, those its log shows running that run nowhere now).
+    jobs: JobsFold = field(default_factory=JobsFold)
 
     def in_view(self, seq: int) -> bool:
         """Whether the model's view may show the event at `seq` (a rewind
@@ -841,7 +954,7 @@ def fold_events(
     plan, turn, questions, settings = state.plan, state.turn, state.questions, state.settings
     title, blank, last_seq = state.title, state.blank, state.last_seq
     compaction, hidden, child = state.last_compaction_seq, state.hidden, state.child
-    permissions, model_saw_plan = state.permissions, state.model_saw_plan
+    permissions, model_saw_plan, jobs = state.permissions, state.model_saw_plan, state.jobs
     folded = False
     numbered = ((e.seq, e) for e in events) if seqs is None else zip(seqs, events, strict=True)
     for seq, event in numbered:
@@ -861,6 +974,8 @@ def fold_events(
             settings = fold_settings(settings, event)
         if kind in PERMISSIONS_KINDS:
             permissions = fold_permissions(permissions, event)
+        if kind in JOBS_KINDS:
+            jobs = fold_jobs(jobs, event)
         title = event.session_title.title if kind == "session_title" else title
         blank = blank and kind not in BLANK_ENDING_KINDS
         last_seq = max(last_seq, seq)
@@ -886,6 +1001,7 @@ def fold_events(
         model_saw_plan,
         hidden,
         child,
+        jobs,
     )
 
 
@@ -973,6 +1089,7 @@ def load_state(raw: bytes) -> SessionState:
         # Checkpoints from before rewinds existed have none.
         hidden=tuple((int(a), int(b)) for a, b in data.get("hidden", ())),
         child=_child(data.get("child")),
+        jobs=load_jobs(data["jobs"]),
     )
 
 

@@ -183,6 +183,7 @@ class Agent(ToolCalls):
             config_dir or Path.home(),
             self._find_back,
             lambda: self._state,
+            self.record,
         )
         self._answers = AnswerWaits()
         # Serialises reading the log into the fold (several tasks catch up).

@@ -13,6 +13,8 @@ at fixed points of its turns:
   - before a tool call runs: whether it may (a refusal, or a question);
   - right before it runs (allowed, and answered if it asked): what to
     record first (a snapshot of the folder, say);
+  - instead of its tool: a part may run an allowed call itself (a shell
+    command started in the background, say);
   - after it ran: what to change in its result and to record with it;
   - when a turn ends: what to record.
 
@@ -21,6 +23,14 @@ prompt files, say) and name folders outside the session's folder that the
 file tools may read (`readable`: a skill's folder in the user's config
 folder); a capability's tool finds its session's part in
 ToolContext.parts.
+A capability that keeps something running for a session between turns (a
+background job, a terminal) records its own events through the session's
+scope (`record`), and is asked by the runtime: whether it holds a session
+(a held session stays loaded here), to release a session's processes (the
+session archived or deleted, the runtime stopping, the session gone to
+another runtime), to settle what a session's log shows running when a
+runtime loads it (`loaded`: a job of a runtime that died is lost), and at a
+runtime's start which sessions a stopped runtime left running (`recover`).
 
 A part's state is folded from the events of the model's view (`observe`:
 the view's events in log order, from the latest compaction on), and what
@@ -34,7 +44,7 @@ the capability's projection units (capabilities/__init__.py).
 from __future__ import annotations
 
 import enum
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -71,6 +81,9 @@ class SessionScope:
     ]
     # The session's fold as of now (settings, plan mode, a subagent's header).
     state: Callable[[], SessionState]
+    # Append events to the session's log under its agent's lease, at any
+    # time (a job that ended between turns); the seq of the last.
+    record: Callable[[list[ev.Event]], Awaitable[int]]
 
 
 @dataclass(frozen=True)
@@ -195,6 +208,11 @@ class SessionPart:
         """Events to record right before an allowed call runs."""
         return []
 
+    async def run(self, call: Call, context: ToolContext) -> ToolOutcome | None:
+        """Run an allowed call in place of its tool (None: the tool runs
+        it), say a shell command started in the background."""
+        return None
+
     async def after_tool(self, call: Call, context: ToolContext, outcome: ToolOutcome) -> AfterTool:
         return AfterTool(outcome)
 
@@ -214,6 +232,37 @@ class SessionPart:
         return ()
 
 
+async def run_allowed(
+    parts: Iterable[SessionPart], call: Call, context: ToolContext
+) -> ToolOutcome:
+    """An allowed call's outcome: run by the first part that runs it, else
+    by its tool."""
+    for part in parts:
+        outcome = await part.run(call, context)
+        if outcome is not None:
+            return outcome
+    return await call.tool.run(context, call.args)
+
+
+class Release(enum.Enum):
+    """Why the runtime asks a capability to release a session."""
+
+    # Archived or being deleted: stop what runs, and record it.
+    CLOSED = "closed"
+    # The runtime is shutting down: stop what runs, and record it.
+    STOPPED = "stopped"
+    # Another runtime owns the session now: stop what runs, record nothing
+    # (the log refuses this runtime's appends; the new owner's load settles it).
+    DROPPED = "dropped"
+    # Unloaded for being idle (nothing runs: it was not held): forget it.
+    UNLOADED = "unloaded"
+
+
+# Loads a session's agent (the runtime's resume): a SessionNotFound, or a
+# SessionOwnedElsewhere when another runtime runs it, is raised as is.
+LoadSession = Callable[[str], Awaitable[object]]
+
+
 class Capability:
     """A family of behaviour the runtime offers every session."""
 
@@ -227,3 +276,21 @@ class Capability:
 
     def session(self, scope: SessionScope) -> SessionPart | None:
         return None
+
+    async def loaded(self, agent: AgentHandle) -> None:
+        """A runtime loaded the session's agent: settle what its log shows
+        running that runs nowhere now (recorded through `agent`)."""
+
+    def holds(self, session_id: str) -> bool:
+        """Whether something of the session runs here (a background job): the
+        runtime keeps it loaded, and its lease, meanwhile."""
+        return False
+
+    async def release(self, session_id: str, why: Release) -> int:
+        """Stop what runs here for the session (see Release); how many."""
+        return 0
+
+    async def recover(self, load: LoadSession) -> None:
+        """At a runtime's start: load the sessions a runtime that stopped
+        without releasing them left something running in, so `loaded`
+        settles them."""

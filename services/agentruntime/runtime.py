@@ -24,7 +24,7 @@ from services.sessionlog.port import SessionLogPort
 from . import confinement
 from .agent import Agent, AgentStatus, PromptMode
 from .capabilities import default_capabilities, references
-from .capability import Capability, Command, CommandResult, Resource
+from .capability import Capability, Command, CommandResult, Release, Resource
 from .compaction import CompactionPolicy
 from .defaults import SessionDefaults, apply_defaults
 from .leases import DEFAULT_LEASE_S, SessionLeases
@@ -223,11 +223,60 @@ class AgentRuntime:
         except BaseException:
             await self.leases.release(session_id)
             raise
+        await self._settle(agent)
         self._agents[session_id] = agent
         self._touch(session_id)
         if self._sweeper is None:
             self._sweeper = spawn(self._unload_idle_agents(), name="runtime-idle-unload")
         return agent
+
+    async def _settle(self, agent: Agent) -> None:
+        """The capabilities settle what the log shows running that runs
+        nowhere now (a job of a runtime that died); one that cannot yet
+        (the log away) tries again at the session's next load."""
+        for capability in self._capabilities:
+            try:
+                await capability.loaded(agent)
+            except Exception as error:
+                log.warning(
+                    "%s could not settle %s: %s",
+                    capability.name,
+                    agent.session_id,
+                    error,
+                    extra={"session_id": agent.session_id},
+                )
+
+    async def _release(self, session_id: str, why: Release) -> int:
+        """Ask every capability to release the session; how many of its
+        processes they stopped."""
+        stopped = 0
+        for capability in self._capabilities:
+            try:
+                stopped += await capability.release(session_id, why)
+            except Exception as error:
+                log.warning(
+                    "%s could not release %s: %s",
+                    capability.name,
+                    session_id,
+                    error,
+                    extra={"session_id": session_id},
+                )
+        return stopped
+
+    def _held(self, session_id: str) -> bool:
+        """Whether a capability runs something of the session here."""
+        return any(capability.holds(session_id) for capability in self._capabilities)
+
+    async def stop_processes(self, session_id: str) -> tuple[int, int]:
+        """Stop the session's jobs and terminals, each recorded as closed
+        (its session is archived or deleted): how many, and the last seq."""
+
+        async def stop(agent: Agent) -> tuple[int, int]:
+            stopped = await self._release(session_id, Release.CLOSED)
+            await agent.catch_up()
+            return stopped, agent.state.last_seq
+
+        return await self._on_agent(session_id, stop)
 
     def _watch_owner(self, session_id: str, expires_at_us: int) -> None:
         """A session turned away here gets a watcher: should its owner die
@@ -275,6 +324,7 @@ class AgentRuntime:
         self._last_used.pop(session_id, None)
         if agent is not None:
             spawn(agent.close(), name=f"drop-{session_id}")
+            spawn(self._release(session_id, Release.DROPPED), name=f"release-{session_id}")
 
     # -- idle agents -------------------------------------------------------------
 
@@ -299,6 +349,7 @@ class AgentRuntime:
             and not agent.state.turn.open
             and not agent.state.turn.inputs
             and not self._calls.get(session_id)
+            and not self._held(session_id)
         )
 
     async def _unload(self, session_id: str) -> None:
@@ -316,6 +367,7 @@ class AgentRuntime:
 
     async def _close_and_release(self, session_id: str, agent: Agent) -> None:
         await agent.close()
+        await self._release(session_id, Release.UNLOADED)
         await self.leases.release(session_id)
         log.info("idle agent unloaded", extra={"session_id": session_id})
         if self._on_unload is not None:
@@ -332,6 +384,8 @@ class AgentRuntime:
         for task in stopping:
             task.cancel()
         await asyncio.gather(*stopping, return_exceptions=True)
+        # Jobs and terminals stop first, recorded while the leases are held.
+        await asyncio.gather(*(self._release(s, Release.STOPPED) for s in self._agents))
         await asyncio.gather(*(agent.close() for agent in self._agents.values()))
         await confinement.settled()  # the cgroups of the commands just stopped
         await self.leases.release_all()
@@ -348,7 +402,13 @@ class AgentRuntime:
     async def _recover_every_lease(self) -> None:
         """Recover at start, then once a lease: a replica may die with a
         turn open in a session no call ever brought here, and only a look
-        at the log shows it (its lease then lapses unrenewed)."""
+        at the log shows it (its lease then lapses unrenewed). At start the
+        capabilities load the sessions a runtime left jobs running in."""
+        for capability in self._capabilities:
+            try:
+                await capability.recover(self.resume)
+            except Exception as error:
+                log.warning("%s could not recover its sessions: %s", capability.name, error)
         while True:
             await self.recover()
             await asyncio.sleep(self.leases.lease_s)  # a period, not synchronisation

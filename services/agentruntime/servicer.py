@@ -160,6 +160,12 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServiceServicer):
         default = self.runtime.models.default.name
         return pb.ListModelsResponse(models=[model_pb(spec, default) for spec in specs])
 
+    async def StopProcesses(
+        self, request: pb.StopProcessesRequest, context: grpc.aio.ServicerContext
+    ) -> pb.StopProcessesResponse:
+        stopped, last_seq = await self.runtime.stop_processes(request.session_id)
+        return pb.StopProcessesResponse(stopped=stopped, last_seq=last_seq)
+
     async def WatchLive(
         self, request: pb.WatchLiveRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[pb.WatchLiveResponse]:

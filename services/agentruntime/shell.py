@@ -18,6 +18,9 @@ what happened.
 * Given a ``Jail`` (confinement.py), the command runs inside bubblewrap: the
   sandbox's file system view, no network unless allowed, a bounded number of
   processes. Where that is impossible it does not run at all (``refused``).
+* ``start_command`` starts a command the same way and leaves it running,
+  its output fed to a sink of the caller's: a background job
+  (capabilities/jobs/) is one.
 """
 
 from __future__ import annotations
@@ -33,10 +36,10 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-from .confinement import Jail, prepare
-from .tools import ToolOutcome
+from .confinement import Jail, Prepared, confined, prepare
+from .tools import ToolContext, ToolOutcome
 
 DEFAULT_TIMEOUT_S = 120.0
 MAX_TIMEOUT_S = 600.0
@@ -53,7 +56,8 @@ _stopping: set[asyncio.Future[None]] = set()
 
 SHELL_DESCRIPTION = (
     "Run a bash command in the session folder (stdin is empty; stdout and stderr are "
-    "combined; background processes are stopped when the command ends)."
+    "combined; background processes are stopped when the command ends: to keep one "
+    "running, such as a dev server or a watch build, use background: true)."
 )
 SHELL_PARAMETERS: dict[str, Any] = {
     "type": "object",
@@ -63,7 +67,13 @@ SHELL_PARAMETERS: dict[str, Any] = {
             "type": "number",
             "minimum": 1,
             "maximum": MAX_TIMEOUT_S,
-            "description": "Seconds before the command is killed (default 120, at most 600).",
+            "description": "Seconds before the command is killed (default 120, at most 600; "
+            "not for a background job).",
+        },
+        "background": {
+            "type": "boolean",
+            "description": "Start it as a background job: the call answers its id at once "
+            "(job_output, job_wait, job_kill; you are told when it ends).",
         },
     },
     "required": ["command"],
@@ -97,10 +107,24 @@ def _shell_program() -> str:
     return BASH if os.access(BASH, os.X_OK) else SH
 
 
+def shell_program() -> str:
+    """The shell commands run under (bash, else sh)."""
+    return _shell_program()
+
+
+def jail_for(context: ToolContext) -> Jail | None:
+    """The jail of a command of this call's session (None: the user chose
+    the full sandbox, unconfined): what every command, job and terminal
+    of the session gets."""
+    if not confined(context.sandbox):
+        return None
+    return Jail(context.sandbox, context.cwd, context.network, context.hidden)
+
+
 # --- output -----------------------------------------------------------------------------
 
 
-def _trim_end(data: bytes) -> bytes:
+def trim_utf8_end(data: bytes) -> bytes:
     """data without an incomplete UTF-8 character at its end."""
     for back in range(1, min(4, len(data)) + 1):
         byte = data[-back]
@@ -110,7 +134,7 @@ def _trim_end(data: bytes) -> bytes:
     return data
 
 
-def _trim_start(data: bytes) -> bytes:
+def trim_utf8_start(data: bytes) -> bytes:
     """data without the continuation bytes of a character cut at its start."""
     skip = 0
     while skip < min(3, len(data)) and data[skip] & 0xC0 == 0x80:
@@ -175,28 +199,36 @@ class _Capture:
     def text(self) -> str:
         if not self.truncated:
             return self._head.decode("utf-8", "replace")
-        head = _trim_end(bytes(self._head[: self._cap // 2]))
-        tail = _trim_start(bytes((self._head[self._cap // 2 :] + self._tail)[-self._keep :]))
+        head = trim_utf8_end(bytes(self._head[: self._cap // 2]))
+        tail = trim_utf8_start(bytes((self._head[self._cap // 2 :] + self._tail)[-self._keep :]))
         start = head.decode("utf-8", "replace")
         newline = "" if not start or start.endswith("\n") else "\n"
         omitted = self._total - len(head) - len(tail)
         return f"{start}{newline}[… {omitted} bytes omitted …]\n{tail.decode('utf-8', 'replace')}"
 
 
+class OutputSink(Protocol):
+    """Where a command's output goes, as it comes."""
+
+    def feed(self, data: bytes) -> None: ...
+
+    def close(self) -> None: ...
+
+
 class _ShellProtocol(asyncio.SubprocessProtocol):
     """Collects the output and tells when the shell exited and when the output
     closed (later, when a background process still holds it)."""
 
-    def __init__(self, capture: _Capture) -> None:
-        self.capture = capture
+    def __init__(self, sink: OutputSink) -> None:
+        self.sink = sink
         self.exited = asyncio.Event()
         self.output_closed = asyncio.Event()
 
     def pipe_data_received(self, fd: int, data: bytes | bytearray) -> None:
-        self.capture.feed(bytes(data))
+        self.sink.feed(bytes(data))
 
     def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
-        self.capture.close()
+        self.sink.close()
         self.output_closed.set()
 
     def process_exited(self) -> None:
@@ -206,7 +238,7 @@ class _ShellProtocol(asyncio.SubprocessProtocol):
 # --- processes --------------------------------------------------------------------------
 
 
-def _signal_group(pgid: int, signum: signal.Signals) -> None:
+def signal_group(pgid: int, signum: signal.Signals) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):  # the group is gone
         os.killpg(pgid, signum)
 
@@ -225,9 +257,9 @@ async def _within(seconds: float, *events: asyncio.Event) -> bool:
 async def _stop_group(transport: asyncio.SubprocessTransport, protocol: _ShellProtocol) -> None:
     """SIGTERM the group, SIGKILL what is left after the grace, then close."""
     pgid, events = transport.get_pid(), (protocol.exited, protocol.output_closed)
-    _signal_group(pgid, signal.SIGTERM)
+    signal_group(pgid, signal.SIGTERM)
     settled = await _within(KILL_GRACE_S, *events)
-    _signal_group(pgid, signal.SIGKILL)  # also members that closed their output
+    signal_group(pgid, signal.SIGKILL)  # also members that closed their output
     if not settled:
         await _within(KILL_GRACE_S, *events)
     transport.close()  # stops reading output held open by a process outside the group
@@ -264,6 +296,82 @@ async def _spawn(
     return transport
 
 
+@dataclass(frozen=True)
+class NotStarted:
+    """Why a command did not start: it could not be confined (`refused`),
+    or could not be started (exit code 126 and the reason)."""
+
+    refused: str = ""
+    reason: str = ""
+
+
+class StartedCommand:
+    """A command running in its own process group (in bubblewrap when it was
+    given a jail), its output going to its sink."""
+
+    def __init__(
+        self,
+        transport: asyncio.SubprocessTransport,
+        protocol: _ShellProtocol,
+        prepared: Prepared | None,
+    ) -> None:
+        self._transport = transport
+        self._protocol = protocol
+        self._prepared = prepared
+
+    @property
+    def exited(self) -> asyncio.Event:
+        """Set once the command's shell (or bubblewrap) exited."""
+        return self._protocol.exited
+
+    @property
+    def pid(self) -> int:
+        return self._transport.get_pid()
+
+    @property
+    def returncode(self) -> int | None:
+        """Its exit status, -N when signal N ended it (None: running)."""
+        return self._transport.get_returncode()
+
+    async def stop(self) -> None:
+        """SIGTERM its group, SIGKILL what is left after a grace, stop
+        reading its output; done even when the caller is cancelled again
+        meanwhile."""
+        await _stop_shielded(self._transport, self._protocol)
+
+    def cleanup_soon(self) -> None:
+        """Remove its process limit's cgroup once it is empty (root)."""
+        if self._prepared is not None:
+            self._prepared.cleanup_soon()
+
+
+async def start_command(
+    command: str,
+    cwd: Path,
+    sink: OutputSink,
+    *,
+    env: Mapping[str, str] | None = None,
+    jail: Jail | None = None,
+) -> StartedCommand | NotStarted:
+    """Start command in cwd (confined by `jail` when given), stdin empty,
+    stdout and stderr to `sink`, in a process group of its own."""
+    if "\0" in command:
+        return NotStarted(reason=_cannot_start("the command contains a NUL byte"))
+    program = [_shell_program(), "-c", command]
+    prepared = prepare(jail, program) if jail is not None else None
+    if prepared is not None and prepared.refused is not None:
+        return NotStarted(refused=prepared.refused.refusal())
+    protocol = _ShellProtocol(sink)
+    try:
+        argv = prepared.argv if prepared is not None else program
+        transport = await _spawn(argv, cwd, env, protocol)
+    except OSError as error:
+        if prepared is not None:
+            await prepared.cleanup()
+        return NotStarted(reason=_cannot_start(str(error)))
+    return StartedCommand(transport, protocol, prepared)
+
+
 async def run_shell(
     command: str,
     cwd: Path,
@@ -278,33 +386,23 @@ async def run_shell(
     docstring. A command that cannot start (missing cwd, NUL byte) answers
     exit code 126 with the reason as output."""
     started = time.monotonic()
-    if "\0" in command:
-        why = _cannot_start("the command contains a NUL byte")
-        return ShellResult(CANNOT_START, why, False, False, 0.0)
-    program = [_shell_program(), "-c", command]
-    prepared = prepare(jail, program) if jail is not None else None
-    if prepared is not None and prepared.refused is not None:
-        return ShellResult(None, "", False, False, 0.0, prepared.refused.refusal())
-    protocol = _ShellProtocol(_Capture(max(output_cap, 2), on_output))
-    try:
-        argv = prepared.argv if prepared is not None else program
-        transport = await _spawn(argv, cwd, env, protocol)
-    except OSError as error:
-        if prepared is not None:
-            await prepared.cleanup()
-        return ShellResult(CANNOT_START, _cannot_start(str(error)), False, False, 0.0)
+    capture = _Capture(max(output_cap, 2), on_output)
+    running = await start_command(command, cwd, capture, env=env, jail=jail)
+    if isinstance(running, NotStarted):
+        if running.refused:
+            return ShellResult(None, "", False, False, 0.0, running.refused)
+        return ShellResult(CANNOT_START, running.reason, False, False, 0.0)
     try:
         try:
-            finished = await _within(timeout_s, protocol.exited)
+            finished = await _within(timeout_s, running.exited)
         except asyncio.CancelledError:
-            await _stop_shielded(transport, protocol)
+            await running.stop()
             raise
-        await _stop_shielded(transport, protocol)
+        await running.stop()
     finally:
-        if prepared is not None:
-            prepared.cleanup_soon()
-    code = _exit_code(transport.get_returncode()) if finished else None
-    capture, duration = protocol.capture, time.monotonic() - started
+        running.cleanup_soon()
+    code = _exit_code(running.returncode) if finished else None
+    duration = time.monotonic() - started
     return ShellResult(code, capture.text(), not finished, capture.truncated, duration)
 
 

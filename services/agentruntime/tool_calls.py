@@ -17,6 +17,7 @@ from agenthost_core.folds import PendingCall, Question, SessionState
 from services.sessionlog.port import SessionLogPort
 
 from . import approvals, gates, spill
+from .capability import run_allowed
 from .ids import new_id, with_ids
 from .live import LiveFeed
 from .models.base import ModelAdapter
@@ -178,7 +179,7 @@ class ToolCalls:
         ]
         if first:
             await self._append(with_ids(first))
-        return await call.tool.run(context, call.args)
+        return await run_allowed((await self._view()).parts.values(), call, context)
 
     async def _context(self, turn_id: str, call_id: str) -> ToolContext:
         def on_output(piece: str) -> None:

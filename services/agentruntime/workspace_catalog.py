@@ -19,7 +19,6 @@ from agenthost_core.folds import Approval
 
 from . import gates
 from . import workspace_tools as wt
-from .confinement import Jail, confined
 from .gates import Effect
 from .shell import (
     DEFAULT_TIMEOUT_S,
@@ -27,6 +26,7 @@ from .shell import (
     SHELL_DESCRIPTION,
     SHELL_PARAMETERS,
     format_shell_result,
+    jail_for,
     run_shell,
 )
 from .tools import Args, Tool, ToolContext, ToolDisplay, ToolOutcome
@@ -195,16 +195,18 @@ async def _shell(context: ToolContext, args: Args) -> ToolOutcome:
     command = args.get("command")
     if not isinstance(command, str) or not command.strip():
         return ToolOutcome(ok=False, error="command must be a non-empty string")
+    if args.get("background") is True:
+        # The jobs capability runs these (capabilities/jobs/); a runtime without it cannot.
+        return ToolOutcome(ok=False, error="background jobs are not available here")
     timeout = args.get("timeout_s", DEFAULT_TIMEOUT_S)
     if not isinstance(timeout, int | float) or not 0 < timeout <= MAX_TIMEOUT_S:
         return ToolOutcome(ok=False, error=f"timeout_s must be a number in (0, {MAX_TIMEOUT_S:g}]")
-    jail = (
-        Jail(context.sandbox, context.cwd, context.network, context.hidden)
-        if confined(context.sandbox)
-        else None
-    )
     result = await run_shell(
-        command, context.cwd, timeout_s=float(timeout), on_output=context.on_output, jail=jail
+        command,
+        context.cwd,
+        timeout_s=float(timeout),
+        on_output=context.on_output,
+        jail=jail_for(context),
     )
     outcome = format_shell_result(command, result)
     ending = (
@@ -219,8 +221,10 @@ async def _shell(context: ToolContext, args: Args) -> ToolOutcome:
 
 
 def shell_approval(args: Args) -> Approval:
+    """One exact command; the same grant whether it runs now or in the background."""
     command = str(args.get("command", ""))
-    return Approval("shell", f"$ {command}", command, f"shell:{command}")
+    shown = f"$ {command} (in the background)" if args.get("background") is True else f"$ {command}"
+    return Approval("shell", shown, command, f"shell:{command}")
 
 
 def workspace_tools() -> list[Tool]:

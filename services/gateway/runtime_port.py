@@ -89,3 +89,11 @@ class RuntimePort:
         request = rt.ListPathsRequest(session_id=session_id, prefix=prefix, limit=limit)
         reply: rt.ListPathsResponse = await self.replicas.call("ListPaths", request)
         return reply
+
+    async def stop_processes(self, session_id: str) -> int:
+        """Stop the session's jobs and terminals; how many."""
+        reply: rt.StopProcessesResponse = await self.replicas.call(
+            "StopProcesses", rt.StopProcessesRequest(session_id=session_id)
+        )
+        self._wrote(session_id, reply.last_seq)
+        return reply.stopped

@@ -5,6 +5,7 @@ account's streams."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
@@ -13,6 +14,7 @@ from agenthost.sessionlog.v1 import events_pb2 as ev
 from google.protobuf import json_format
 
 from agenthost_core.folds import fork_title
+from services.common.errors import PeerUnavailable
 from services.sessionlog.port import SessionLogPort, SessionSummary
 from services.workspace.client import WorkspaceClient
 
@@ -70,7 +72,13 @@ class SessionAdmin:
         return await self.summary(account, session_id)
 
     async def archive(self, account: str, session_id: str, archived: bool) -> SessionSummary:
+        """An archived session's jobs and terminals are stopped first (with
+        no runtime to ask, none runs them: the next to start records them
+        lost)."""
         workspace = await self.access.workspace_of(account, session_id)
+        if archived:
+            with contextlib.suppress(PeerUnavailable):
+                await self.runtime.stop_processes(session_id)
         await self.workspaces.archive(account, workspace.id, session_id, archived)
         return await self.summary(account, session_id)
 
@@ -89,9 +97,11 @@ class SessionAdmin:
         return fork
 
     async def delete(self, account: str, session_id: str) -> None:
-        """A running turn is cancelled; the session leaves its workspace first
-        (so it is never recreated), then its log goes."""
+        """A running turn is cancelled and its jobs and terminals stopped; the
+        session leaves its workspace first (so it is never recreated), then
+        its log goes."""
         await self.runtime.cancel(session_id)
+        await self.runtime.stop_processes(session_id)
         await self.workspaces.remove_session(account, session_id)
         await self.log.delete_session(session_id)
         self.access.revoked(account, session_id)

@@ -223,6 +223,7 @@ async def test_every_session_view_is_folded_and_changes_of_all_sessions_are_watc
                 "checkpoints": {"turns": []},
                 "todos": {"items": []},
                 "subagents": {"children": []},
+                "jobs": {"jobs": []},
             },
         )
         # The model's usage: the last request's context and the session's sums.

@@ -88,6 +88,13 @@ async def test_streamed_text_is_recorded_as_the_answer(
         "exit_plan_mode",
         "skill",
         "todo_write",
+        "job_output",
+        "job_wait",
+        "job_kill",
+        "terminal_open",
+        "terminal_send",
+        "terminal_read",
+        "terminal_close",
         "task",
     ]
 

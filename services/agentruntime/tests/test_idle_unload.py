@@ -189,3 +189,28 @@ async def test_an_agent_running_a_command_is_not_unloaded_under_it(sessions: Ses
         )
     finally:
         await runtime.close()
+
+
+async def test_an_agent_with_a_background_job_stays_loaded_until_the_job_ends(
+    sessions: SessionLog,
+) -> None:
+    log, unloads = sessions, Unloads()
+    start = ScriptedToolCall("shell", {"command": "sleep 60", "background": True}, call_id="c1")
+    model = BuiltinAdapter([ScriptedReply(tool_calls=[start]), ScriptedReply(text="started")])
+    runtime = AgentRuntime(log, model, lease_s=LEASE_S, idle_s=IDLE_S, on_unload=unloads)
+    try:
+        await runtime.update_settings("busy", None, "never")
+        await runtime.prompt("busy", "start a long job")
+        await idle(runtime, "busy")
+        await runtime.prompt("idle", "hi")
+        await idle(runtime, "idle")
+        await unloads.of("idle")  # the check ran: the job's session stayed
+        assert "busy" not in unloads.sessions and runtime.leases.token("busy") is not None
+
+        stopped = await runtime.execute_command("busy", "jobs", "kill job-1")
+        assert stopped.ok, stopped.message
+        await unloads.of("busy")
+        ends = [e.job_ended for e in (await log.read("busy")).events if e.HasField("job_ended")]
+        assert [(e.job_id, e.reason) for e in ends] == [("job-1", ev.JOB_END_REASON_KILLED)]
+    finally:
+        await runtime.close()

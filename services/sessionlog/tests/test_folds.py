@@ -15,6 +15,8 @@ from hypothesis import strategies as st
 
 from agenthost_core.folds import (
     ANSWERED_KEPT,
+    JOBS_ENDED_KEPT,
+    JOBS_KINDS,
     MODEL_SAW_PLAN_KINDS,
     PERMISSIONS_KINDS,
     PLAN_KINDS,
@@ -23,6 +25,7 @@ from agenthost_core.folds import (
     SETTINGS_KINDS,
     TURN_KINDS,
     Approval,
+    JobsFold,
     PendingCall,
     PermissionRule,
     PermissionsFold,
@@ -34,13 +37,16 @@ from agenthost_core.folds import (
     TurnFold,
     dump_state,
     fold_events,
+    fold_jobs,
     fold_model_saw_plan,
     fold_permissions,
     fold_plan,
     fold_questions,
     fold_settings,
     fold_turn,
+    jobs_view,
     last_title,
+    load_jobs,
     load_permissions,
     load_plan,
     load_questions,
@@ -382,6 +388,53 @@ def test_last_title_is_the_title_of_the_last_session_title() -> None:
     assert last_title([title("a"), title("")]) == ""
 
 
+# -- jobs ---------------------------------------------------------------------------
+
+
+def job_started(job_id: str, kind: ev.JobKind.ValueType = ev.JOB_KIND_BACKGROUND) -> ev.Event:
+    return ev.Event(job_started=ev.JobStarted(job_id=job_id, kind=kind, command="make  watch"))
+
+
+def job_ended(
+    job_id: str, reason: ev.JobEndReason.ValueType = ev.JOB_END_REASON_EXITED, **fields: Any
+) -> ev.Event:
+    return ev.Event(job_ended=ev.JobEnded(job_id=job_id, reason=reason, **fields))
+
+
+def test_a_started_job_runs_until_it_ends() -> None:
+    running = folded(job_started("job-1"), job_started("term-1", ev.JOB_KIND_TERMINAL)).jobs
+    assert [(j.job_id, j.kind, j.command, j.running) for j in running.jobs] == [
+        ("job-1", "background", "make watch", True),
+        ("term-1", "terminal", "make watch", True),
+    ]
+    assert (running.backgrounds, running.terminals) == (1, 1)
+    ended = fold_jobs(running, job_ended("job-1", exit_code=2, output_bytes=7))
+    job = ended.find("job-1")
+    assert job is not None and (job.state, job.exit_code, job.signal) == ("exited", 2, None)
+    assert [j.job_id for j in ended.running()] == ["term-1"]
+
+
+def test_a_job_ends_once_lost_or_killed_and_says_how() -> None:
+    jobs = folded(
+        job_started("job-1"),
+        job_started("job-2"),
+        job_ended("job-1", ev.JOB_END_REASON_LOST, message="its runtime stopped"),
+        job_ended("job-2", ev.JOB_END_REASON_KILLED, signal=15),
+        job_ended("job-2", ev.JOB_END_REASON_EXITED, exit_code=0),
+    ).jobs
+    assert [(j.state, j.signal) for j in jobs.jobs] == [("lost", None), ("killed", 15)]
+    assert jobs_view(jobs)["jobs"][0]["message"] == "its runtime stopped"
+
+
+def test_only_the_latest_ended_jobs_are_kept_and_every_running_one() -> None:
+    events = [job_started("job-0")]
+    for n in range(1, JOBS_ENDED_KEPT + 6):
+        events += [job_started(f"job-{n}"), job_ended(f"job-{n}")]
+    jobs = folded(*events).jobs
+    assert len(jobs.jobs) == JOBS_ENDED_KEPT + 1 and jobs.jobs[0].job_id == "job-0"
+    assert jobs.backgrounds == JOBS_ENDED_KEPT + 6
+
+
 # -- properties ---------------------------------------------------------------------
 
 
@@ -402,6 +455,7 @@ QUESTION_IDS = st.sampled_from(["q1", "q2", "q3"])
 INPUT_IDS = st.sampled_from(["i1", "i2", "i3"])
 TEXTS = st.sampled_from(["", "a", "b"])
 RULE_IDS = st.sampled_from(["r1", "r2"])
+JOB_IDS = st.sampled_from(["job-1", "job-2", "term-1"])
 ANSWERS = st.sampled_from(
     [
         ev.QuestionAnswer(allow_for_session=True),
@@ -477,6 +531,21 @@ EVENTS = st.one_of(
         workspace_path=st.sampled_from(["", "/w"]),
     ),
     body("permission_rule_revoked", ev.PermissionRuleRevoked, rule_id=RULE_IDS),
+    body(
+        "job_started",
+        ev.JobStarted,
+        job_id=JOB_IDS,
+        kind=st.sampled_from([ev.JOB_KIND_BACKGROUND, ev.JOB_KIND_TERMINAL]),
+        command=TEXTS,
+    ),
+    body(
+        "job_ended",
+        ev.JobEnded,
+        job_id=JOB_IDS,
+        reason=st.sampled_from(list(ev.JobEndReason.values())[1:]),
+        exit_code=st.none() | st.integers(0, 2),
+        signal=st.none() | st.integers(1, 15),
+    ),
     # Kinds no fold looks at.
     body("assistant_message", ev.AssistantMessage, text=TEXTS),
     body("model_usage", ev.ModelUsage, prompt_tokens=st.integers(0, 10**6)),
@@ -520,8 +589,9 @@ SUB_FOLDS: list[SubFold] = [
     (fold_questions, QuestionsFold(), load_questions, QUESTIONS_KINDS),
     (fold_settings, SettingsFold(), load_settings, SETTINGS_KINDS),
     (fold_permissions, PermissionsFold(), load_permissions, PERMISSIONS_KINDS),
+    (fold_jobs, JobsFold(), load_jobs, JOBS_KINDS),
 ]
-SUB_FOLD_IDS = ["plan", "turn", "questions", "settings", "permissions"]
+SUB_FOLD_IDS = ["plan", "turn", "questions", "settings", "permissions", "jobs"]
 
 
 @given(events=LOGS, cuts=st.lists(st.integers(0, 40), max_size=5))
