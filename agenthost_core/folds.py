@@ -1009,7 +1009,7 @@ def fold_events(
 
 # The format of a dumped SessionState: bump it when a fold changes what it
 # keeps, and checkpoints of the older format are refolded from the log.
-STATE_VERSION = 7
+STATE_VERSION = 8
 
 
 def dump_state(state: object) -> bytes:
