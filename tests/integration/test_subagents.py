@@ -321,3 +321,44 @@ async def test_a_follow_up_goes_to_the_same_child(stack: Stack, provider: FakePr
     assert await children_of(stack) == [child_id, child_id]
     users = [e for e in await events_of(stack, child_id) if e.HasField("user_message")]
     assert [u.user_message.text for u in users] == ["look once", "look twice"]
+
+
+async def test_a_childs_commands_are_confined_like_its_parents(
+    stack: Stack, provider: FakeProvider, tmp_path: Path
+) -> None:
+    """Real bubblewrap: a child's command cannot read the stack's data (its
+    token), cannot reach the network the session has off, and meets the
+    process limit."""
+    connected = asyncio.Event()
+
+    async def on_connect(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        connected.set()
+        writer.close()
+
+    server = await asyncio.start_server(on_connect, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    token = (tmp_path / "data" / "token").read_text().strip()
+    commands = [
+        calls(
+            ("shell", {"command": f"cat {tmp_path / 'data'}/token; echo end-of-cat"}),
+            ("shell", {"command": f"echo hi > /dev/tcp/127.0.0.1/{port} && echo reached"}),
+            ("shell", {"command": "bomb() { bomb & bomb & wait; }; bomb", "timeout_s": 3}),
+        ),
+        text("tried"),
+    ]
+    provider.responder = responder(
+        [calls(task("escape", "try to escape")), text("ok")], lambda body: commands.pop(0)
+    )
+    try:
+        await prompt(stack, "let a subagent try")
+        await stack.wait_idle(SID)
+        (child_id,) = await children_of(stack)
+        await stack.wait_idle(child_id)
+    finally:
+        server.close()
+        await server.wait_closed()
+    results = [e.tool_result for e in await events_of(stack, child_id) if e.HasField("tool_result")]
+    cat, network, bomb = (r.output or r.error for r in results)
+    assert "end-of-cat" in cat and token not in cat
+    assert "reached" not in network and not connected.is_set()
+    assert "Resource temporarily unavailable" in bomb or "retry" in bomb
