@@ -3,7 +3,10 @@ what happened.
 
 * The command runs under ``/bin/bash -c`` (``/bin/sh`` when bash is absent), with
   stdin from /dev/null (a command waiting for input would hang the turn) and
-  stderr merged into stdout (the model reads one stream, in order).
+  stderr merged into stdout (the model reads one stream, in order). A caller
+  that has something to say to it (a hook's event, as JSON) gives ``stdin``,
+  and may keep its stderr apart (``errors_apart``: a hook's stderr is its
+  message).
 * It runs in its own process group (a new session). When the command ends,
   times out or the call is cancelled, the whole group gets SIGTERM, then SIGKILL
   after a short grace: nothing it started outlives the call, background jobs
@@ -80,6 +83,8 @@ class ShellResult:
     duration_s: float
     # Why the command was not run at all (it could not be confined).
     refused: str = ""
+    # Its stderr, capped, when kept apart from `output`.
+    errors: str = ""
 
 
 def shell_environment(base: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -184,20 +189,31 @@ class _Capture:
 
 
 class _ShellProtocol(asyncio.SubprocessProtocol):
-    """Collects the output and tells when the shell exited and when the output
-    closed (later, when a background process still holds it)."""
+    """Collects the output (and stderr, when kept apart) and tells when the
+    shell exited and when the output closed (later, when a background
+    process still holds it)."""
 
-    def __init__(self, capture: _Capture) -> None:
+    def __init__(self, capture: _Capture, errors: _Capture | None = None) -> None:
         self.capture = capture
+        self.errors = errors
+        # The output pipes still open (stdin's closing is none of them).
+        self._open = {1, 2} if errors is not None else {1}
         self.exited = asyncio.Event()
         self.output_closed = asyncio.Event()
 
+    def _of(self, fd: int) -> _Capture:
+        return self.errors if fd == 2 and self.errors is not None else self.capture
+
     def pipe_data_received(self, fd: int, data: bytes | bytearray) -> None:
-        self.capture.feed(bytes(data))
+        self._of(fd).feed(bytes(data))
 
     def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
-        self.capture.close()
-        self.output_closed.set()
+        if fd not in self._open:
+            return
+        self._open.discard(fd)
+        self._of(fd).close()
+        if not self._open:
+            self.output_closed.set()
 
     def process_exited(self) -> None:
         self.exited.set()
@@ -249,18 +265,29 @@ def _exit_code(returncode: int | None) -> int | None:
 
 
 async def _spawn(
-    argv: list[str], cwd: Path, env: Mapping[str, str] | None, protocol: _ShellProtocol
+    argv: list[str],
+    cwd: Path,
+    env: Mapping[str, str] | None,
+    protocol: _ShellProtocol,
+    stdin: bytes | None = None,
 ) -> asyncio.SubprocessTransport:
     transport, _ = await asyncio.get_running_loop().subprocess_exec(
         lambda: protocol,
         *argv,
         cwd=cwd,
-        stdin=subprocess.DEVNULL,
+        stdin=subprocess.DEVNULL if stdin is None else subprocess.PIPE,
         stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
+        stderr=subprocess.STDOUT if protocol.errors is None else subprocess.PIPE,
         start_new_session=True,
         env=shell_environment() if env is None else dict(env),
     )
+    if stdin is not None:
+        # Written as the command reads it, then closed (its end of input); a
+        # command that exits unread leaves the rest unwritten.
+        pipe = transport.get_pipe_transport(0)
+        if isinstance(pipe, asyncio.WriteTransport):
+            pipe.write(stdin)
+            pipe.close()
     return transport
 
 
@@ -273,6 +300,8 @@ async def run_shell(
     on_output: Callable[[str], None] | None = None,
     env: Mapping[str, str] | None = None,
     jail: Jail | None = None,
+    stdin: bytes | None = None,
+    errors_apart: bool = False,
 ) -> ShellResult:
     """Run command in cwd (confined by `jail` when given); see the module
     docstring. A command that cannot start (missing cwd, NUL byte) answers
@@ -285,10 +314,11 @@ async def run_shell(
     prepared = prepare(jail, program) if jail is not None else None
     if prepared is not None and prepared.refused is not None:
         return ShellResult(None, "", False, False, 0.0, prepared.refused.refusal())
-    protocol = _ShellProtocol(_Capture(max(output_cap, 2), on_output))
+    errors = _Capture(max(output_cap, 2), None) if errors_apart else None
+    protocol = _ShellProtocol(_Capture(max(output_cap, 2), on_output), errors)
     try:
         argv = prepared.argv if prepared is not None else program
-        transport = await _spawn(argv, cwd, env, protocol)
+        transport = await _spawn(argv, cwd, env, protocol, stdin)
     except OSError as error:
         if prepared is not None:
             await prepared.cleanup()
@@ -305,7 +335,8 @@ async def run_shell(
             prepared.cleanup_soon()
     code = _exit_code(transport.get_returncode()) if finished else None
     capture, duration = protocol.capture, time.monotonic() - started
-    return ShellResult(code, capture.text(), not finished, capture.truncated, duration)
+    said = errors.text() if errors is not None else ""
+    return ShellResult(code, capture.text(), not finished, capture.truncated, duration, errors=said)
 
 
 def _cannot_start(why: str) -> str:
