@@ -315,6 +315,7 @@ class AgentRuntime:
                 del self._unloading[session_id]
 
     async def _close_and_release(self, session_id: str, agent: Agent) -> None:
+        await self._tell_unloading(session_id)
         await agent.close()
         await self.leases.release(session_id)
         log.info("idle agent unloaded", extra={"session_id": session_id})
@@ -332,6 +333,7 @@ class AgentRuntime:
         for task in stopping:
             task.cancel()
         await asyncio.gather(*stopping, return_exceptions=True)
+        await asyncio.gather(*(self._tell_unloading(session_id) for session_id in self._agents))
         await asyncio.gather(*(agent.close() for agent in self._agents.values()))
         await confinement.settled()  # the cgroups of the commands just stopped
         await self.leases.release_all()
@@ -341,6 +343,17 @@ class AgentRuntime:
         for queue in self._status_watchers:
             queue.put_nowait(None)
         self.live.end_watchers()
+
+    async def _tell_unloading(self, session_id: str) -> None:
+        """Tell the capabilities, while the lease is held (Capability.unloading);
+        one that fails costs only its own records."""
+        for capability in self._capabilities:
+            try:
+                await capability.unloading(session_id)
+            except Exception:
+                log.exception(
+                    "unloading %s failed", capability.name, extra={"session_id": session_id}
+                )
 
     async def start_recovery(self) -> None:
         self._recovery = spawn(self._recover_every_lease(), name="runtime-recovery")
