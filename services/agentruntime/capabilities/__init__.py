@@ -11,6 +11,7 @@ from ..capability import Capability
 from .checkpoints import Checkpoints
 from .checkpoints.history import CHECKPOINTS_UNIT
 from .commands import Commands
+from .hooks import Hooks
 from .instructions import CONTEXT_UNIT, Instructions
 from .references import FileReferences
 from .skills import Skills
@@ -27,7 +28,14 @@ def default_capabilities(
     """What every session of a runtime gets, in the order they are asked.
     Without a data folder there is nowhere to keep checkpoints; without the
     runtime to run them, no subagents."""
-    found: list[Capability] = [Instructions(), Skills(), Commands(), FileReferences(), Todos()]
+    found: list[Capability] = [
+        Instructions(),
+        Skills(),
+        Commands(),
+        FileReferences(),
+        Todos(),
+        Hooks(),
+    ]
     if data_dir is not None:
         found.append(Checkpoints(data_dir / CHECKPOINTS_FOLDER))
     if children is not None:
