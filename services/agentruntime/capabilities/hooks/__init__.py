@@ -110,7 +110,9 @@ class Hooks(Capability):
 
     def session(self, scope: SessionScope) -> SessionPart:
         running = self._running.get(scope.session_id)
-        if running is None:
+        if running is None or running.scope is not scope:
+            # A session loaded afresh (after a restart, or a lease taken
+            # back) starts again, with its hooks read again.
             settings = load_hooks(scope.cwd, scope.config_dir)
             for problem in settings.problems:
                 log.warning("hooks: %s", problem, extra={"session_id": scope.session_id})
