@@ -93,12 +93,18 @@ class PromptBlocked(FailedPrecondition):
 
 @dataclass
 class Running:
-    """What the capability keeps of a session the runtime runs: its hooks
-    as first read, whether it has started here, its notifications' tasks."""
+    """What the capability keeps of a session the runtime runs, beyond
+    any one view of it (a compaction starts a new one mid-turn): its hooks
+    as first read, whether it has started here, what its turns owe to
+    hooks, its notifications' tasks."""
 
     scope: SessionScope
     settings: HookSettings
     started: bool = False
+    # The turns a hook stopped (continue: false): they end after the step.
+    stopping: dict[str, str] = field(default_factory=dict)
+    # How often each turn went on for Stop hooks.
+    went_on: dict[str, int] = field(default_factory=dict)
     tasks: set[asyncio.Task[None]] = field(default_factory=set)
 
 
@@ -152,10 +158,6 @@ class HooksPart(SessionPart):
         # Context for the model's next request (SessionStart's, a Stop
         # hook's reason): recorded by before_request.
         self._for_model: list[ev.ContextAdded] = []
-        # The turns a hook stopped (continue: false): they end after the step.
-        self._stopping: dict[str, str] = {}
-        # How often each turn went on for Stop hooks.
-        self._went_on: dict[str, int] = {}
         # The view started at a compaction no SessionStart has run after.
         self._compacted = False
         self._last_answer = ""
@@ -262,7 +264,7 @@ class HooksPart(SessionPart):
         answers = await self.fire("PreToolUse", given, claude_names(tool), context.call_id)
         decision = strongest(answers)
         if decision == "stop":
-            self._stopping[context.turn_id] = reasons(answers, "stop")
+            self._running.stopping[context.turn_id] = reasons(answers, "stop")
             why = STOPPED.format(event="PreToolUse")
             return ToolVerdict(refuse=True, reason=f"{why}: {reasons(answers, 'stop')}")
         if decision == "deny":
@@ -283,7 +285,7 @@ class HooksPart(SessionPart):
         }
         answers = await self._run("PostToolUse", given, claude_names(tool))
         if strongest(answers) == "stop":
-            self._stopping[context.turn_id] = reasons(answers, "stop")
+            self._running.stopping[context.turn_id] = reasons(answers, "stop")
         feedback = [
             element("hook", {"event": "PostToolUse", "command": a.hook.command}, text)
             for a in answers
@@ -309,12 +311,12 @@ class HooksPart(SessionPart):
         task.add_done_callback(self._running.tasks.discard)
 
     async def turn_goes_on(self, turn_id: str, owed: bool) -> bool | None:
-        if turn_id in self._stopping:
+        if turn_id in self._running.stopping:
             return False
         if owed:
             return None
         event = "SubagentStop" if self._child else "Stop"
-        went = self._went_on.get(turn_id, 0)
+        went = self._running.went_on.get(turn_id, 0)
         given = {"stop_hook_active": went > 0, "last_assistant_message": self._last_answer}
         answers = await self._run(event, given)
         decision = strongest(answers)
@@ -325,7 +327,7 @@ class HooksPart(SessionPart):
             await self._scope.record(runs)
         if decision != "block" or capped:
             return False if decision == "stop" else None
-        self._went_on[turn_id] = went + 1
+        self._running.went_on[turn_id] = went + 1
         blocking = [replace(a, context=a.reason) for a in answers if a.decision == "block"]
         self._for_model.append(self._context(event, GO_ON_HEADING, blocking))
         return True
@@ -335,8 +337,8 @@ class HooksPart(SessionPart):
         await self.fire("PreCompact", {"trigger": shown, "custom_instructions": focus}, [shown])
 
     async def on_turn_end(self, turn_id: str, reason: ev.TurnEndReason.ValueType) -> list[ev.Event]:
-        self._stopping.pop(turn_id, None)
-        self._went_on.pop(turn_id, None)
+        self._running.stopping.pop(turn_id, None)
+        self._running.went_on.pop(turn_id, None)
         return []
 
 
