@@ -495,3 +495,35 @@ async def wait_for_run(stack: Stack, event: str) -> ev.HookRun:
             if isinstance(item, ev.Event) and item.hook_run.event == event:
                 return item.hook_run
     raise AssertionError("the log subscription ended")
+
+
+async def test_a_queued_prompts_context_reaches_the_model_after_the_running_calls_results(
+    stack: Stack, provider: FakeProvider, project: Project
+) -> None:
+    """A prompt queued while a command runs gets its hook's context at once
+    (recorded before its input/queued); the model reads it after the
+    command's result, since nothing may come between a call and its result."""
+    project.script("sprint.py", SPRINT)
+    project.settings({"UserPromptSubmit": [{"hooks": [command_hook(script("sprint.py"))]}]})
+    await open_session(stack, project)
+    waiting = "while [ ! -e go ]; do sleep 0.05; done; echo went"
+    provider.enqueue(calls_reply(shell(waiting)), text_reply("First done."), text_reply("Next."))
+    await stack.runtime.Prompt(rt.PromptRequest(session_id=SID, text="first"))
+    await wait_for_call(stack)
+    queued = rt.PromptRequest(session_id=SID, text="second", mode=rt.PROMPT_MODE_QUEUE)
+    await stack.runtime.Prompt(queued)
+    (project.folder / "go").touch()
+    await stack.wait_idle(SID)
+
+    roles = [m["role"] for m in provider.requests[1].body["messages"]]
+    assert roles[-3:] == ["assistant", "tool", "user"]
+    assert "you were asked: second" in user_texts(provider, 1)[-1]
+    assert user_texts(provider, 2)[-1] == "second"
+    assert [r.decision for r in await runs(stack)] == ["context", "context"]
+
+
+async def wait_for_call(stack: Stack) -> None:
+    async with asyncio.timeout(WAIT_S):
+        async for item in stack.log.subscribe(SID, after_seq=-1):
+            if isinstance(item, ev.Event) and item.HasField("tool_call"):
+                return
