@@ -48,6 +48,7 @@ from typing import Any
 from agenthost.sessionlog.v1 import events_pb2 as ev
 
 from services.common.errors import FailedPrecondition
+from services.common.status import clip
 from services.common.tasks import spawn
 
 from ...capability import (
@@ -220,7 +221,7 @@ class HooksPart(SessionPart):
             if a.context
         ]
         text = "\n".join([heading.format(event=event), *framed])
-        return ev.ContextAdded(capability=NAME, text=text[:262144])
+        return ev.ContextAdded(capability=NAME, text=clip(text, 262144))
 
     # -- the session's points ------------------------------------------------------------
 
