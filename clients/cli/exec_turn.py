@@ -60,7 +60,7 @@ from .config import (
     unexpected_answer,
 )
 from .reach import WrongGateway, answers
-from .render import call_line, result_line
+from .render import call_line, hook_line, result_line
 
 
 class ExitCode(enum.IntEnum):
@@ -468,6 +468,9 @@ class TextOutput(Output):
             self._calls[event.tool_call.call_id] = event.tool_call
         elif kind == "tool_result":
             self._tool_line(event.tool_result)
+        elif kind == "hook_run":
+            self._end_line()
+            print(hook_line(event.hook_run), file=sys.stderr, flush=True)
 
     def refused(self, call_id: str, said: str) -> None:
         self._refused.add(call_id)

@@ -83,6 +83,8 @@ def event_lines(events: tuple[ev.Event, ...] | list[ev.Event]) -> list[Renderabl
                 shown.append(Text(*ending))
         elif kind == "compaction":
             shown.append(Text(render.compaction_line(event.compaction), "dim"))
+        elif kind == "hook_run":
+            shown.append(Text(render.hook_line(event.hook_run), "dim"))
         elif (active := committed_plan(event)) is not None:
             shown.append(Text(f"plan mode {'on' if active else 'off'}", PLAN_STYLE))
     return shown

@@ -184,6 +184,41 @@ def turn_end_line(end: ev.TurnEnd) -> tuple[str, str] | None:
     return None
 
 
+# What a hook's decision did, as the line says it (hook/run's `decision`).
+HOOK_DECISIONS = {
+    "allow": "allowed the call",
+    "deny": "blocked the call",
+    "ask": "asked the user",
+    "stop": "stopped the turn",
+    "context": "added context",
+}
+# What a block did, by event.
+HOOK_BLOCKS = {
+    "UserPromptSubmit": "blocked the prompt",
+    "PostToolUse": "sent feedback",
+    "Stop": "kept the turn going",
+    "SubagentStop": "kept the subagent going",
+}
+
+
+def hook_line(run: ev.HookRun) -> str:
+    """The one line a hook's run leaves: `· hook PreToolUse: blocked the
+    call (exit 2): <its reason>`, `· hook PostToolUse: ok`, or what went
+    wrong with it (`· hook Stop: timed out after 60 s and was stopped`)."""
+    if run.decision == "block":
+        what = HOOK_BLOCKS.get(run.event, "blocked")
+    else:
+        what = HOOK_DECISIONS.get(run.decision, "")
+    if not what:
+        what = run.note or "ok"
+    elif run.note:
+        what = f"{what} ({run.note})"
+    if run.HasField("exit_code") and run.exit_code != 0 and what != run.note:
+        what = f"{what} (exit {run.exit_code})"
+    reason = f": {_one_line(run.reason)[:200]}" if run.reason and run.decision else ""
+    return f"· hook {run.event}: {what}{reason}"
+
+
 def compaction_line(compaction: ev.Compaction) -> str:
     """The marker where the model's view of the conversation was compacted."""
     before, after = _tokens(compaction.tokens_before), _tokens(compaction.tokens_after)

@@ -304,6 +304,8 @@ class Transcript:
             self.say(render.compaction_line(event.compaction), "dim")
         elif kind == "todos_updated":
             self.say(checklist(todos_written(event.todos_updated)))
+        elif kind == "hook_run":
+            self.say(render.hook_line(event.hook_run), "dim")
         # A plan switch: PlanChanged says it. A command's end: its reply, or
         # (/compact, /plan) the marker and the plan line.
 

@@ -278,6 +278,9 @@ class Agent(ToolCalls):
 
     async def all_parts(self) -> list[SessionPart]:
         await self._catch_up()
+        return await self._parts()
+
+    async def _parts(self) -> list[SessionPart]:
         return list((await self._view()).parts.values())
 
     async def _messages(self) -> list[ChatMessage]:
@@ -285,10 +288,7 @@ class Agent(ToolCalls):
 
     async def _context_events(self) -> list[ev.Event]:
         """What the capabilities record for the model before its next request."""
-        events: list[ev.Event] = []
-        for part in (await self._view()).parts.values():
-            events += await part.before_request()
-        return events
+        return [event for part in await self._parts() for event in await part.before_request()]
 
     async def _events_after(self, seq: int) -> AsyncIterator[ev.Event]:
         """Events after `seq` not folded yet."""
@@ -331,20 +331,21 @@ class Agent(ToolCalls):
             if self._state.turn.open and mode is PromptMode.SEND:
                 raise AgentBusy(self.session_id)
             message = await self._prepared(prompt)
+            before = [replace_id(e, f"{input_id}-before-{n}") for n, e in enumerate(prompt.before)]
             if not self._state.turn.open:
                 # Idle, or the last turn just ended: this input opens the next
                 # one (a runner still finishing picks it up).
-                if await self._open_turn(input_id, message) and not self.running:
+                if await self._open_turn(input_id, message, *before) and not self.running:
                     self._start(self._state.turn.turn_id, resuming=False)
                 return PromptMode.SEND
-            await self._append([_queued(input_id, message, mode)])
+            await self._append([*before, _queued(input_id, message, mode)])
         self._publish_status()
         return mode
 
     async def _prepared(self, prompt: Prompt) -> ev.UserMessage:
         """The user/message a prompt is recorded as, with what the
         capabilities attach to it (they may refuse it: a typed error)."""
-        for part in (await self._view()).parts.values():
+        for part in await self._parts():
             await part.on_prompt(prompt)
         return prompt.message
 
@@ -357,7 +358,7 @@ class Agent(ToolCalls):
             log.warning("running a turn left unstarted", extra={"session_id": self.session_id})
             self._start(turn.turn_id, resuming=turn.step >= 0)
 
-    async def _open_turn(self, input_id: str, message: ev.UserMessage) -> bool:
+    async def _open_turn(self, input_id: str, message: ev.UserMessage, *before: ev.Event) -> bool:
         """Record turn/start and the user's message; whether that turn is open
         now. A duplicate answer is no reason to leave it unrun: the log gives
         it to a batch re-sent after a lost answer (its first send wrote it) as
@@ -368,7 +369,7 @@ class Agent(ToolCalls):
         # The capabilities' context first, so the model reads the prompt after it.
         added = await self._context_events()
         context = [replace_id(e, f"{input_id}-context-{n}") for n, e in enumerate(added)]
-        events = [turn, *context, ev.Event(id=input_id, user_message=message)]
+        events = [turn, *context, *before, ev.Event(id=input_id, user_message=message)]
         if not self._state.title:
             # A session is named after its first message until someone renames it.
             title = ev.SessionTitle(title=title_from_message(message.text))
@@ -566,7 +567,7 @@ class Agent(ToolCalls):
             owes = await self._run_calls(turn_id, step) if resuming else True
             if resuming:
                 step += 1
-            while owes or self._state.turn.steered:
+            while await self._goes_on(turn_id, owes):
                 owes = await self._step(turn_id, step)
                 step += 1
             await self._end_turn(turn_id, ev.TURN_END_REASON_COMPLETED)
@@ -614,7 +615,7 @@ class Agent(ToolCalls):
             message = ev.AssistantMessage(text=partial.text, reasoning=partial.reasoning)
             events.append(ev.Event(id=new_id("assistant"), assistant_message=message))
         if not self._closing:
-            for part in (await self._view()).parts.values():
+            for part in await self._parts():
                 events += await part.on_turn_end(turn_id, reason)
         end = ev.TurnEnd(turn_id=turn_id, reason=reason, error=error[:65536])
         events.append(ev.Event(id=new_id("end"), turn_end=end))
@@ -641,7 +642,7 @@ class Agent(ToolCalls):
         ]
         start = ev.Event(id=new_id("step"), step_start=ev.StepStart(turn_id=turn_id, step=step))
         await self._append([*mcp_status, start, *await self._context_events(), *steered])
-        added = [s for part in (await self._view()).parts.values() for s in part.sections()]
+        added = [s for part in await self._parts() for s in part.sections()]
         sections = sorted([*self._base_sections, *plan_sections, *added], key=lambda s: s.order)
         request = await self._request(sections)
         if self._compaction.due(await self._predicted(request), self._model.context_window):
@@ -834,6 +835,8 @@ class Agent(ToolCalls):
     ) -> ev.Compaction:
         """Ask the model for a summary of the view so far and record it as a
         compaction covering everything up to the folded state."""
+        for part in await self._parts():
+            await part.before_compaction(trigger, focus)
         await self._catch_up()
         window = self._model.context_window
         view = await self._view()

@@ -10,13 +10,20 @@ at fixed points of its turns:
     repository's AGENTS.md);
   - when a prompt is taken: what to attach to its user/message, or why to
     refuse it (a typed error: nothing is recorded);
-  - before a tool call runs: whether it may (a refusal, or a question);
+  - before a tool call runs: whether it may (a refusal, a question, or
+    none where the policy would ask);
   - right before it runs (allowed, and answered if it asked): what to
     record first (a snapshot of the folder, say);
   - instead of its tool: a part may run an allowed call itself (a shell
     command started in the background, say);
   - after it ran: what to change in its result and to record with it;
+  - when a question was asked: nothing to decide (someone may be told);
+  - when a step ended, and when the turn would end: whether it goes on;
+  - before a compaction: nothing to decide (its run may be recorded);
   - when a turn ends: what to record.
+
+And a capability is told when a session's agent is unloaded (unused for a
+while, or the runtime stops): what it keeps for the session may go.
 
 A part may also offer the session's own slash commands (its workspace's
 prompt files, say) and name folders outside the session's folder that the
@@ -82,7 +89,8 @@ class SessionScope:
     # The session's fold as of now (settings, plan mode, a subagent's header).
     state: Callable[[], SessionState]
     # Append events to the session's log under its agent's lease, at any
-    # time (a job that ended between turns); the seq of the last.
+    # time (a job that ended between turns, a hook's run, a refused prompt's
+    # included): the seq of the last.
     record: Callable[[list[ev.Event]], Awaitable[int]]
 
 
@@ -102,7 +110,10 @@ class Prompt:
 
     text: str
     message: ev.UserMessage
-    # Events recorded right before the user/message (context for it).
+    # Events recorded right before the user/message (context for it); for a
+    # prompt that waits for a running turn, right before its input/queued
+    # (a context/added there reaches the model after the results of the
+    # running step's calls: transcript.py).
     before: list[ev.Event] = field(default_factory=list)
     # What an editor sent with it.
     resources: Sequence[Resource] = ()
@@ -111,10 +122,14 @@ class Prompt:
 @dataclass(frozen=True)
 class ToolVerdict:
     """What a part decides before a call runs: refuse it (the model is told
-    `reason`), or ask the user first although the policy would not."""
+    `reason`), ask the user first although the policy would not, or run it
+    without the question the policy would ask (`allow`: as a permission
+    rule does, it never runs what the sandbox refuses). A refusal wins over
+    a question, a question over an allowance."""
 
     refuse: bool = False
     ask: bool = False
+    allow: bool = False
     reason: str = ""
 
 
@@ -215,6 +230,22 @@ class SessionPart:
 
     async def after_tool(self, call: Call, context: ToolContext, outcome: ToolOutcome) -> AfterTool:
         return AfterTool(outcome)
+
+    async def on_question(self, asked: ev.QuestionAsked) -> None:
+        """A question of the turn was recorded and waits for its answer (a
+        part may tell someone; it must not hold the turn up)."""
+
+    async def turn_goes_on(self, turn_id: str, owed: bool) -> bool | None:
+        """When a step ended (and before the first): whether the turn goes
+        on. `owed`: the model is owed another request (its calls' results,
+        a steered message); None leaves it so. False ends the turn although
+        it is owed; True, when it is not, asks the model once more (what it
+        is told then is context `before_request` gives). Any False wins."""
+        return None
+
+    async def before_compaction(self, trigger: str, focus: str) -> None:
+        """A compaction (`trigger` auto, manual or overflow; `focus` what
+        /compact was given) is about to summarise the view."""
 
     async def on_turn_end(self, turn_id: str, reason: ev.TurnEndReason.ValueType) -> list[ev.Event]:
         return []

@@ -8,7 +8,8 @@ flags (`agenthost up --sandbox/--approvals/--network`, handed to the runtime
 as the AGENTHOST_DEFAULT_* variables); then the workspace's
 `<folder>/.agenthost/settings.json`. Each file is a JSON object with the
 keys `sandbox`, `approvals`, `network` (true/false) and `model`; other keys
-are left for others (hooks). A workspace file may come with a repository
+are left for others (hooks), and every reader of the files reads them
+through settings_files.py. A workspace file may come with a repository
 someone cloned: it may narrow what the deployment's defaults allow, never
 widen them. A malformed file or value, or a widening one, is ignored,
 logged and listed with the settings (`problems`); never fatal.
@@ -21,7 +22,6 @@ in the session wins as any later event does."""
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 from collections.abc import Callable, Mapping
@@ -38,13 +38,13 @@ from agenthost_core.folds import (
 )
 from agenthost_core.locations import config_dir
 
+from .settings_files import SETTINGS_FILE, WORKSPACE_SETTINGS, read_settings
+
 if TYPE_CHECKING:
     from .agent import Agent
 
 log = logging.getLogger("agenthost.runtime.defaults")
 
-SETTINGS_FILE = "settings.json"
-WORKSPACE_SETTINGS = Path(".agenthost") / SETTINGS_FILE
 # What `agenthost up --sandbox/--approvals/--network` hand to the runtime.
 ENV_SANDBOX = "AGENTHOST_DEFAULT_SANDBOX"
 ENV_APPROVALS = "AGENTHOST_DEFAULT_APPROVALS"
@@ -92,20 +92,10 @@ class _Layering:
             self.lay(str(path), given, narrow_only=narrow_only)
 
     def _file(self, path: Path) -> Mapping[str, Any] | None:
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            return None
-        except (OSError, UnicodeDecodeError) as error:
-            self.problems.append(f"{path}: cannot be read ({error}); ignored")
-            return None
-        except json.JSONDecodeError as error:
-            self.problems.append(f"{path}: is not valid JSON ({error}); ignored")
-            return None
-        if not isinstance(data, dict):
-            self.problems.append(f"{path}: is not a JSON object; ignored")
-            return None
-        return data
+        read = read_settings(path)
+        if read.problem is not None:
+            self.problems.append(read.problem)
+        return read.data
 
     def result(self) -> SettingsFold:
         return replace(

@@ -3,7 +3,10 @@ what happened.
 
 * The command runs under ``/bin/bash -c`` (``/bin/sh`` when bash is absent), with
   stdin from /dev/null (a command waiting for input would hang the turn) and
-  stderr merged into stdout (the model reads one stream, in order).
+  stderr merged into stdout (the model reads one stream, in order). A caller
+  that has something to say to it (a hook's event, as JSON) gives ``stdin``,
+  and may keep its stderr apart (``errors_apart``: a hook's stderr is its
+  message).
 * It runs in its own process group (a new session). When the command ends,
   times out or the call is cancelled, the whole group gets SIGTERM, then SIGKILL
   after a short grace: nothing it started outlives the call, background jobs
@@ -90,6 +93,8 @@ class ShellResult:
     duration_s: float
     # Why the command was not run at all (it could not be confined).
     refused: str = ""
+    # Its stderr, capped, when kept apart from `output`.
+    errors: str = ""
 
 
 def shell_environment(base: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -216,20 +221,31 @@ class OutputSink(Protocol):
 
 
 class _ShellProtocol(asyncio.SubprocessProtocol):
-    """Collects the output and tells when the shell exited and when the output
-    closed (later, when a background process still holds it)."""
+    """Collects the output (and stderr, when kept apart) and tells when the
+    shell exited and when the output closed (later, when a background
+    process still holds it)."""
 
-    def __init__(self, sink: OutputSink) -> None:
+    def __init__(self, sink: OutputSink, errors: OutputSink | None = None) -> None:
         self.sink = sink
+        self.errors = errors
+        # The output pipes still open (stdin's closing is none of them).
+        self._open = {1, 2} if errors is not None else {1}
         self.exited = asyncio.Event()
         self.output_closed = asyncio.Event()
 
+    def _of(self, fd: int) -> OutputSink:
+        return self.errors if fd == 2 and self.errors is not None else self.sink
+
     def pipe_data_received(self, fd: int, data: bytes | bytearray) -> None:
-        self.sink.feed(bytes(data))
+        self._of(fd).feed(bytes(data))
 
     def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
-        self.sink.close()
-        self.output_closed.set()
+        if fd not in self._open:
+            return
+        self._open.discard(fd)
+        self._of(fd).close()
+        if not self._open:
+            self.output_closed.set()
 
     def process_exited(self) -> None:
         self.exited.set()
@@ -281,18 +297,29 @@ def _exit_code(returncode: int | None) -> int | None:
 
 
 async def _spawn(
-    argv: list[str], cwd: Path, env: Mapping[str, str] | None, protocol: _ShellProtocol
+    argv: list[str],
+    cwd: Path,
+    env: Mapping[str, str] | None,
+    protocol: _ShellProtocol,
+    stdin: bytes | None = None,
 ) -> asyncio.SubprocessTransport:
     transport, _ = await asyncio.get_running_loop().subprocess_exec(
         lambda: protocol,
         *argv,
         cwd=cwd,
-        stdin=subprocess.DEVNULL,
+        stdin=subprocess.DEVNULL if stdin is None else subprocess.PIPE,
         stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
+        stderr=subprocess.STDOUT if protocol.errors is None else subprocess.PIPE,
         start_new_session=True,
         env=shell_environment() if env is None else dict(env),
     )
+    if stdin is not None:
+        # Written as the command reads it, then closed (its end of input); a
+        # command that exits unread leaves the rest unwritten.
+        pipe = transport.get_pipe_transport(0)
+        if isinstance(pipe, asyncio.WriteTransport):
+            pipe.write(stdin)
+            pipe.close()
     return transport
 
 
@@ -352,19 +379,22 @@ async def start_command(
     *,
     env: Mapping[str, str] | None = None,
     jail: Jail | None = None,
+    stdin: bytes | None = None,
+    errors: OutputSink | None = None,
 ) -> StartedCommand | NotStarted:
-    """Start command in cwd (confined by `jail` when given), stdin empty,
-    stdout and stderr to `sink`, in a process group of its own."""
+    """Start command in cwd (confined by `jail` when given), stdin empty (or
+    `stdin`), stdout and stderr to `sink` (stderr to `errors` when given),
+    in a process group of its own."""
     if "\0" in command:
         return NotStarted(reason=_cannot_start("the command contains a NUL byte"))
     program = [_shell_program(), "-c", command]
     prepared = prepare(jail, program) if jail is not None else None
     if prepared is not None and prepared.refused is not None:
         return NotStarted(refused=prepared.refused.refusal())
-    protocol = _ShellProtocol(sink)
+    protocol = _ShellProtocol(sink, errors)
     try:
         argv = prepared.argv if prepared is not None else program
-        transport = await _spawn(argv, cwd, env, protocol)
+        transport = await _spawn(argv, cwd, env, protocol, stdin)
     except OSError as error:
         if prepared is not None:
             await prepared.cleanup()
@@ -381,13 +411,18 @@ async def run_shell(
     on_output: Callable[[str], None] | None = None,
     env: Mapping[str, str] | None = None,
     jail: Jail | None = None,
+    stdin: bytes | None = None,
+    errors_apart: bool = False,
 ) -> ShellResult:
     """Run command in cwd (confined by `jail` when given); see the module
     docstring. A command that cannot start (missing cwd, NUL byte) answers
     exit code 126 with the reason as output."""
     started = time.monotonic()
     capture = _Capture(max(output_cap, 2), on_output)
-    running = await start_command(command, cwd, capture, env=env, jail=jail)
+    errors = _Capture(max(output_cap, 2), None) if errors_apart else None
+    running = await start_command(
+        command, cwd, capture, env=env, jail=jail, stdin=stdin, errors=errors
+    )
     if isinstance(running, NotStarted):
         if running.refused:
             return ShellResult(None, "", False, False, 0.0, running.refused)
@@ -403,7 +438,8 @@ async def run_shell(
         running.cleanup_soon()
     code = _exit_code(running.returncode) if finished else None
     duration = time.monotonic() - started
-    return ShellResult(code, capture.text(), not finished, capture.truncated, duration)
+    said = errors.text() if errors is not None else ""
+    return ShellResult(code, capture.text(), not finished, capture.truncated, duration, errors=said)
 
 
 def _cannot_start(why: str) -> str:

@@ -69,6 +69,16 @@ class ToolCalls:
         await self._append([end])
         return bool(calls)
 
+    async def _goes_on(self, turn_id: str, owes: bool) -> bool:
+        """After a step (and before the first): whether the turn goes on. It
+        does when the model is owed a request (its calls' results, a steered
+        message) unless a part ends it, and when a part asks for one more
+        (SessionPart.turn_goes_on)."""
+        owed = owes or bool(self._state.turn.steered)
+        parts = (await self._view()).parts.values()
+        said = [await part.turn_goes_on(turn_id, owed) for part in parts]
+        return False if False in said else owed or True in said
+
     def _batches(self, calls: tuple[PendingCall, ...]) -> list[list[PendingCall]]:
         """The calls in runs: consecutive calls of concurrent tools together."""
         batches: list[list[PendingCall]] = []
@@ -128,14 +138,16 @@ class ToolCalls:
             )
             return await self._ask(context, asked)
         decision = approvals.decision(call, self._state)
-        verdicts = [
-            await part.before_tool(call, context) for part in (await self._view()).parts.values()
-        ]
-        refusal = next((v for v in verdicts if v is not None and v.refuse), None)
+        parts = (await self._view()).parts.values()
+        verdicts = [v for part in parts if (v := await part.before_tool(call, context)) is not None]
+        refusal = next((v for v in verdicts if v.refuse), None)
         if decision.gate is not gates.Gate.REFUSE and refusal is not None:
             return ToolOutcome(ok=False, error=f"Not run: {refusal.reason}")
-        if decision.gate is gates.Gate.ALLOW and any(v is not None and v.ask for v in verdicts):
+        asks = any(v.ask for v in verdicts)
+        if decision.gate is gates.Gate.ALLOW and asks:
             decision = gates.Decision(gates.Gate.ASK)
+        elif decision.gate is gates.Gate.ASK and not asks and any(v.allow for v in verdicts):
+            decision = gates.ALLOW  # a part allowed it, as a rule would: the sandbox still binds
         elif decision.gate is gates.Gate.ASK and await approvals.workspace_allows(
             call, self.session_id, self.cwd_text, self._log, self._neighbours
         ):
@@ -152,6 +164,8 @@ class ToolCalls:
         asked.turn_id, asked.call_id = context.turn_id, context.call_id
         self._answers.expect(asked.question_id)
         await self._append([ev.Event(id=new_id("asked"), question_asked=asked)])
+        for part in (await self._view()).parts.values():
+            await part.on_question(asked)
         return Question.from_event(asked)
 
     async def _after_answer(

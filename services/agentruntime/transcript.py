@@ -15,7 +15,10 @@ an editor's resources) follow its text, each framed (framing.py), a cut
 one with a note of how much there is.
 
 Context the runtime's capabilities add (context/added: a repository's
-instructions, the task list) is a user-role message of its own. A
+instructions, the task list) is a user-role message of its own; one
+recorded while a step's calls wait for their results (a queued prompt's)
+follows those results, since a provider takes nothing between a call and
+its result. A
 compaction starts the view with the context it carried (Compaction.context)
 and its summary, then what it kept of the turn it cut (Compaction.kept: the
 turn's prompt and its latest tool exchange), then what follows its cut.
@@ -79,8 +82,10 @@ class Transcript:
         # What the latest compaction starts the view with.
         self._head: list[ChatMessage] = []
         self._spill_bytes = spill_bytes
-        # Calls of the last assistant message still waiting for a result.
+        # Calls of the last assistant message still waiting for a result,
+        # and context recorded meanwhile, shown once they have it.
         self._waiting: list[str] = []
+        self._held: list[Entry] = []
         # The seq of the open turn's turn/start (None: no turn open).
         self._turn_seq: int | None = None
         # The estimate of the last request header not yet paired with the
@@ -93,7 +98,7 @@ class Transcript:
         if kind == "user_message":
             self._append(event.seq, UserMessage(user_text(event.user_message)))
         elif kind == "context_added":
-            self._append(event.seq, UserMessage(event.context_added.text))
+            self._add_context(event.seq, event.context_added.text)
         elif kind == "assistant_message":
             self._append(event.seq, AssistantMessage(event.assistant_message.text))
         elif kind == "tool_call":
@@ -139,6 +144,17 @@ class Transcript:
     def _append(self, seq: int, message: ChatMessage) -> None:
         self._entries.append(Entry(seq, seq, message))
 
+    def _add_context(self, seq: int, text: str) -> None:
+        if self._waiting:
+            self._held.append(Entry(seq, seq, UserMessage(text)))
+        else:
+            self._append(seq, UserMessage(text))
+
+    def _release_held(self) -> None:
+        """The context held while calls waited, now that none waits."""
+        self._entries += self._held
+        self._held = []
+
     def _compact(self, compaction: events_pb2.Compaction) -> None:
         """The summary, then what it kept, then what follows its cut; the
         provider's count of a request before it no longer describes the view."""
@@ -163,6 +179,8 @@ class Transcript:
         self._append(seq, ToolResultMessage(result.call_id, shown, result.ok))
         if result.call_id in self._waiting:
             self._waiting.remove(result.call_id)
+        if not self._waiting:
+            self._release_held()
 
     def _attach_image(self, seq: int, attachment: events_pb2.ToolAttachment) -> None:
         """Onto its call's result (recorded just before it)."""
@@ -188,6 +206,7 @@ class Transcript:
         for call_id in self._waiting:
             self._append(seq, ToolResultMessage(call_id, NOT_RUN, ok=False))
         self._waiting = []
+        self._release_held()
         if end.reason == events_pb2.TURN_END_REASON_CANCELLED:
             self._mark(seq, CANCELLED_MARK)
         elif end.reason != events_pb2.TURN_END_REASON_COMPLETED:

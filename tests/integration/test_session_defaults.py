@@ -16,8 +16,9 @@ import pytest
 
 from agenthost_core.locations import ENV_CONFIG_DIR
 from clients.sdk import AgentHostClient, Backoff, Session
-from services.agentruntime.defaults import DEPLOYMENT, ENV_SANDBOX, WORKSPACE_SETTINGS
+from services.agentruntime.defaults import DEPLOYMENT, ENV_SANDBOX
 from services.agentruntime.models.builtin import ScriptedReply, ScriptedToolCall
+from services.agentruntime.settings_files import WORKSPACE_SETTINGS
 from services.sessionlog.client import SessionLogClient
 from tests.integration.test_cli import running_up
 from tests.support.gateway import ALICE, GatewayHarness, running_gateway

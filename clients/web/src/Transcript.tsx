@@ -1,6 +1,7 @@
 import { TextKind, eventsV1, type Session } from "@agenthost/sdk/web";
 import { useEffect, useRef, type ReactNode } from "react";
 import { AttachedFiles } from "./AttachedFiles.js";
+import { HookRow } from "./HookRow.js";
 import { Markdown } from "./Markdown.js";
 import { ToolRow, answersByCall } from "./ToolRow.js";
 
@@ -136,6 +137,8 @@ function EventView({
           ── conversation compacted ({tokens(body.value.tokensBefore)} → {tokens(body.value.tokensAfter)} tokens) ──
         </div>
       );
+    case "hookRun":
+      return <HookRow run={body.value} />;
     case "turnEnd":
       return body.value.reason === eventsV1.TurnEndReason.COMPLETED ? null : (
         <div className="notice" data-testid="turn-ended" data-reason={eventsV1.TurnEndReason[body.value.reason]}>

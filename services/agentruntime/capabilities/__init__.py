@@ -11,6 +11,7 @@ from ..capability import Capability
 from .checkpoints import Checkpoints
 from .checkpoints.history import CHECKPOINTS_UNIT
 from .commands import Commands
+from .hooks import Hooks
 from .instructions import CONTEXT_UNIT, Instructions
 from .jobs import JOBS_UNIT, Jobs
 from .references import FileReferences
@@ -32,7 +33,14 @@ def default_capabilities(
     Without a data folder there is nowhere to keep checkpoints, nor to note
     the sessions with jobs running (a load still settles their jobs); without
     the runtime to run them, no subagents."""
-    found: list[Capability] = [Instructions(), Skills(), Commands(), FileReferences(), Todos()]
+    found: list[Capability] = [
+        Instructions(),
+        Skills(),
+        Commands(),
+        FileReferences(),
+        Todos(),
+        Hooks(),
+    ]
     if data_dir is not None:
         found.append(Checkpoints(data_dir / CHECKPOINTS_FOLDER))
     found.append(Jobs(data_dir / JOBS_FOLDER if data_dir is not None else None))

@@ -17,10 +17,10 @@ from services.agentruntime.defaults import (
     ENV_APPROVALS,
     ENV_NETWORK,
     ENV_SANDBOX,
-    WORKSPACE_SETTINGS,
     SessionDefaults,
     to_record,
 )
+from services.agentruntime.settings_files import WORKSPACE_SETTINGS
 
 MODELS = {"fast", "deep"}
 

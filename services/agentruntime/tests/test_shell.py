@@ -329,3 +329,24 @@ def test_the_schema() -> None:
     assert (timeout["type"], timeout["minimum"], timeout["maximum"]) == ("number", 1, 600.0)
     assert shell.DEFAULT_TIMEOUT_S == 120.0 and shell.MAX_TIMEOUT_S == 600.0
     assert SHELL_DESCRIPTION and "\n" not in SHELL_DESCRIPTION
+
+
+async def test_a_command_reads_what_it_is_given_and_its_stderr_can_be_kept_apart(
+    tmp_path: Path,
+) -> None:
+    """A hook reads its event on stdin, says why on stderr (exit 2), and its
+    stdout stays its answer: the two are not mixed."""
+    command = 'read -r line; echo "got $line"; echo "not that" >&2; exit 2'
+    result = await run_shell(
+        command, tmp_path, timeout_s=WAIT_S, stdin=b'{"a": 1}\n', errors_apart=True
+    )
+    assert (result.exit_code, result.output, result.errors) == (2, 'got {"a": 1}\n', "not that\n")
+
+
+async def test_a_command_that_leaves_its_input_unread_still_ends(tmp_path: Path) -> None:
+    """More input than a pipe holds, never read: the command's end is all
+    that is waited for."""
+    result = await run_shell(
+        "exit 0", tmp_path, timeout_s=WAIT_S, stdin=b"x" * (4 << 20), errors_apart=True
+    )
+    assert (result.exit_code, result.timed_out, result.errors) == (0, False, "")
