@@ -32,6 +32,7 @@ from bench import (
     request_build,
     runtime_memory,
     set_plan_mode,
+    startup,
     stream_fanout,
     subagent_start,
 )
@@ -55,6 +56,7 @@ FIGURES: list[ModuleType] = [
     runtime_memory,
     checkpoint,
     subagent_start,
+    startup,
 ]
 REPO = Path(__file__).resolve().parents[1]
 # A module measures one figure, or several sharing their stacks and rounds.

@@ -20,7 +20,6 @@ from services.common.server import ServiceDefinition
 from services.common.tasks import spawn
 
 from .domain import SessionLog, now_us
-from .postgres_store import PostgresSessionStore
 from .servicer import SERVICE_NAME, SessionLogServicer
 from .sqlite_store import SqliteSessionStore
 from .store import SessionStore
@@ -80,5 +79,7 @@ def store_from_env(data_dir: Path, env: Mapping[str, str]) -> SessionStore:
 
 def session_store(database: Database) -> SessionStore:
     if database.backend is Backend.POSTGRES:
+        from .postgres_store import PostgresSessionStore  # psycopg only when it is used
+
         return PostgresSessionStore(database.postgres_dsn(), database.schema)
     return SqliteSessionStore(database.sqlite_file("sessionlog.db"))
