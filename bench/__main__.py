@@ -34,6 +34,7 @@ from bench import (
     set_plan_mode,
     startup,
     stream_fanout,
+    streaming,
     subagent_start,
 )
 from bench.harness import FULL, SMOKE, Sizes
@@ -57,6 +58,7 @@ FIGURES: list[ModuleType] = [
     checkpoint,
     subagent_start,
     startup,
+    streaming,
 ]
 REPO = Path(__file__).resolve().parents[1]
 # A module measures one figure, or several sharing their stacks and rounds.
