@@ -196,8 +196,10 @@ class PostgresSessionStore:
         return connection
 
     async def _fetch(self, query: str, params: Sequence[Any] = ()) -> list[Row]:
+        """Rows in binary: event bodies come as they are stored, not as hex
+        text decoded again (a third of what reading 1000 events cost)."""
         async with self._read_lock, storage_errors():
-            cursor = await self._connection(write=False).execute(query, params)
+            cursor = await self._connection(write=False).execute(query, params, binary=True)
             return await cursor.fetchall()
 
     async def probe(self) -> None:
