@@ -311,7 +311,10 @@ class Chat:
 
     async def _read_once(self, label: str) -> str | None:
         if self._prompt is None:
-            return await self._lines.get()
+            line = await self._lines.get()
+            if line is None:  # the input's end stays the end for every later read
+                self._lines.put_nowait(None)
+            return line
         if self._typed_ahead:  # typed while the turn ran: shown as if at the prompt
             line = self._typed_ahead.popleft()
             self.say(f"{label}{line}")
@@ -586,9 +589,9 @@ class Chat:
             reason = await self._read(
                 "why (optional)> ", lambda: question.question_id not in self.session.questions
             )
-            if isinstance(reason, _Interrupted) or reason is None:
+            if isinstance(reason, _Interrupted):
                 return True
-            await self._answer(question, "denied", "yellow", deny=reason.strip())
+            await self._answer(question, "denied", "yellow", deny=(reason or "").strip())
         else:
             return False
         return True
