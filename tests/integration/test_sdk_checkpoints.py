@@ -130,3 +130,23 @@ async def test_subagents_show_with_their_usage_and_a_childs_approval_is_answered
     assert done.prompt_tokens > 0
     (listed,) = await client.list_subagents(session.id)
     assert listed.id == child.session_id
+
+
+async def test_a_subagents_changes_are_its_parent_turns_and_undo_takes_them_back(
+    coding: Coding,
+) -> None:
+    model = coding.harness.model
+    session = await coding.session(approvals="never")
+    task = tool("task", "t1", description="write notes", prompt="Write the notes.")
+    model.enqueue(ScriptedReply(tool_calls=[task]))
+    write = tool("write_file", "w1", path="child.md", content="from the child\n")
+    model.enqueue(ScriptedReply(tool_calls=[write]))
+    model.enqueue(ScriptedReply(text="Wrote them."))
+    model.enqueue(ScriptedReply(text="The subagent wrote the notes."))
+    await session.prompt("have a subagent write notes")
+    await finished(session)
+    await session.wait_until(lambda s: len(s.checkpoints) == 1, WAIT_S)
+    (turn,) = session.checkpoints
+    assert turn.files == (FileChange("child.md", "added", 1, 0),)
+    undone = await session.undo()
+    assert undone.restored == ("child.md",) and not (coding.folder / "child.md").exists()

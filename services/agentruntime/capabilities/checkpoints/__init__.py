@@ -302,7 +302,8 @@ class CheckpointsPart(SessionPart):
             self._capability.befores.setdefault(key, event.checkpoint.before)
 
     async def before_run(self, call: Call, context: ToolContext) -> list[ev.Event]:
-        if call.tool.effect not in CHANGING:
+        # A subagent's changes are its parent turn's too: snapshotted before it runs.
+        if call.tool.effect not in CHANGING and not call.tool.delegates:
             return []
         key = self._key(context.turn_id)
         if key in self._capability.befores:
