@@ -190,6 +190,8 @@ class Transcript:
                 return f"{render.call_line(view.call)}  … {view.output.hidden} more lines"
             if view.call.name == "shell" and not view.headed:
                 return render.call_line(view.call)
+            if view.call.name == "task":
+                return f"{render.call_line(view.call)} (subagent at work)"
         if self._streaming is not None:
             return None  # a command's output shows
         return THINKING if self._waiting_for_model else None

@@ -150,3 +150,19 @@ async def test_a_subagents_changes_are_its_parent_turns_and_undo_takes_them_back
     assert turn.files == (FileChange("child.md", "added", 1, 0),)
     undone = await session.undo()
     assert undone.restored == ("child.md",) and not (coding.folder / "child.md").exists()
+
+
+async def test_an_undo_that_left_every_file_alone_leaves_the_turn_to_undo_later(
+    coding: Coding,
+) -> None:
+    folder = coding.folder
+    session = await coding.session(approvals="never")
+    await two_turns(coding, session)
+    (folder / "b.py").write_text("the user's b\n")
+    declined = await session.undo(2)
+    assert declined.ok and declined.restored == () and declined.skipped == ("b.py",)
+    assert (folder / "b.py").read_text() == "the user's b\n"
+    assert not session.checkpoints[1].undone
+    forced = await session.undo(2, force=True)
+    assert forced.restored == ("b.py",) and not (folder / "b.py").exists()
+    await session.wait_until(lambda s: s.checkpoints[1].undone, WAIT_S)

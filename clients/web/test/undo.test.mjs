@@ -61,6 +61,9 @@ test("a turn's files show with their diff and undo; redo asks before overwriting
   await page.click(byTestId("turn-keep"));
   await hasText(page, "notice", "Left alone");
   assert.equal(readFileSync(NOTES, "utf8"), "mine\n");
+  // Nothing was redone: the turn stays undone, Redo still offered.
+  assert.equal(await changes.getAttribute("data-undone"), "true");
+  assert.equal(await page.locator(byTestId("turn-redo")).count(), 1);
   assert.deepEqual(pageErrors, []);
 });
 
