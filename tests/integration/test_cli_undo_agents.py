@@ -97,7 +97,12 @@ def test_diff_undo_asks_before_overwriting_and_rewind_picks_a_prompt(tmp_path: P
             child.expect_exact("turn>")
             child.sendline("3")
             child.expect_exact("restore (c)ode, c(o)nversation or (b)oth? [b]>")
+            # two.txt was changed since by the user: asked, then overwritten.
+            (project / "two.txt").write_text("the user's two\n")
             child.sendline("c")
+            expect_all(child, "Changed since by someone other than the agent:", "  two.txt")
+            child.expect_exact("overwrite them? [y/N]>")
+            child.sendline("y")
             child.expect_exact("Rewound to turn 2")
             assert not (project / "two.txt").exists()
             assert (project / "one.txt").read_text() == "1\n"
