@@ -6,6 +6,7 @@ turn has ended."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from dataclasses import dataclass, field
 from typing import Any
@@ -347,6 +348,8 @@ class AcpSession:
 
     async def _follow_child(self, child_id: str, call_id: str) -> None:
         assert self.gateway is not None
+        # Closed at the end only when opened here (the editor may hold it too).
+        shared = child_id in self.gateway.sessions
         try:
             opened = await self.gateway.open_session(child_id)
         except AgentHostError as error:
@@ -367,7 +370,9 @@ class AcpSession:
         finally:
             updates.close()
             self._children.pop(child_id, None)
-            await opened.close()
+            if not shared:
+                with contextlib.suppress(AgentHostError):
+                    await opened.close()
 
     def asker(self, question: Question) -> str:
         """Which subagent asks a question raised inside it ("" for this session's own)."""

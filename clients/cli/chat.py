@@ -639,6 +639,7 @@ class Chat:
 
     async def _follow_child(self, child_id: str) -> None:
         assert self.client is not None
+        shared = child_id in self.client.sessions  # closed at the end only when opened here
         try:
             opened = await self.client.open_session(child_id)
         except AgentHostError:
@@ -654,8 +655,9 @@ class Chat:
         finally:
             updates.close()
             self._followed.discard(child_id)
-            with contextlib.suppress(AgentHostError):
-                await opened.close()
+            if not shared:
+                with contextlib.suppress(AgentHostError):
+                    await opened.close()
 
     async def _model(self, name: str) -> None:
         """/model: the models, the session's marked; /model NAME: switch."""
