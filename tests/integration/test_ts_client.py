@@ -41,6 +41,8 @@ TS_TESTS = (
     "offsets count code points, not UTF-16 units (offline)",
     "pieces relayed after OpenSession's text so far but read before it are not lost",
     "replies, values and commits in any order end at the state of the highest seq",
+    "a turn's files show with its diff, and undo, redo and rewind put them back",
+    "a task call's subagent is listed with its usage and its transcript opens",
 )
 TIMEOUT_S = 60
 BUILD_TIMEOUT_S = 300
