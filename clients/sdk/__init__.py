@@ -40,6 +40,7 @@ from .errors import (
     UnauthenticatedError,
     UnknownModelError,
 )
+from .follow import turn_calls
 from .history import Gap, History
 from .live import LiveText
 from .models import ModelInfo, ModelPrices, Usage
@@ -161,5 +162,6 @@ __all__ = [
     "subagents_value",
     "todos_value",
     "todos_written",
+    "turn_calls",
     "user_texts",
 ]
