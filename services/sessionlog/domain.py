@@ -52,6 +52,7 @@ from .port import (
     TailPage,
     flattened,
 )
+from .search import SearchIndex, SearchStore
 from .sqlite_store import SqliteSessionStore
 from .store import (
     EVERY_SESSION,
@@ -124,9 +125,16 @@ class ChangeSignal:
 
 
 class SessionLog:
-    def __init__(self, store: SessionStore, clock: Callable[[], int] = now_us) -> None:
+    def __init__(
+        self,
+        store: SessionStore,
+        clock: Callable[[], int] = now_us,
+        search: SearchStore | None = None,
+    ) -> None:
         self._store = store
         self._clock = clock
+        # The full-text index of the log's sessions (search.py), when kept.
+        self.search = None if search is None else SearchIndex(store, search)
         # Created but never appended: not durable, never listed.
         self._lazy: PendingSessions = (
             store.pending if isinstance(store, SharedStore) else MemoryPendingSessions()
@@ -211,6 +219,8 @@ class SessionLog:
         self._kept_folds.pop(session_id, None)
         if not await self._store.delete(session_id) and not lazy:
             raise SessionNotFound(session_id)
+        if self.search is not None:
+            await self.search.forget(session_id)
         self._fire(session_id)
 
     # -- append --------------------------------------------------------------------
@@ -501,12 +511,16 @@ class SessionLog:
         for signal in self._session_signals.values():
             signal.fire()
         self._all_signal.fire()
+        if self.search is not None:
+            self.search.appended()
 
     def _fire(self, session_id: str) -> None:
         signal = self._session_signals.get(session_id)
         if signal is not None:
             signal.fire()
         self._all_signal.fire()
+        if self.search is not None:
+            self.search.appended()
 
     async def _locate(
         self, session_id: str, durable: Callable[[str], Awaitable[T | None]]
