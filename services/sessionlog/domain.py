@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
+from agenthost.sessionlog.v1 import session_log_pb2
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from agenthost_core import folds
@@ -30,6 +31,7 @@ from services.common.errors import (
     InvalidArgument,
     InvalidRequest,
     LeaseLost,
+    NotReady,
     SessionConflict,
     SessionNotFound,
 )
@@ -52,7 +54,7 @@ from .port import (
     TailPage,
     flattened,
 )
-from .search import SearchIndex, SearchStore
+from .search import SearchIndex, SearchStore, page_to_proto, query_from_proto
 from .sqlite_store import SqliteSessionStore
 from .store import (
     EVERY_SESSION,
@@ -191,6 +193,14 @@ class SessionLog:
         offset = _decode_page_token(page_token)
         sessions, more = await self._store.list_sessions(size, offset, session_ids, running_only)
         return sessions, str(min(offset + size, INT64_MAX)) if more else ""
+
+    async def search_sessions(
+        self, request: session_log_pb2.SearchSessionsRequest
+    ) -> session_log_pb2.SearchSessionsResponse:
+        """Full-text search over the request's sessions (search.py)."""
+        if self.search is None:
+            raise NotReady("session search (this log keeps no index)")
+        return page_to_proto(await self.search.search(query_from_proto(request)))
 
     async def fork(
         self, session_id: str, up_to_seq: int | None = None, new_session_id: str | None = None

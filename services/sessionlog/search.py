@@ -25,9 +25,9 @@ import logging
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Literal, Protocol
 
-from agenthost.sessionlog.v1 import events_pb2
+from agenthost.sessionlog.v1 import events_pb2, session_log_pb2
 
 from services.common.errors import BadPageToken, InvalidRequest
 
@@ -386,3 +386,55 @@ class SearchIndex:
         hits = hits[:limit]
         token = encode_token((hits[-1].score, hits[-1].session_id)) if more else ""
         return SearchPage(hits, token)
+
+
+MATCHES = {
+    TITLE: session_log_pb2.SEARCH_MATCH_TITLE,
+    PROMPT: session_log_pb2.SEARCH_MATCH_PROMPT,
+    ANSWER: session_log_pb2.SEARCH_MATCH_ANSWER,
+    PATH: session_log_pb2.SEARCH_MATCH_PATH,
+}
+
+
+# The time filters of a search request (the same names in the gateway's).
+TimeFilter = Literal["created_after", "created_before", "updated_after", "updated_before"]
+TIME_FILTERS: tuple[TimeFilter, ...] = (
+    "created_after",
+    "created_before",
+    "updated_after",
+    "updated_before",
+)
+
+
+def query_from_proto(request: session_log_pb2.SearchSessionsRequest) -> SearchQuery:
+    def micros(name: TimeFilter) -> int | None:
+        return getattr(request, name).ToMicroseconds() if request.HasField(name) else None
+
+    return SearchQuery(
+        text=request.query,
+        scope=list(request.session_ids),
+        created_after_us=micros("created_after"),
+        created_before_us=micros("created_before"),
+        updated_after_us=micros("updated_after"),
+        updated_before_us=micros("updated_before"),
+        limit=request.page_size if request.HasField("page_size") else DEFAULT_PAGE_SIZE,
+        after=decode_token(request.page_token) if request.page_token else None,
+    )
+
+
+def page_to_proto(page: SearchPage) -> session_log_pb2.SearchSessionsResponse:
+    reply = session_log_pb2.SearchSessionsResponse(next_page_token=page.next_token)
+    for hit in page.hits:
+        found = reply.hits.add(
+            session_id=hit.session_id,
+            score=hit.score,
+            matched=[MATCHES[kind] for kind in hit.matched if kind in MATCHES],
+            snippet_match=MATCHES.get(hit.snippet_kind, session_log_pb2.SEARCH_MATCH_UNSPECIFIED),
+            snippet=[
+                session_log_pb2.SnippetPart(text=p.text, highlighted=p.highlighted)
+                for p in hit.snippet
+            ],
+        )
+        found.created_at.FromMicroseconds(hit.created_us)
+        found.updated_at.FromMicroseconds(hit.updated_us)
+    return reply

@@ -1,0 +1,108 @@
+"""SearchSessions through the gateway and the Python SDK, on the embedded
+stack over SQLite and over PostgreSQL: a session is found by a word of its
+third prompt and by a path a tool touched, with the word marked in its
+snippet; another account's sessions, which say the same, never appear; a
+query with nothing to search by and a page token not handed out are typed
+errors."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from agenthost.sessionlog.v1 import session_log_pb2 as sl
+
+from clients.sdk import AgentHostClient
+from clients.sdk.errors import InvalidArgumentError
+from services.agentruntime.models.builtin import ScriptedReply, ScriptedToolCall
+from tests.support.gateway import ALICE, BOB, GatewayHarness, running_gateway
+from tests.support.postgres import stack_on_postgres
+
+WAIT_S = 30.0
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+async def gateway(
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[GatewayHarness]:
+    if request.param == "postgres":
+        async with (
+            stack_on_postgres(tmp_path, monkeypatch, "search"),
+            running_gateway(tmp_path / "data") as harness,
+        ):
+            yield harness
+    else:
+        async with running_gateway(tmp_path / "data") as harness:
+            yield harness
+
+
+async def worked_session(
+    gateway: GatewayHarness, token: str, folder: Path, prompts: list[str], read: str
+) -> str:
+    """A session in `folder` whose turns answer `prompts` in order, the
+    first reading the file `read` with read_file; its id."""
+    (folder / read).parent.mkdir(parents=True, exist_ok=True)
+    (folder / read).write_text("notes\n")
+    async with AgentHostClient(gateway.address, token) as client:
+        summary = await client.create_session(cwd=str(folder))
+        session = await client.open_session(summary.id)
+        gateway.model.enqueue(
+            ScriptedReply(
+                text="Reading.", tool_calls=[ScriptedToolCall("read_file", {"path": read})]
+            )
+        )
+        gateway.model.enqueue(ScriptedReply(text="I read the notes."))
+        for n, text in enumerate(prompts):
+            await session.prompt(text)
+
+            def answered(_: object, count: int = n + 1) -> bool:
+                ends = [e for e in session.events if e.HasField("turn_end")]
+                return len(ends) >= count
+
+            await session.wait_until(answered, within=WAIT_S)
+        return summary.id
+
+
+def marked(hit: object) -> str:
+    return "".join(f"[{p.text}]" if p.highlighted else p.text for p in hit.snippet)  # type: ignore[attr-defined]
+
+
+async def test_a_session_is_found_by_its_third_prompt_and_a_path_and_never_by_another_account(
+    gateway: GatewayHarness, tmp_path: Path
+) -> None:
+    prompts = ["set up the project", "add a readme", "repair the flaky kaleidoscope handshake"]
+    alices = await worked_session(
+        gateway, ALICE, tmp_path / "alice", prompts, "notes/zephyr_plan.md"
+    )
+    bobs = await worked_session(
+        gateway, BOB, tmp_path / "bob", ["the kaleidoscope is mine"], "notes/zephyr_plan.md"
+    )
+
+    async with AgentHostClient(gateway.address, ALICE) as alice:
+        by_prompt = await alice.search_sessions("kaleidoscope")
+        by_path = await alice.search_sessions("zephyr_plan")
+        nothing = await alice.search_sessions("mine")
+    async with AgentHostClient(gateway.address, BOB) as bob:
+        bob_finds = await bob.search_sessions("kaleidoscope")
+
+    assert [h.session_id for h in by_prompt.hits] == [alices]
+    hit = by_prompt.hits[0]
+    assert hit.snippet_match == sl.SEARCH_MATCH_PROMPT
+    assert "[kaleidoscope]" in marked(hit) and hit.cwd == str(tmp_path / "alice")
+    assert [h.session_id for h in by_path.hits] == [alices]
+    assert list(by_path.hits[0].matched) == [sl.SEARCH_MATCH_PATH]
+    assert "notes/[zephyr" in marked(by_path.hits[0])
+    assert nothing.hits == []
+    assert [h.session_id for h in bob_finds.hits] == [bobs]
+
+
+async def test_bad_queries_and_page_tokens_are_typed_errors(gateway: GatewayHarness) -> None:
+    async with AgentHostClient(gateway.address, ALICE) as alice:
+        for query in ("", "?!", "x" * 501):
+            with pytest.raises(InvalidArgumentError) as refused:
+                await alice.search_sessions(query)
+            assert refused.value.reason == "INVALID_REQUEST"
+        with pytest.raises(InvalidArgumentError) as bad_token:
+            await alice.search_sessions("anything", page_token="not-ours")
+        assert bad_token.value.reason == "BAD_PAGE_TOKEN"
