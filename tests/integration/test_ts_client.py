@@ -41,6 +41,7 @@ TS_TESTS = (
     "offsets count code points, not UTF-16 units (offline)",
     "pieces relayed after OpenSession's text so far but read before it are not lost",
     "replies, values and commits in any order end at the state of the highest seq",
+    "a session is found by a word of its title, the word highlighted in the snippet",
 )
 TIMEOUT_S = 60
 BUILD_TIMEOUT_S = 300
