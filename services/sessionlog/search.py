@@ -29,6 +29,7 @@ from typing import Literal, Protocol
 
 from agenthost.sessionlog.v1 import events_pb2, session_log_pb2
 
+from agenthost_core import folds
 from services.common.errors import BadPageToken, InvalidRequest
 
 log = logging.getLogger(__name__)
@@ -170,8 +171,9 @@ def documents(event: Event) -> list[Document]:
     """What of `event` is searchable (most events: nothing)."""
     kind = event.WhichOneof("body")
     sid, seq = event.session_id, event.seq
-    if kind == "session_title" and event.session_title.title:
-        return [Document(sid, seq, TITLE, clean(event.session_title.title))]
+    title = folds.last_title([event])  # the title rule is the fold's
+    if title:
+        return [Document(sid, seq, TITLE, clean(title))]
     if kind == "user_message":
         message = event.user_message
         if message.source.kind == events_pb2.SOURCE_KIND_PLUGIN or not message.text.strip():
