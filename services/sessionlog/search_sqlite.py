@@ -47,11 +47,21 @@ CREATE VIRTUAL TABLE IF NOT EXISTS search_text USING fts5(
     text, session_id UNINDEXED, kind UNINDEXED, seq UNINDEXED, part UNINDEXED,
     tokenize = 'porter unicode61'
 );
+-- Which rows of search_text are a session's (of a kind): FTS5 cannot index
+-- its unindexed columns, and a title replaced or a session deleted would
+-- otherwise scan the whole table.
+CREATE TABLE IF NOT EXISTS search_rows (
+    row INTEGER PRIMARY KEY,
+    session_id TEXT NOT NULL,
+    kind TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS search_rows_by_session ON search_rows (session_id, kind);
 """
 DROP = """
 DROP TABLE IF EXISTS search_meta;
 DROP TABLE IF EXISTS search_sessions;
 DROP TABLE IF EXISTS search_text;
+DROP TABLE IF EXISTS search_rows;
 """
 # Words around a match in a snippet.
 SNIPPET_TOKENS = 16
@@ -136,14 +146,17 @@ class SqliteSearchStore:
             if int(row["position"]) != from_position:
                 return False
             for session_id in batch.retitled:
-                db.execute(
-                    "DELETE FROM search_text WHERE session_id = ? AND kind = 'title'",
-                    (session_id,),
-                )
+                _delete(db, "session_id = ? AND kind = 'title'", (session_id,))
+            first = db.execute("SELECT coalesce(max(row), 0) + 1 FROM search_rows").fetchone()[0]
+            rows = list(enumerate(batch.documents, start=first))
             db.executemany(
-                "INSERT INTO search_text (text, session_id, kind, seq, part) "
-                "VALUES (?, ?, ?, ?, ?)",
-                [(d.text, d.session_id, d.kind, d.seq, d.part) for d in batch.documents],
+                "INSERT INTO search_text (rowid, text, session_id, kind, seq, part) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                [(n, d.text, d.session_id, d.kind, d.seq, d.part) for n, d in rows],
+            )
+            db.executemany(
+                "INSERT INTO search_rows (row, session_id, kind) VALUES (?, ?, ?)",
+                [(n, d.session_id, d.kind) for n, d in rows],
             )
             db.executemany(
                 "INSERT INTO search_sessions (session_id, created_us, updated_us) "
@@ -160,6 +173,7 @@ class SqliteSearchStore:
     async def reset(self) -> None:
         def work(db: sqlite3.Connection) -> None:
             db.execute("DELETE FROM search_text")
+            db.execute("DELETE FROM search_rows")
             db.execute("DELETE FROM search_sessions")
             db.execute("UPDATE search_meta SET position = 0 WHERE id = 1")
 
@@ -167,7 +181,7 @@ class SqliteSearchStore:
 
     async def forget(self, session_id: str) -> None:
         def work(db: sqlite3.Connection) -> None:
-            db.execute("DELETE FROM search_text WHERE session_id = ?", (session_id,))
+            _delete(db, "session_id = ?", (session_id,))
             db.execute("DELETE FROM search_sessions WHERE session_id = ?", (session_id,))
 
         await self._transaction(work)
@@ -215,6 +229,15 @@ class SqliteSearchStore:
             return hits
 
         return await self._run(work)
+
+
+def _delete(db: sqlite3.Connection, where: str, params: tuple[str, ...]) -> None:
+    """The rows of search_text that search_rows says match `where`."""
+    db.execute(
+        f"DELETE FROM search_text WHERE rowid IN (SELECT row FROM search_rows WHERE {where})",
+        params,
+    )
+    db.execute(f"DELETE FROM search_rows WHERE {where}", params)
 
 
 def _or(value: int | None, default: int) -> int:
