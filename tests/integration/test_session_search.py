@@ -8,6 +8,7 @@ errors."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from datetime import UTC, timedelta
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,7 @@ from tests.support.gateway import ALICE, BOB, GatewayHarness, running_gateway
 from tests.support.postgres import stack_on_postgres
 
 WAIT_S = 30.0
+SECOND, HOUR = timedelta(seconds=1), timedelta(hours=1)
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
@@ -106,3 +108,47 @@ async def test_bad_queries_and_page_tokens_are_typed_errors(gateway: GatewayHarn
         with pytest.raises(InvalidArgumentError) as bad_token:
             await alice.search_sessions("anything", page_token="not-ours")
         assert bad_token.value.reason == "BAD_PAGE_TOKEN"
+
+
+async def test_workspace_archived_and_time_filters_narrow_the_search_and_pages_follow(
+    gateway: GatewayHarness, tmp_path: Path
+) -> None:
+    (tmp_path / "one").mkdir()
+    (tmp_path / "two").mkdir()
+    async with AgentHostClient(gateway.address, ALICE) as alice:
+        first = await alice.create_session(cwd=str(tmp_path / "one"))
+        second = await alice.create_session(cwd=str(tmp_path / "two"))
+        third = await alice.create_session(cwd=str(tmp_path / "two"))
+        for summary, title in ((first, "walrus"), (second, "walrus tusk"), (third, "walrus")):
+            await alice.rename_session(summary.id, f"The {title} work")
+        one = await alice.create_workspace(str(tmp_path / "one"))
+
+        def ids(reply: object) -> list[str]:
+            return sorted(h.session_id for h in reply.hits)  # type: ignore[attr-defined]
+
+        everything = await alice.search_sessions("walrus")
+        in_one = await alice.search_sessions("walrus", workspace_id=one.id)
+        await alice.archive_session(third.id)
+        unarchived = await alice.search_sessions("walrus")
+        with_archived = await alice.search_sessions("walrus", include_archived=True)
+        latest = max(h.updated_at.ToDatetime(tzinfo=UTC) for h in with_archived.hits)
+        after_all = await alice.search_sessions("walrus", updated_after=latest + SECOND)
+        within = await alice.search_sessions("walrus", updated_after=latest - HOUR)
+        pages = [await alice.search_sessions("walrus", page_size=1)]
+        while pages[-1].next_page_token:
+            pages.append(
+                await alice.search_sessions(
+                    "walrus", page_size=1, page_token=pages[-1].next_page_token
+                )
+            )
+        await alice.delete_session(second.id)
+        after_delete = await alice.search_sessions("walrus")
+
+    assert ids(everything) == sorted([first.id, second.id, third.id])
+    assert ids(in_one) == [first.id] and in_one.hits[0].workspace_id == one.id
+    assert ids(unarchived) == sorted([first.id, second.id])
+    archived = [h for h in with_archived.hits if h.session_id == third.id]
+    assert len(with_archived.hits) == 3 and archived and archived[0].archived
+    assert ids(after_all) == [] and ids(within) == ids(unarchived)
+    assert sorted(h.session_id for page in pages for h in page.hits) == ids(unarchived)
+    assert ids(after_delete) == [first.id]
