@@ -67,21 +67,24 @@ DROP TABLE IF EXISTS search_rows;
 SNIPPET_TOKENS = 16
 NO_LOWER, NO_UPPER = -(2**63), 2**63 - 1
 
+# Ranked within the scope (a condition of the match, before any grouping),
+# grouped per session (its best row), then its times read and filtered
+# before the page is cut.
 RANKED = """
-SELECT session_id, score, best, kinds, created_us, updated_us FROM (
+SELECT g.session_id, g.score, g.best, g.kinds, s.created_us, s.updated_us
+FROM (
     SELECT t.session_id AS session_id, -min(t.rank) AS score, t.rowid AS best,
-           group_concat(DISTINCT t.kind) AS kinds, s.created_us AS created_us,
-           s.updated_us AS updated_us
-    FROM search_text t JOIN search_sessions s ON s.session_id = t.session_id
+           group_concat(DISTINCT t.kind) AS kinds
+    FROM search_text t
     WHERE search_text MATCH :terms
       AND t.session_id IN (SELECT value FROM json_each(:scope))
-      AND s.created_us BETWEEN :created_after AND :created_before
-      AND s.updated_us BETWEEN :updated_after AND :updated_before
     GROUP BY t.session_id
-)
-WHERE :after_id IS NULL OR score < :after_score
-   OR (score = :after_score AND session_id > :after_id)
-ORDER BY score DESC, session_id
+) g JOIN search_sessions s ON s.session_id = g.session_id
+WHERE s.created_us BETWEEN :created_after AND :created_before
+  AND s.updated_us BETWEEN :updated_after AND :updated_before
+  AND (:after_id IS NULL OR g.score < :after_score
+       OR (g.score = :after_score AND g.session_id > :after_id))
+ORDER BY g.score DESC, g.session_id
 LIMIT :limit
 """
 SNIPPETS = f"""
