@@ -5,10 +5,13 @@ The index is derived data: rows of text (a session's title, its prompts,
 its answers, the paths its tools touched) cut from events, with the log
 position it has read up to. `SearchIndex` feeds it from the log of all
 sessions, from that position on, so a restart resumes where it stopped and
-an index that is missing (a new file, a new schema) or ahead of the log (a
-log restored from an older copy) is rebuilt from position 0. Every search
+an index that is missing (a new file, a new schema, another INDEX_VERSION)
+is rebuilt from position 0. One ahead of the log is not (deleting the newest
+session lowers the log's last position): a log restored from an older copy
+needs its index file deleted (or the search tables dropped) by hand. Every search
 first brings the index up to the log's last position, so it sees every
-append that was answered before it.
+append that was answered before it (while a rebuild runs, it waits
+FRESH_WAIT_S at most, then answers from what is indexed so far).
 
 Scope is a search's first condition: a caller (the gateway) passes the
 sessions an account may see (its workspaces' members, narrowed by the
@@ -54,6 +57,9 @@ MAX_PAGE_SIZE = 100
 # A query's longest accepted length (characters), as the protos say.
 MAX_QUERY_CHARS = 500
 WORD = re.compile(r"\w", re.UNICODE)
+# How long a search waits for the index to reach the log before it answers
+# from what is indexed (only a rebuild takes longer).
+FRESH_WAIT_S = 2.0
 # Bumped when what is indexed changes: an index of another version is rebuilt.
 INDEX_VERSION = 1
 
@@ -322,6 +328,7 @@ class LogReader(Protocol):
 class SearchStats:
     events_indexed: int = 0
     searches: int = 0
+    stale_answers: int = 0
     lost_races: int = 0
     errors: list[str] = field(default_factory=list)
 
@@ -379,7 +386,14 @@ class SearchIndex:
         text = check_query(query.text)
         if not query.scope:
             return SearchPage([])
-        await self.catch_up()
+        try:
+            async with asyncio.timeout(FRESH_WAIT_S):
+                await self.catch_up()
+        except TimeoutError:
+            # A rebuild under way: answer from what is indexed so far (every
+            # step of a catch-up is checked against the stored position, so
+            # leaving one midway loses nothing).
+            self.stats.stale_answers += 1
         self.stats.searches += 1
         limit = max(1, min(query.limit or DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE))
         asked = SearchQuery(**{**query.__dict__, "text": text, "limit": limit + 1})

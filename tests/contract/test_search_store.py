@@ -6,6 +6,7 @@ and rebuilt from the log when the index is gone."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -15,6 +16,7 @@ import pytest
 from agenthost.sessionlog.v1 import events_pb2 as ev
 
 from services.common.errors import BadPageToken, InvalidRequest
+from services.sessionlog import search as search_module
 from services.sessionlog.domain import SessionLog
 from services.sessionlog.search import SearchPage, SearchQuery, SearchStore, decode_token
 from tests.support.events import assistant, title, tool_call, user
@@ -245,3 +247,29 @@ async def test_a_query_with_nothing_to_search_by_is_refused(log: SessionLog, que
 def test_a_page_token_not_handed_out_is_refused(token: str) -> None:
     with pytest.raises(BadPageToken):
         decode_token(token)
+
+
+async def test_a_search_while_the_index_is_far_behind_answers_from_what_it_has(
+    searched: Searched, log: SessionLog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A rebuild of a large log takes longer than a caller waits: the search
+    answers from what is indexed, and the index goes on catching up."""
+    assert log.search is not None
+    await session(log, "s1", user("gecko"))
+    await log.search.catch_up()
+    await session(log, "s2", user("gecko"))
+    store, reading = searched.logs.store, asyncio.Event()
+    read_all = store.read_all
+
+    async def held_read(after_position: int, limit: int) -> list[ev.Event]:
+        await reading.wait()  # the log's read is slow (a big rebuild)
+        return await read_all(after_position, limit)
+
+    monkeypatch.setattr(store, "read_all", held_read)
+    monkeypatch.setattr(search_module, "FRESH_WAIT_S", 0.05)
+
+    partial = await find(log, "gecko", ["s1", "s2"])
+    reading.set()
+
+    assert ids(partial) == ["s1"] and log.search.stats.stale_answers == 1
+    assert sorted(ids(await find(log, "gecko", ["s1", "s2"]))) == ["s1", "s2"]
