@@ -30,6 +30,7 @@ from bench import (
     plan_mode_read,
     request_build,
     runtime_memory,
+    session_search,
     set_plan_mode,
     stream_fanout,
     subagent_start,
@@ -53,6 +54,7 @@ FIGURES: list[ModuleType] = [
     runtime_memory,
     checkpoint,
     subagent_start,
+    session_search,
 ]
 REPO = Path(__file__).resolve().parents[1]
 # A module measures one figure, or several sharing their stacks and rounds.

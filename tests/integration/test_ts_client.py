@@ -43,6 +43,7 @@ TS_TESTS = (
     "replies, values and commits in any order end at the state of the highest seq",
     "a turn's files show with its diff, and undo, redo and rewind put them back",
     "a task call's subagent is listed with its usage and its transcript opens",
+    "a session is found by a word of its title, the word highlighted in the snippet",
 )
 TIMEOUT_S = 60
 BUILD_TIMEOUT_S = 300
