@@ -164,7 +164,9 @@ class FakeModel:
         model = {"id": MODEL, "object": "model", "created": 0, "owned_by": "bench"}
         return web.json_response({"object": "list", "data": [model]})
 
-    async def _stream(self, request: web.Request, events: AsyncIterator[bytes]) -> web.StreamResponse:
+    async def _stream(
+        self, request: web.Request, events: AsyncIterator[bytes]
+    ) -> web.StreamResponse:
         began = time.perf_counter()
         response = web.StreamResponse(
             headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
@@ -237,7 +239,15 @@ class FakeModel:
             "completion_tokens": completion,
             "total_tokens": prompt_tokens + completion,
         }
-        yield _sse({"id": ident, "object": "chat.completion.chunk", "model": MODEL, "choices": [], "usage": usage})
+        yield _sse(
+            {
+                "id": ident,
+                "object": "chat.completion.chunk",
+                "model": MODEL,
+                "choices": [],
+                "usage": usage,
+            }
+        )
         yield b"data: [DONE]\n\n"
 
     def _text(self, tools: Any) -> AsyncIterator[str]:
@@ -262,12 +272,18 @@ class FakeModel:
         def event(kind: str, **fields: Any) -> bytes:
             return _sse({"type": kind, "sequence_number": next(sequence), **fields}, kind)
 
-        shell = {"id": ident, "object": "response", "model": MODEL, "status": "in_progress", "output": []}
+        shell = {
+            "id": ident,
+            "object": "response",
+            "model": MODEL,
+            "status": "in_progress",
+            "output": [],
+        }
         yield event("response.created", response=shell)
         output: list[dict[str, Any]] = []
         completion = 0
         if call is not None:
-            item = {
+            item: dict[str, Any] = {
                 "type": "function_call",
                 "id": f"fc_{secrets.token_hex(6)}",
                 "call_id": f"call_{secrets.token_hex(6)}",
@@ -275,16 +291,30 @@ class FakeModel:
                 "arguments": call.arguments,
                 "status": "completed",
             }
-            yield event("response.output_item.added", output_index=0, item={**item, "arguments": ""})
+            yield event(
+                "response.output_item.added", output_index=0, item={**item, "arguments": ""}
+            )
             yield event("response.output_item.done", output_index=0, item=item)
             output.append(item)
             completion = 20
         else:
             item_id = f"msg_{secrets.token_hex(6)}"
-            started = {"type": "message", "id": item_id, "role": "assistant", "status": "in_progress", "content": []}
+            started: dict[str, Any] = {
+                "type": "message",
+                "id": item_id,
+                "role": "assistant",
+                "status": "in_progress",
+                "content": [],
+            }
             yield event("response.output_item.added", output_index=0, item=started)
-            part = {"type": "output_text", "text": "", "annotations": []}
-            yield event("response.content_part.added", item_id=item_id, output_index=0, content_index=0, part=part)
+            part: dict[str, Any] = {"type": "output_text", "text": "", "annotations": []}
+            yield event(
+                "response.content_part.added",
+                item_id=item_id,
+                output_index=0,
+                content_index=0,
+                part=part,
+            )
             text: list[str] = []
             async for piece in self._text(body.get("tools")):
                 text.append(piece)
@@ -297,9 +327,21 @@ class FakeModel:
                 )
                 completion += 1
             whole = "".join(text)
-            yield event("response.output_text.done", item_id=item_id, output_index=0, content_index=0, text=whole)
+            yield event(
+                "response.output_text.done",
+                item_id=item_id,
+                output_index=0,
+                content_index=0,
+                text=whole,
+            )
             done_part = {**part, "text": whole}
-            yield event("response.content_part.done", item_id=item_id, output_index=0, content_index=0, part=done_part)
+            yield event(
+                "response.content_part.done",
+                item_id=item_id,
+                output_index=0,
+                content_index=0,
+                part=done_part,
+            )
             item = {**started, "status": "completed", "content": [done_part]}
             yield event("response.output_item.done", output_index=0, item=item)
             output.append(item)

@@ -235,9 +235,7 @@ class AgentHost(Host):
                         done.set_result(None)
 
     async def new_session(self) -> str:
-        created = await self.gateway.CreateSession(
-            gw.CreateSessionRequest(cwd=str(self.workdir))
-        )
+        created = await self.gateway.CreateSession(gw.CreateSessionRequest(cwd=str(self.workdir)))
         return str(created.session.id)
 
     async def _turn(self, session: str) -> None:
