@@ -249,9 +249,11 @@ async def measure_many(name: str, root: Path, model: Model, sizes: Sizes) -> dic
             delays.extend(now - sent for sent in sent_stamps(text))
 
         cpu_before, began = tree_cpu_s(host.pid), time.perf_counter()
+        ours_before = tree_cpu_s(model.process.pid) + time.process_time()
         await asyncio.gather(*(host.turn(s, receiver) for s in sessions))
         wall = time.perf_counter() - began
         cpu = tree_cpu_s(host.pid) - cpu_before
+        ours = tree_cpu_s(model.process.pid) + time.process_time() - ours_before
     finally:
         await host.stop()
         await model.script(chunks=sizes.chunks, pace_ms=0)
@@ -261,6 +263,7 @@ async def measure_many(name: str, root: Path, model: Model, sizes: Sizes) -> dic
         "many_p99_ms": percentile(delays, 99) * 1e3,
         "many_cpu_s": cpu,
         "many_wall_s": wall,
+        "many_bench_cpu_s": ours,
         "many_chunks_seen": len(delays) / expected,
     }
 
@@ -282,6 +285,12 @@ ROWS: list[tuple[str, str, str]] = [
     ("many_p50_ms", "{many} sessions streaming, chunks 20 ms apart: chunk delay p50", "ms"),
     ("many_p99_ms", "{many} sessions streaming, chunks 20 ms apart: chunk delay p99", "ms"),
     ("many_cpu_s", "{many} sessions streaming: host CPU", "s"),
+    (
+        "many_wall_s",
+        "{many} sessions streaming: wall (the model's pace alone: {many_ideal} s)",
+        "s",
+    ),
+    ("many_bench_cpu_s", "{many} sessions streaming: the bench's CPU (fake model + client)", "s"),
 ]
 
 
@@ -304,6 +313,7 @@ def table(results: dict[str, Result], sizes: Sizes) -> str:
         "conc": sizes.concurrent,
         "conc_turns": sizes.concurrent_turns,
         "many": sizes.many,
+        "many_ideal": f"{sizes.many_chunks * sizes.many_pace_ms / 1e3:g}",
     }
     for key, label, unit in ROWS:
         if not any(key in results[h].figures for h in hosts):

@@ -47,6 +47,7 @@ MODEL = "bench-fake"
 # The hosts' shell tools, as each names it; the first offered is called.
 SHELL_TOOLS = ("shell", "bash", "exec_command", "shell_command")
 _STAMP = re.compile(r" t(\d+)")
+_MARK = "@@piece@@"
 
 
 @dataclass(frozen=True)
@@ -230,8 +231,11 @@ class FakeModel:
             yield chunk({}, "tool_calls")
             completion = 20
         else:
+            # One chunk made per answer, the piece put in its place: what
+            # the model costs per piece stays small beside the hosts.
+            head, tail = chunk({"content": _MARK}).split(_MARK.encode())
             async for piece in self._text(body.get("tools")):
-                yield chunk({"content": piece})
+                yield head + piece.encode() + tail
                 completion += 1
             yield chunk({}, "stop")
         usage = {
@@ -316,15 +320,23 @@ class FakeModel:
                 part=part,
             )
             text: list[str] = []
+            delta = _sse(
+                {
+                    "type": "response.output_text.delta",
+                    "sequence_number": _MARK,
+                    "item_id": item_id,
+                    "output_index": 0,
+                    "content_index": 0,
+                    "delta": _MARK,
+                },
+                "response.output_text.delta",
+            )
+            head, middle, tail = delta.replace(
+                f'"{_MARK}",'.encode(), f"{_MARK},".encode(), 1
+            ).split(_MARK.encode())
             async for piece in self._text(body.get("tools")):
                 text.append(piece)
-                yield event(
-                    "response.output_text.delta",
-                    item_id=item_id,
-                    output_index=0,
-                    content_index=0,
-                    delta=piece,
-                )
+                yield head + str(next(sequence)).encode() + middle + piece.encode() + tail
                 completion += 1
             whole = "".join(text)
             yield event(
