@@ -476,7 +476,7 @@ def make(name: str, home: Path, model_url: str) -> Host:
 def versions() -> dict[str, str]:
     return {
         "agenthost": "this checkout",
-        "opencode": package_version("opencode-ai"),
+        "opencode": package_version("opencode-linux-x64"),
         "codex": package_version("@openai/codex"),
         "python": sys.version.split()[0],
     }
