@@ -37,6 +37,7 @@ import statistics
 import sys
 import tempfile
 import time
+import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -257,6 +258,7 @@ async def measure_many(name: str, root: Path, model: Model, sizes: Sizes) -> dic
     finally:
         await host.stop()
         await model.script(chunks=sizes.chunks, pace_ms=0)
+    retries = getattr(host, "retries", 0)
     expected = sizes.many * sizes.many_chunks
     return {
         "many_p50_ms": percentile(delays, 50) * 1e3,
@@ -265,6 +267,7 @@ async def measure_many(name: str, root: Path, model: Model, sizes: Sizes) -> dic
         "many_wall_s": wall,
         "many_bench_cpu_s": ours,
         "many_chunks_seen": len(delays) / expected,
+        "many_retries": retries,
     }
 
 
@@ -347,15 +350,28 @@ async def run(hosts: list[str], many: list[str], sizes: Sizes, out: Path) -> dic
             print(f"bench-peers: {name} ...", file=sys.stderr, flush=True)
             began = time.perf_counter()
             load = os.getloadavg()[0]
-            results[name] = await measure(name, root, model, sizes)
+            try:
+                results[name] = await measure(name, root, model, sizes)
+            except Exception as error:  # one host failing must not hide the others' figures
+                traceback.print_exc()
+                results[name] = Result(name, notes=[f"FAILED: {type(error).__name__}: {error}"])
             results[name].notes.append(f"load average at its start {load:.2f}")
             print(f"bench-peers: {name} took {time.perf_counter() - began:.0f} s", file=sys.stderr)
         for name in many:
             print(f"bench-peers: {name}, {sizes.many} sessions ...", file=sys.stderr, flush=True)
             load = os.getloadavg()[0]
-            figures = await measure_many(name, root, model, sizes)
-            results.setdefault(name, Result(name)).figures.update(figures)
-            results[name].notes.append(f"load average at its many-sessions start {load:.2f}")
+            result = results.setdefault(name, Result(name))
+            try:
+                result.figures.update(await measure_many(name, root, model, sizes))
+            except Exception as error:
+                traceback.print_exc()
+                result.notes.append(
+                    f"{sizes.many} sessions FAILED: {type(error).__name__}: {error}"
+                )
+            result.notes.append(f"load average at its many-sessions start {load:.2f}")
+            if result.figures.get("many_retries"):
+                retried = int(result.figures["many_retries"])
+                result.notes.append(f"{retried} requests refused as overloaded and sent again")
     finally:
         await model.stop()
         shutil.rmtree(root, ignore_errors=True)
@@ -365,14 +381,16 @@ async def run(hosts: list[str], many: list[str], sizes: Sizes, out: Path) -> dic
 def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.peers", description=__doc__)
     parser.add_argument("--smoke", action="store_true", help="tiny sizes")
-    parser.add_argument("--hosts", nargs="+", choices=HOST_NAMES, default=list(HOST_NAMES))
+    parser.add_argument(
+        "--hosts", nargs="*", choices=HOST_NAMES, default=list(HOST_NAMES), help="hosts measured"
+    )
     parser.add_argument(
         "--many", nargs="*", choices=MANY_HOSTS, default=None, help="hosts of the many-sessions run"
     )
     parser.add_argument("--out", type=Path, default=REPO / "build" / "bench")
     args = parser.parse_args()
     sizes = SMOKE if args.smoke else FULL
-    many = [h for h in MANY_HOSTS if h in args.hosts] if args.many is None else args.many
+    many = list(MANY_HOSTS) if args.many is None else args.many
     args.out.mkdir(parents=True, exist_ok=True)
     VERSIONS.update(versions())
     isolated = offline()

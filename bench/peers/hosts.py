@@ -24,6 +24,7 @@ import contextlib
 import itertools
 import json
 import os
+import random
 import re
 import signal
 import sys
@@ -360,6 +361,13 @@ class OpenCode(Host):
 
 # -- Codex ------------------------------------------------------------------------------
 
+# JSON-RPC error of app-server's full ingress queue: "retry later".
+OVERLOADED = -32001
+
+
+class Overloaded(Exception):
+    pass
+
 
 class Codex(Host):
     def __init__(self, home: Path, model_url: str) -> None:
@@ -368,6 +376,7 @@ class Codex(Host):
         self._calls: dict[int, asyncio.Future[Any]] = {}
         self._done: dict[str, asyncio.Future[None]] = {}
         self._reader: asyncio.Task[None] | None = None
+        self.retries = 0  # requests refused as overloaded and sent again
 
     def _config(self) -> str:
         return "\n".join(
@@ -412,10 +421,19 @@ class Codex(Host):
         self._send({"method": method})
 
     async def _call(self, method: str, params: dict[str, Any]) -> Any:
-        ident = next(self._ids)
-        answer = self._calls[ident] = asyncio.get_running_loop().create_future()
-        self._send({"id": ident, "method": method, "params": params})
-        return await answer
+        """A request; refused as overloaded (its ingress queue is bounded),
+        sent again after a growing, jittered delay, as its docs ask."""
+        for attempt in itertools.count():
+            ident = next(self._ids)
+            answer = self._calls[ident] = asyncio.get_running_loop().create_future()
+            self._send({"id": ident, "method": method, "params": params})
+            try:
+                return await answer
+            except Overloaded:
+                self.retries += 1
+                delay = min(0.01 * 2**attempt, 1.0)
+                await asyncio.sleep(delay * (0.5 + random.random()))  # backoff, not sync
+        raise AssertionError("unreachable")
 
     async def _read(self) -> None:
         assert self.process is not None and self.process.stdout is not None
@@ -424,8 +442,11 @@ class Codex(Host):
             method = message.get("method")
             if method is None:
                 answer = self._calls.pop(message["id"])
-                if "error" in message:
-                    answer.set_exception(RuntimeError(f"codex: {message['error']}"))
+                error = message.get("error")
+                if error is not None and error.get("code") == OVERLOADED:
+                    answer.set_exception(Overloaded())
+                elif error is not None:
+                    answer.set_exception(RuntimeError(f"codex: {error}"))
                 else:
                     answer.set_result(message.get("result"))
             elif method == "item/agentMessage/delta":
