@@ -374,7 +374,10 @@ async def run(hosts: list[str], many: list[str], sizes: Sizes, out: Path) -> dic
                 result.notes.append(f"{retried} requests refused as overloaded and sent again")
     finally:
         await model.stop()
-        shutil.rmtree(root, ignore_errors=True)
+        if any("FAILED" in note for result in results.values() for note in result.notes):
+            print(f"bench-peers: the hosts' folders are kept in {root}", file=sys.stderr)
+        else:
+            shutil.rmtree(root, ignore_errors=True)
     return results
 
 

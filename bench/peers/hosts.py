@@ -86,6 +86,8 @@ class Host:
     process: asyncio.subprocess.Process | None = None
     ready_s: float = 0.0
     _texts: dict[str, OnText] = field(default_factory=dict)
+    # Reads what it prints after its ready line, so it never blocks on a full pipe.
+    _drainer: asyncio.Task[None] | None = None
 
     @property
     def pid(self) -> int:
@@ -132,6 +134,8 @@ class Host:
 
     async def stop(self) -> None:
         await self.close_client()
+        if self._drainer is not None:
+            self._drainer.cancel()
         process = self.process
         if process is None or process.returncode is not None:
             return
@@ -157,15 +161,16 @@ class Host:
         return env
 
     async def _spawn(self, *argv: str | Path, env: dict[str, str], **kwargs: Any) -> None:
-        self.process = await asyncio.create_subprocess_exec(
-            *map(str, argv),
-            cwd=self.workdir,
-            env=env,
-            stderr=asyncio.subprocess.DEVNULL,
-            start_new_session=True,
-            limit=2**24,
-            **kwargs,
-        )
+        with (self.home / "stderr.log").open("wb") as stderr:  # what it said, if it fails
+            self.process = await asyncio.create_subprocess_exec(
+                *map(str, argv),
+                cwd=self.workdir,
+                env=env,
+                stderr=stderr,
+                start_new_session=True,
+                limit=2**24,
+                **kwargs,
+            )
 
 
 # -- agenthost --------------------------------------------------------------------------
@@ -209,11 +214,13 @@ class AgentHost(Host):
         while address is None:
             line = (await self.process.stdout.readline()).decode()
             if not line:
-                raise RuntimeError(f"agenthost up exited with {await self.process.wait()}")
+                raise RuntimeError(
+                    f"agenthost up exited with {await self.process.wait()}, see {self.home}"
+                )
             if found := re.search(r"gateway\s+grpc://(\S+)", line):
                 address = found[1]
         # The banner lists the services once all of them serve; drain the rest.
-        asyncio.get_running_loop().create_task(_drain(self.process.stdout))
+        self._drainer = asyncio.get_running_loop().create_task(_drain(self.process.stdout))
         self._channel = authorized_channel(address, (data / "token").read_text().strip())
         self.gateway = gw_grpc.GatewayServiceStub(self._channel)
         self._stream = self.gateway.Connect(gw.ConnectRequest(client_id="bench"))
@@ -311,10 +318,12 @@ class OpenCode(Host):
         while not self.base:
             line = (await self.process.stdout.readline()).decode()
             if not line:
-                raise RuntimeError(f"opencode serve exited with {await self.process.wait()}")
+                raise RuntimeError(
+                    f"opencode serve exited with {await self.process.wait()}, see {self.home}"
+                )
             if found := re.search(r"listening on (http://\S+)", line):
                 self.base = found[1].rstrip("/")
-        asyncio.get_running_loop().create_task(_drain(self.process.stdout))
+        self._drainer = asyncio.get_running_loop().create_task(_drain(self.process.stdout))
         self._http = aiohttp.ClientSession(
             timeout=aiohttp.ClientTimeout(total=None),
             connector=aiohttp.TCPConnector(limit=0),
@@ -457,6 +466,10 @@ class Codex(Host):
                     done.set_result(None)
             elif "id" in message:  # a request to the client (an approval): never expected
                 self._send({"id": message["id"], "error": {"code": -32601, "message": "no"}})
+        gone = RuntimeError(f"codex app-server exited (see {self.home / 'stderr.log'})")
+        for waiting in [*self._calls.values(), *self._done.values()]:
+            if not waiting.done():
+                waiting.set_exception(gone)
 
     async def new_session(self) -> str:
         started = await self._call(
