@@ -8,6 +8,7 @@ from __future__ import annotations
 import itertools
 import json
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -169,10 +170,11 @@ async def test_a_request_without_tools_gets_a_few_words(model: tuple[FakeModel, 
 
 
 async def test_bench_peers_measures_agenthost_through_its_gateway(tmp_path: Path) -> None:
+    sizes = replace(peers.SMOKE, starts=0, short_sessions=1, concurrent_turns=1, chunks=20)
     model = await peers.Model.start()
     try:
-        result = await peers.measure("agenthost", tmp_path, model, peers.SMOKE)
-        many = await peers.measure_many("agenthost", tmp_path, model, peers.SMOKE)
+        result = await peers.measure("agenthost", tmp_path, model, sizes)
+        many = await peers.measure_many("agenthost", tmp_path, model, sizes)
     finally:
         await model.stop()
     figures = result.figures
@@ -187,5 +189,5 @@ async def test_bench_peers_measures_agenthost_through_its_gateway(tmp_path: Path
     assert figures["rss_used_mb"] >= figures["pss_used_mb"] > 0
     # Every chunk of every session reached the client, each with its delay.
     assert many["many_chunks_seen"] == 1.0
-    table = peers.table({"agenthost": result}, peers.SMOKE)
+    table = peers.table({"agenthost": result}, sizes)
     assert "host CPU per turn, chunks paced 5 ms apart" in table
