@@ -101,8 +101,12 @@ class Host:
     async def start(self) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
         began = time.perf_counter()
-        async with asyncio.timeout(READY_TIMEOUT_S):
-            await self._start()
+        try:
+            async with asyncio.timeout(READY_TIMEOUT_S):
+                await self._start()
+        except BaseException:
+            await self.stop()  # nothing left running behind a failed start
+            raise
         self.ready_s = time.perf_counter() - began
 
     async def _start(self) -> None:
