@@ -173,14 +173,23 @@ class FakeModel:
             headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
         )
         await response.prepare(request)
+        counted = False
         try:
             async for event in events:
                 await response.write(event)
+            # Counted before the end goes out: a client that has the whole
+            # answer finds it in the stats.
+            self._count(began)
+            counted = True
             await response.write_eof()
         finally:
-            self.requests += 1
-            self.busy_s += time.perf_counter() - began
+            if not counted:
+                self._count(began)
         return response
+
+    def _count(self, began: float) -> None:
+        self.requests += 1
+        self.busy_s += time.perf_counter() - began
 
     async def _pieces(self) -> AsyncIterator[str]:
         """The text, piece by piece, each stamped as it goes out."""
