@@ -30,7 +30,7 @@ import signal
 import sys
 import threading
 from collections import deque
-from collections.abc import Callable, Coroutine, Iterable
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from typing import Any
 
 from agenthost.runtime.v1 import runtime_pb2 as rt
@@ -53,6 +53,7 @@ from clients.sdk import (
     PromptMode,
     Question,
     QuestionClosed,
+    Restored,
     Session,
     SettingsChanged,
     UnknownModelError,
@@ -527,9 +528,23 @@ class Chat:
             return
         turn = int(words[0]) if words else None
         restore = self.session.undo if name == "undo" else self.session.redo
-        force = "--force" in args.split()
-        if not force:
-            checked = await restore(turn, check=True)
+        await self._restore(
+            lambda check, force: restore(turn, check=check, force=force),
+            asked="--force" not in args.split(),
+        )
+
+    async def _restore(
+        self,
+        restore: Callable[[bool, bool], Awaitable[Restored]],
+        asked: bool = True,
+        forced: bool = True,
+    ) -> None:
+        """Restore files (`restore(check, force)`): when `asked`, what would
+        be left alone is checked first, and files changed since by someone
+        else are overwritten only if the user says so; else with `forced`."""
+        force = forced
+        if asked:
+            checked = await restore(True, False)
             if not checked.ok:
                 self.say(checked.message, "red")
                 return
@@ -537,7 +552,7 @@ class Chat:
             if confirmed is None:
                 return
             force = confirmed
-        done = await restore(turn, force=force)
+        done = await restore(False, force)
         self.say(done.message, "dim" if done.ok else "red")
 
     async def _confirm_overwrite(self, skipped: tuple[str, ...]) -> bool | None:
@@ -592,18 +607,12 @@ class Chat:
                 self.say("rewind cancelled", "dim")
                 return
             what = undo.REWIND_CHOICES[said.strip().lower()]
-        force = False
-        if what != "conversation":
-            checked = await self.session.rewind(target, what, check=True)
-            if not checked.ok:
-                self.say(checked.message, "red")
-                return
-            confirmed = await self._confirm_overwrite(checked.skipped)
-            if confirmed is None:
-                return
-            force = confirmed
-        done = await self.session.rewind(target, what, force=force)
-        self.say(done.message, "dim" if done.ok else "red")
+        chosen = what
+        await self._restore(
+            lambda check, force: self.session.rewind(target, chosen, check=check, force=force),
+            asked=chosen != "conversation",
+            forced=False,
+        )
 
     async def _diff(self, args: str) -> None:
         """/diff [N]: the last turn's (or turn N's) changes as a diff."""

@@ -28,7 +28,7 @@ import logging
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 from agenthost.sessionlog.v1 import events_pb2, session_log_pb2
 
@@ -107,6 +107,30 @@ class SearchQuery:
     limit: int = DEFAULT_PAGE_SIZE
     # Keyset: hits ranked after this (score, session id).
     after: tuple[float, str] | None = None
+
+
+# What an open end of a date range is, in microseconds, on both backends.
+NO_LOWER, NO_UPPER = -(2**63), 2**63 - 1
+
+
+def query_params(query: SearchQuery, terms: str, scope: Any) -> dict[str, Any]:
+    """The ranking query's parameters, named alike in each backend's SQL;
+    `scope` as that backend binds a list of ids."""
+    return {
+        "terms": terms,
+        "scope": scope,
+        "created_after": _or(query.created_after_us, NO_LOWER),
+        "created_before": _or(query.created_before_us, NO_UPPER),
+        "updated_after": _or(query.updated_after_us, NO_LOWER),
+        "updated_before": _or(query.updated_before_us, NO_UPPER),
+        "after_score": query.after[0] if query.after else None,
+        "after_id": query.after[1] if query.after else None,
+        "limit": query.limit,
+    }
+
+
+def _or(value: int | None, default: int) -> int:
+    return default if value is None else value
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,6 @@ if the position they read is still the index's (apply locks the row).
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from services.common.postgres import PostgresStore
 
@@ -27,6 +26,7 @@ from .search import (
     SearchQuery,
     SnippetPart,
     parse_terms,
+    query_params,
     split_marked,
 )
 
@@ -85,7 +85,6 @@ SELECT id, kind, text, ts_headline('english', text, websearch_to_tsquery('englis
     AS marked
 FROM search_text WHERE id = ANY(%(rows)s)
 """
-NO_LOWER, NO_UPPER = -(2**63), 2**63 - 1
 
 
 class PostgresSearchStore(PostgresStore):
@@ -177,17 +176,7 @@ class PostgresSearchStore(PostgresStore):
         return " ".join(out)
 
     async def search(self, query: SearchQuery, terms: str) -> list[Hit]:
-        params: dict[str, Any] = {
-            "terms": terms,
-            "scope": list(query.scope),
-            "created_after": _or(query.created_after_us, NO_LOWER),
-            "created_before": _or(query.created_before_us, NO_UPPER),
-            "updated_after": _or(query.updated_after_us, NO_LOWER),
-            "updated_before": _or(query.updated_before_us, NO_UPPER),
-            "after_score": query.after[0] if query.after else None,
-            "after_id": query.after[1] if query.after else None,
-            "limit": query.limit,
-        }
+        params = query_params(query, terms, list(query.scope))
         async with self.db.session() as connection:
             ranked = await (await connection.execute(RANKED, params)).fetchall()
             if not ranked:
@@ -232,7 +221,3 @@ def _marked_path(path: str, words: list[str]) -> tuple[SnippetPart, ...]:
         r"[^\W_]+", lambda m: f"{MARK_START}{m[0]}{MARK_END}" if matches(m[0]) else m[0], path
     )
     return split_marked(marked)
-
-
-def _or(value: int | None, default: int) -> int:
-    return default if value is None else value

@@ -15,7 +15,7 @@ import sqlite3
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from services.common.sqlite import connect_wal, in_transaction
 
@@ -27,6 +27,7 @@ from .search import (
     Hit,
     SearchQuery,
     fts5_terms,
+    query_params,
     split_marked,
 )
 
@@ -65,7 +66,6 @@ DROP TABLE IF EXISTS search_rows;
 """
 # Words around a match in a snippet.
 SNIPPET_TOKENS = 16
-NO_LOWER, NO_UPPER = -(2**63), 2**63 - 1
 
 # Ranked within the scope (a condition of the match, before any grouping),
 # grouped per session (its best row), then its times read and filtered
@@ -193,17 +193,7 @@ class SqliteSearchStore:
         return fts5_terms(text)
 
     async def search(self, query: SearchQuery, terms: str) -> list[Hit]:
-        params: dict[str, Any] = {
-            "terms": terms,
-            "scope": json.dumps(list(query.scope)),
-            "created_after": _or(query.created_after_us, NO_LOWER),
-            "created_before": _or(query.created_before_us, NO_UPPER),
-            "updated_after": _or(query.updated_after_us, NO_LOWER),
-            "updated_before": _or(query.updated_before_us, NO_UPPER),
-            "after_score": query.after[0] if query.after else None,
-            "after_id": query.after[1] if query.after else None,
-            "limit": query.limit,
-        }
+        params = query_params(query, terms, json.dumps(list(query.scope)))
 
         def work() -> list[Hit]:
             db = self._db()
@@ -241,7 +231,3 @@ def _delete(db: sqlite3.Connection, where: str, params: tuple[str, ...]) -> None
         params,
     )
     db.execute(f"DELETE FROM search_rows WHERE {where}", params)
-
-
-def _or(value: int | None, default: int) -> int:
-    return default if value is None else value
