@@ -45,8 +45,10 @@ def refusal(data: bytes) -> str:
     if media_type_of(data) is None:
         return "its bytes are not a PNG, JPEG, GIF or WebP image"
     if len(data) > MAX_IMAGE_BYTES:
-        has, most = size_text(len(data)), size_text(MAX_IMAGE_BYTES)
-        return f"it has {has}, over the {most} an image may have"
+        most = size_text(MAX_IMAGE_BYTES)
+        return (
+            f"it has {len(data):,} bytes, over the {MAX_IMAGE_BYTES:,} ({most}) an image may have"
+        )
     return ""
 
 

@@ -93,7 +93,12 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServiceServicer):
             Resource(r.uri, r.text if r.HasField("text") else None) for r in request.resources
         ]
         taken, status = await self.runtime.prompt(
-            request.session_id, request.text, _MODES[request.mode], request.input_id, resources
+            request.session_id,
+            request.text,
+            _MODES[request.mode],
+            request.input_id,
+            resources,
+            request.images,
         )
         return pb.PromptResponse(mode=_MODE_VALUES[taken], status=status_pb(status))
 

@@ -51,6 +51,7 @@ from .port import (
     Direction,
     Heartbeat,
     ReadResult,
+    StoredImage,
     SubscriptionItem,
     TailPage,
     flattened,
@@ -65,7 +66,6 @@ from .store import (
     SessionSummary,
     SharedStore,
     StateCheckpoint,
-    StoredImage,
     event_kind,
 )
 

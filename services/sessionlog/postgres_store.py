@@ -40,7 +40,7 @@ from . import store_algorithms as algorithms
 from .append_plan import AppendRequest, Outcome, Stored, WavePlan, plan_wave, wanted_ids
 from .group_commit import CommitStats, GroupCommitter
 from .leases import Lease, LeaseChange
-from .port import AppendResult, Direction, ReadResult, TailPage
+from .port import AppendResult, Direction, ReadResult, StoredImage, TailPage
 from .store import (
     COPY_IMAGES,
     DROP_IMAGES,
@@ -55,7 +55,6 @@ from .store import (
     SessionHeader,
     SessionSummary,
     StateCheckpoint,
-    StoredImage,
     event_from_row,
     summary_from_row,
 )

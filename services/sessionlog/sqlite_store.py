@@ -32,7 +32,7 @@ from .append_plan import AppendRequest, Outcome, Stored, WavePlan, plan_wave, wa
 from .group_commit import CommitStats, GroupCommitter
 from .leases import Lease, LeaseChange
 from .log_tail import LogTail
-from .port import AppendResult, Direction, ReadResult, TailPage
+from .port import AppendResult, Direction, ReadResult, StoredImage, TailPage
 from .store import (
     COPY_IMAGES,
     DROP_IMAGES,
@@ -45,7 +45,6 @@ from .store import (
     SessionHeader,
     SessionSummary,
     StateCheckpoint,
-    StoredImage,
     event_from_row,
     summary_from_row,
 )

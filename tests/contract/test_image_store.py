@@ -48,7 +48,7 @@ async def test_images_are_kept_by_digest_and_read_back_through_their_session(
     [
         (NOT_AN_IMAGE, "not a PNG, JPEG, GIF or WebP"),
         (b"", "empty"),
-        (big_png(images.MAX_IMAGE_BYTES + 1), "over the 5.0 MB"),
+        (big_png(images.MAX_IMAGE_BYTES + 1), "over the 5,242,880 (5.0 MB)"),
     ],
 )
 async def test_what_is_no_image_by_its_bytes_or_too_large_is_refused_and_nothing_kept(
