@@ -32,6 +32,7 @@ from .errors import (
     UnknownModelError,
 )
 from .history import Gap, History
+from .images import Image, ImageLike
 from .live import LiveText
 from .models import ModelInfo, ModelPrices, Usage
 from .plan import (
@@ -94,6 +95,8 @@ __all__ = [
     "History",
     "HistoryGapError",
     "HistoryLoaded",
+    "Image",
+    "ImageLike",
     "InvalidArgumentError",
     "InvalidReplyError",
     "LiveText",

@@ -45,6 +45,7 @@ def model_pb(spec: ModelSpec, default: str) -> pb.ModelInfo:
         context_window=spec.context_window,
         max_output_tokens=spec.max_output_tokens,
         is_default=spec.name == default,
+        images=spec.images,
     )
     if spec.prices is not None:
         info.prices.input, info.prices.output = spec.prices.input, spec.prices.output
