@@ -20,9 +20,7 @@ from agenthost.sessionlog.v1 import events_pb2 as ev
 
 from agenthost_core import images
 
-from .errors import InvalidArgumentError
-
-IMAGE_REFUSED = "IMAGE_REFUSED"
+from .errors import IMAGE_REFUSED, InvalidArgumentError
 
 
 @dataclass(frozen=True)
