@@ -31,7 +31,7 @@ async def provider() -> AsyncIterator[FakeProvider]:
 
 @pytest.fixture
 async def gateway(tmp_path: Path, provider: FakeProvider) -> AsyncIterator[GatewayHarness]:
-    async with images_stack(tmp_path, provider) as stack:
+    async with images_stack(tmp_path, provider, {ALICE: "alice", BOB: "bob"}) as stack:
         harness = GatewayHarness(stack, BuiltinAdapter())
         try:
             yield harness

@@ -19,7 +19,7 @@ from clients.sdk import (
 )
 from services.agentruntime.models.tests.fake_provider import FakeProvider
 from services.embedded import EmbeddedStack
-from tests.support.gateway import ALICE
+from tests.support.gateway import ALICE, BOB
 from tests.support.images import NOT_AN_IMAGE, image_parts, images_provider, images_stack, png
 
 WAIT_S = 10.0
@@ -33,7 +33,7 @@ async def provider() -> AsyncIterator[FakeProvider]:
 
 @pytest.fixture
 async def stack(tmp_path: Path, provider: FakeProvider) -> AsyncIterator[EmbeddedStack]:
-    async with images_stack(tmp_path, provider) as stack:
+    async with images_stack(tmp_path, provider, {ALICE: "alice", BOB: "bob"}) as stack:
         yield stack
 
 

@@ -4,11 +4,13 @@ stack whose default model takes images, over the fake provider."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import struct
+import threading
 import zlib
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +25,6 @@ from services.agentruntime.models.tests.fake_provider import (
 )
 from services.embedded import EmbeddedStack
 from services.gateway.accounts import TokenStore
-from tests.support.gateway import ALICE, BOB
 
 # Not an image by its bytes, although a file of it may be named shot.png.
 NOT_AN_IMAGE = b"%PDF-1.4\n% a document, not an image\n"
@@ -118,16 +119,36 @@ async def images_provider() -> AsyncIterator[FakeProvider]:
 async def images_stack(
     folder: Path, provider: FakeProvider, tokens: dict[str, str] | None = None
 ) -> AsyncIterator[EmbeddedStack]:
-    """The embedded stack over the models file above (`tokens`: token -> account)."""
+    """The embedded stack over the models file above (`tokens`: token ->
+    account; none: the local account's token in its data folder)."""
     catalog = load_catalog(write_models_file(folder, provider.url), {})
     stack = EmbeddedStack(
         folder / "data",
         port_override=0,
         model=catalog,
-        tokens=TokenStore(tokens or {ALICE: "alice", BOB: "bob"}),
+        tokens=None if tokens is None else TokenStore(tokens),
     )
     await stack.start()
     try:
         yield stack
     finally:
         await stack.stop()
+
+
+@contextmanager
+def provider_thread() -> Iterator[FakeProvider]:
+    """`images_provider` on a loop of its own thread, for a test that is no
+    coroutine (one driving a terminal)."""
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    provider = FakeProvider()
+    provider.responder = lambda body: seen(provider)
+    asyncio.run_coroutine_threadsafe(provider.start(), loop).result(timeout=30)
+    try:
+        yield provider
+    finally:
+        asyncio.run_coroutine_threadsafe(provider.stop(), loop).result(timeout=30)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout=30)
+        loop.close()
