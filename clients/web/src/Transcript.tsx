@@ -1,6 +1,7 @@
 import { TextKind, eventsV1, type Session } from "@agenthost/sdk/web";
 import { useEffect, useRef, type ReactNode } from "react";
 import { AttachedFiles } from "./AttachedFiles.js";
+import { MessageImages } from "./DraftImages.js";
 import { HookRow } from "./HookRow.js";
 import { Markdown } from "./Markdown.js";
 import { ToolRow, answersByCall } from "./ToolRow.js";
@@ -42,7 +43,7 @@ export function Transcript({ session }: { session: Session }) {
   return (
     <div className="transcript" data-testid="transcript" ref={box} onScroll={onScroll}>
       {session.events.map((event) => (
-        <EventView key={String(event.seq)} event={event} results={results} answers={answers} outputOf={(callId) => session.live.outputOf(callId)} />
+        <EventView key={String(event.seq)} session={session} event={event} results={results} answers={answers} outputOf={(callId) => session.live.outputOf(callId)} />
       ))}
       {live.map((step) => (
         <div
@@ -88,11 +89,13 @@ function resultsByCall(events: readonly Event[]): Map<string, eventsV1.ToolResul
 }
 
 function EventView({
+  session,
   event,
   results,
   answers,
   outputOf,
 }: {
+  session: Session;
   event: Event;
   results: Map<string, eventsV1.ToolResult>;
   answers: Map<string, string>;
@@ -109,6 +112,7 @@ function EventView({
         <div className="message user" data-testid="user-message">
           {body.value.text}
           <AttachedFiles files={body.value.files} />
+          <MessageImages session={session} images={body.value.images} />
         </div>
       );
     case "assistantMessage":
