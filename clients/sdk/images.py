@@ -34,6 +34,7 @@ class Image:
     media_type: str = ""
 
     def to_proto(self) -> ev.ImageInput:
+        """As the Prompt call carries it."""
         given = ev.ImageInput(name=self.name, media_type=self.media_type)
         if self.digest:
             given.digest = self.digest
@@ -71,4 +72,5 @@ def read_image_file(path: Path) -> Image:
 
 
 def image_inputs(items: Sequence[ImageLike]) -> list[ev.ImageInput]:
+    """A prompt's images as the Prompt call carries them (paths read)."""
     return [image_of(item).to_proto() for item in items]
