@@ -5,6 +5,7 @@ referenced, carried by export and kept by a fork."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -12,12 +13,19 @@ from pathlib import Path
 import grpc
 import pytest
 from agenthost.gateway.v1 import gateway_pb2 as gw
+from agenthost.runtime.v1 import runtime_pb2 as rt
 from agenthost.sessionlog.v1 import events_pb2 as ev
 from google.protobuf import json_format
 
 from agenthost_core import images
 from services.agentruntime.models.builtin import BuiltinAdapter
-from services.agentruntime.models.tests.fake_provider import FakeProvider
+from services.agentruntime.models.tests.fake_provider import (
+    DONE,
+    FakeProvider,
+    ProviderReply,
+    finish_chunk,
+    text_chunk,
+)
 from tests.support.gateway import ALICE, BOB, Client, GatewayHarness
 from tests.support.images import NOT_AN_IMAGE, image_parts, images_provider, images_stack, png
 from tests.support.rpc import expect_rpc_error, reason_of
@@ -240,3 +248,58 @@ async def test_export_carries_the_image_and_a_fork_sends_it_again(
     await prompt(alice, fork, "again", ev.ImageInput(digest=images.digest_of(shot)))
     await turn_ended(alice, fork)
     assert image_parts(provider.requests[-1].body) == [shot, shot]
+
+
+async def test_an_image_queued_while_a_turn_runs_reaches_the_model_with_its_turn(
+    gateway: GatewayHarness, provider: FakeProvider, folder: Path
+) -> None:
+    release = asyncio.Event()
+    answered = provider.responder
+    assert answered is not None
+    held = ProviderReply(stream=[text_chunk("Thinking."), release, finish_chunk("stop"), DONE])
+    provider.responder = lambda body: held if len(provider.requests) == 1 else answered(body)
+    alice = gateway.client(ALICE)
+    await alice.connect()
+    session = await new_session(alice, folder)
+    await prompt(alice, session, "first")
+    shot = png(rgb=(7, 7, 7))
+    request = gw.PromptRequest(
+        session_id=session,
+        text="then this",
+        images=[ev.ImageInput(data=shot, name="later.png")],
+        mode=rt.PROMPT_MODE_QUEUE,
+        fence=alice.fence(),
+    )
+    assert (await alice.stub.Prompt(request)).mode == rt.PROMPT_MODE_QUEUE
+    release.set()
+    await turn_ended(alice, session)
+    await turn_ended(alice, session)
+    assert image_parts(provider.requests[0].body) == []
+    assert image_parts(provider.requests[-1].body) == [shot]
+    events = await logged(alice, session)
+    (queued,) = [e.input_queued for e in events if e.HasField("input_queued")]
+    assert [i.name for i in queued.message.images] == ["later.png"]
+    assert [[i.name for i in m.images] for m in user_messages(events)] == [[], ["later.png"]]
+
+
+async def test_a_session_resumed_after_a_restart_sends_its_images_again(
+    tmp_path: Path, provider: FakeProvider, folder: Path
+) -> None:
+    shot = png(rgb=(3, 1, 4))
+    accounts = {ALICE: "alice"}
+    async with images_stack(tmp_path, provider, accounts) as stack:
+        harness = GatewayHarness(stack, BuiltinAdapter())
+        alice = harness.client(ALICE)
+        await alice.connect()
+        session = await new_session(alice, folder)
+        await prompt(alice, session, "remember this", ev.ImageInput(data=shot))
+        await turn_ended(alice, session)
+        await harness.close()
+    async with images_stack(tmp_path, provider, accounts) as stack:
+        harness = GatewayHarness(stack, BuiltinAdapter())
+        alice = harness.client(ALICE)
+        await alice.connect()
+        await prompt(alice, session, "what was it?")
+        await turn_ended(alice, session)
+        await harness.close()
+    assert image_parts(provider.requests[-1].body) == [shot]
