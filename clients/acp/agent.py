@@ -28,6 +28,7 @@ from clients.sdk import (
     NotFoundError,
     TransportError,
 )
+from clients.sdk.checkpoints import restored_from
 from clients.sdk.errors import MODEL_TAKES_NO_IMAGES
 
 from . import translate
@@ -37,6 +38,8 @@ log = logging.getLogger("agenthost.acp")
 T = TypeVar("T")
 # Codes of the JSON-RPC server-error range for agenthost's own failures.
 GATEWAY_UNAVAILABLE = -32001
+# The commands that put files back, and may overwrite files changed since.
+RESTORING = frozenset({"undo", "redo", "rewind"})
 AGENT_BUSY = -32003
 # How often a prompt waiting for its turn checks that the client still lives.
 WAIT_CHECK_S = 1.0
@@ -157,7 +160,7 @@ class AgentHostAgent:
             return opened
         live = await _gateway(self.gateway.open_session(session_id))
         folder = cwd or (live.summary.cwd if live.summary is not None else "") or "/"
-        session = AcpSession(self.editor, live, folder)
+        session = AcpSession(self.editor, live, folder, self.gateway)
         self.sessions[session_id] = session
         await session.load_models()
         return session
@@ -252,7 +255,8 @@ class AgentHostAgent:
             command = translate.slash_command(text, session.command_names)
         before = live.last_seq
         if command is not None:
-            result = await _gateway(live.execute_command(command.name, command.args))
+            args = await self._confirmed(session, command.name, command.args)
+            result = await _gateway(live.execute_command(command.name, args))
             if not result.ok:
                 raise RequestError(-32602, result.message, {"command": command.name})
             started = await self._turn_started(session, before, result.seq)
@@ -278,6 +282,32 @@ class AgentHostAgent:
                 -32603, f"the turn failed: {ended.end.error}", {"reason": "TURN_ERROR"}
             )
         return acp.PromptResponse(stop_reason=reason)
+
+    async def _confirmed(self, session: AcpSession, name: str, args: str | None) -> str | None:
+        """/undo, /redo, /rewind: files changed since by someone else are put
+        to the person first (a permission request): overwritten (`--force`)
+        only when they allow it, else left alone."""
+        words = (args or "").split()
+        if name not in RESTORING or "--force" in words or "--check" in words:
+            return args
+        if name == "rewind" and (not words or (len(words) > 1 and words[1] == "conversation")):
+            return args  # the list of turns, or the conversation only: no files
+        checked = await _gateway(
+            session.session.execute_command(name, " ".join([*words, "--check"]))
+        )
+        skipped = restored_from(checked.ok, checked.message, checked.seq, True).skipped
+        if not checked.ok or not skipped:
+            return args
+        reply = await session.client.request_permission(
+            session_id=session.id,
+            tool_call=translate.overwrite_tool_call(name, skipped),
+            options=translate.OVERWRITE_OPTIONS,
+        )
+        outcome = reply.outcome
+        allowed = (
+            isinstance(outcome, acp.AllowedOutcome) and outcome.option_id == translate.OVERWRITE
+        )
+        return " ".join([*words, "--force"]) if allowed else args
 
     async def _turn_started(self, session: AcpSession, before: int, upto: int) -> int | None:
         """The seq of what started a turn in the log between `before` and

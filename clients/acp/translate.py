@@ -46,7 +46,11 @@ TOOL_KINDS: dict[str, acp.ToolKind] = {
     "edit_file": "edit",
     "shell": "execute",
     "exit_plan_mode": "switch_mode",
+    # A subagent thinks the task through in its own context.
+    "task": "think",
 }
+# The last steps of a subagent its task call's progress shows.
+SUBAGENT_LINES_SHOWN = 20
 # Tools an editor is not shown as calls: todo_write's list is a plan update.
 UNSHOWN_TOOLS = frozenset({"todo_write"})
 TURN_END_STOP_REASONS: dict[int, acp.StopReason] = {
@@ -302,6 +306,9 @@ def tool_title(name: str, args: Mapping[str, Any]) -> str:
         return f"{name} {args['pattern']}"
     if name == "exit_plan_mode":
         return "Ready to code? (plan review)"
+    if name == "task":
+        kind = args.get("subagent_type") or "general"
+        return f"Subagent {kind}: {args.get('description', '')}".strip()
     if isinstance(path, str):
         return f"{name} {path}"
     return name
@@ -465,9 +472,48 @@ def answer_for_option(option_id: str, feedback: str | None = None) -> dict[str, 
     return answers.get(option_id)
 
 
-def permission_tool_call(question: Question) -> acp.ToolCallUpdate:
+def subagent_progress(call_id: str, lines: Sequence[str]) -> acp.ToolCallProgress:
+    """A task call's subagent at work: what it did so far, a line a step."""
+    shown = "\n".join(lines[-SUBAGENT_LINES_SHOWN:])
+    return acp.ToolCallProgress(
+        session_update="tool_call_update",
+        tool_call_id=call_id,
+        status="in_progress",
+        content=[tool_content(text_block(shown))],
+    )
+
+
+def child_step(call: events_pb2.ToolCall) -> str:
+    """One step of a subagent, as its task call's progress shows it."""
+    return tool_title(call.name, _args(call.args_json))
+
+
+OVERWRITE, LEAVE = "overwrite", "leave"
+OVERWRITE_OPTIONS = [
+    acp.PermissionOption(option_id=OVERWRITE, name="Overwrite them", kind="allow_once"),
+    acp.PermissionOption(option_id=LEAVE, name="Leave them as they are", kind="reject_once"),
+]
+
+
+def overwrite_tool_call(command: str, skipped: Sequence[str]) -> acp.ToolCallUpdate:
+    """What /undo, /redo or /rewind asks before it overwrites files someone
+    changed since the turn."""
+    listed = "\n".join(f"- {path}" for path in skipped)
+    return acp.ToolCallUpdate(
+        tool_call_id=f"{command}-overwrite",
+        title=f"/{command}: overwrite {len(skipped)} file(s) changed since the turn?",
+        kind="edit",
+        status="pending",
+        content=[
+            tool_content(text_block(f"Changed since by someone other than the agent:\n{listed}"))
+        ],
+    )
+
+
+def permission_tool_call(question: Question, asker: str = "") -> acp.ToolCallUpdate:
     """The tool call a question is about, with what the person must judge:
-    the plan under review, the command, the diff of an edit."""
+    the plan under review, the command, the diff of an edit. A question a
+    subagent asks says which subagent (`asker`) asks."""
     detail = question.body
     kind: acp.ToolKind = "switch_mode" if question.presentation == "plan-review" else "other"
     title = question.title
@@ -475,6 +521,8 @@ def permission_tool_call(question: Question) -> acp.ToolCallUpdate:
         detail = question.approval.detail or question.body
         kind = TOOL_KINDS.get(question.approval.tool, "other")
         title = question.approval.summary or title
+    if asker:
+        title = f"{asker} asks: {title}"
     return acp.ToolCallUpdate(
         tool_call_id=question.call_id or question.question_id,
         title=title or None,

@@ -231,7 +231,7 @@ def chat(
     async def work(client: AgentHostClient) -> int:
         session_id = session or await workspace_session(client, folder, choose)
         opened = await client.open_session(session_id)
-        return await Chat(opened, console).run()
+        return await Chat(opened, console, client=client).run()
 
     code = run_client(gateway, token, data_dir, work)
     raise typer.Exit(code)

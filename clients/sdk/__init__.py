@@ -7,6 +7,15 @@ reconnects and fences, and live session objects.
         print(session.plan.describe())
 """
 
+from .checkpoints import (
+    FileChange,
+    Restored,
+    Subagent,
+    TurnCheckpoint,
+    TurnDiff,
+    checkpoints_value,
+    subagents_value,
+)
 from .connection import (
     AgentHostClient,
     Backoff,
@@ -91,6 +100,7 @@ __all__ = [
     "Decision",
     "EventAppended",
     "FailedPreconditionError",
+    "FileChange",
     "Gap",
     "History",
     "HistoryGapError",
@@ -124,6 +134,7 @@ __all__ = [
     "QuestionClosed",
     "RequestKind",
     "Resource",
+    "Restored",
     "Session",
     "SessionList",
     "SessionPlan",
@@ -131,10 +142,13 @@ __all__ = [
     "SettingsChanged",
     "StaleRequestError",
     "StatusChanged",
+    "Subagent",
     "SupersededError",
     "TextStreamed",
     "Todo",
     "TransportError",
+    "TurnCheckpoint",
+    "TurnDiff",
     "UnauthenticatedError",
     "UnknownModelError",
     "Update",
@@ -144,8 +158,10 @@ __all__ = [
     "Verdict",
     "WorkspaceSession",
     "assistant_texts",
+    "checkpoints_value",
     "committed_plan",
     "last_title",
+    "subagents_value",
     "todos_value",
     "todos_written",
     "user_texts",

@@ -47,6 +47,17 @@ from agenthost_core.folds import (
     last_title as last_title,  # re-exported: the title events set, read by the one fold
 )
 
+from .checkpoints import (
+    REWIND_WHAT,
+    Restored,
+    Subagent,
+    TurnCheckpoint,
+    TurnDiff,
+    checkpoints_value,
+    diff_from,
+    restored_from,
+    subagents_value,
+)
 from .errors import (
     HISTORY_GAP,
     PLAN_SELECTION_FAILED,
@@ -926,6 +937,59 @@ class Session:
         request = gw.ReadImageRequest(session_id=self.id, digest=digest)
         reply: gw.ReadImageResponse = await client.call(client.stub.ReadImage, request)
         return reply.image.media_type, reply.data
+
+    # -- the way back: checkpoints, undo, redo, rewind -----------------------------------
+
+    @property
+    def checkpoints(self) -> list[TurnCheckpoint]:
+        """The conversation's turns that changed files, oldest first, each
+        with its files and whether it was undone (the `checkpoints`
+        projection); turns that changed nothing are left out."""
+        return checkpoints_value(self.projections.get("checkpoints"))
+
+    async def undo(
+        self, turn: int | None = None, *, force: bool = False, check: bool = False
+    ) -> Restored:
+        """Put back the files the last turn (or turn `turn`) changed. A file
+        changed since by someone else is left alone (`skipped`) unless
+        `force`; `check` only says what would happen."""
+        return await self._restore("undo", [] if turn is None else [str(turn)], force, check)
+
+    async def redo(
+        self, turn: int | None = None, *, force: bool = False, check: bool = False
+    ) -> Restored:
+        """Apply the last undone turn's (or turn `turn`'s) changes again."""
+        return await self._restore("redo", [] if turn is None else [str(turn)], force, check)
+
+    async def rewind(
+        self, turn: int, what: str = "both", *, force: bool = False, check: bool = False
+    ) -> Restored:
+        """Go back to the end of turn `turn` (0: before the first): its
+        "files", the "conversation" (the model's view drops every later turn;
+        the log keeps them), or "both"."""
+        if what not in REWIND_WHAT:
+            raise ValueError(f"what is one of {', '.join(REWIND_WHAT)}")
+        return await self._restore("rewind", [str(turn), what], force, check)
+
+    async def _restore(self, name: str, words: list[str], force: bool, check: bool) -> Restored:
+        words += ["--force"] if force else []
+        words += ["--check"] if check else []
+        reply = await self.execute_command(name, " ".join(words))
+        return restored_from(reply.ok, reply.message, reply.seq, check)
+
+    async def turn_diff(self, turn: int | None = None) -> TurnDiff:
+        """The unified diff of the last turn's (or turn `turn`'s) changes,
+        cut at the service's bound with a note."""
+        reply = await self.execute_command("diff", None if turn is None else str(turn))
+        return diff_from(reply.ok, reply.message)
+
+    @property
+    def subagents(self) -> list[Subagent]:
+        """The subagents this session's `task` calls started, oldest first
+        (the `subagents` projection): type, description, running, usage.
+        `AgentHostClient.open_session(child.session_id)` opens one's
+        transcript."""
+        return subagents_value(self.projections.get("subagents"))
 
     async def list_paths(self, prefix: str = "", limit: int = 0) -> PathList:
         """The paths of the session's folder that start with `prefix` (what

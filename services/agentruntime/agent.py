@@ -872,6 +872,8 @@ class Agent(ToolCalls):
             "compacted the conversation",
             extra={"session_id": self.session_id, "trigger": trigger},
         )
+        if done.results_dropped:
+            raise ContextOverflow(window, "the latest tool results do not fit beside the summary")
         return done.compaction
 
     async def _hidden(self) -> tuple[Path, ...]:

@@ -71,6 +71,9 @@ class Compacted:
     compaction: ev.Compaction
     # The summary request's answer (its usage is recorded with the compaction).
     answer: StreamedAnswer
+    # The turn's latest tool results did not fit after the summary: a model
+    # going on from the summary alone would call for them again, and again.
+    results_dropped: bool = False
 
 
 async def compact(ask: CompactionAsk) -> Compacted:
@@ -90,13 +93,21 @@ async def compact(ask: CompactionAsk) -> Compacted:
         kept=_ranges(kept, tail),
         context=ask.carried,
     )
-    return Compacted(compaction, answer)
+    dropped = bool(tail.exchange) and not any(e in kept for e in tail.exchange)
+    return Compacted(compaction, answer, results_dropped=dropped)
 
 
 def _fitting(summary: str, tail: TurnTail, ask: CompactionAsk) -> list[Entry]:
     """The most of the turn's tail that fits after the summary: its prompts
-    and latest exchange, else its prompts, else nothing."""
-    for kept in ([*tail.prompts, *tail.exchange], [*tail.prompts], []):
+    and latest exchange, else the exchange (the summary tells what was
+    asked), else its prompts, else nothing."""
+    candidates: tuple[list[Entry], ...] = (
+        [*tail.prompts, *tail.exchange],
+        [*tail.exchange],
+        [*tail.prompts],
+        [],
+    )
+    for kept in candidates:
         estimate = view_tokens(summary, ask.sections, ask.tools, _after(ask, kept))
         if predicted_tokens(estimate, None, ask.ratio * ADDED_MARGIN) <= ask.limit_tokens:
             return kept

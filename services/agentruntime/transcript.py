@@ -146,10 +146,30 @@ class Transcript:
         self._entries.append(Entry(seq, seq, message))
 
     def _add_context(self, seq: int, text: str) -> None:
+        entry = Entry(seq, seq, UserMessage(text))
         if self._waiting:
-            self._held.append(Entry(seq, seq, UserMessage(text)))
+            self._held.append(entry)
+        elif (first := self._unanswered_prompts()) is not None:
+            # Recorded as the turn's first request was built (instructions,
+            # a notice of an undo): the model reads it before the prompts it
+            # answers, so the last message it sees is the person's, and
+            # the start of the view stays the same for a prompt cache.
+            self._entries.insert(first, entry)
         else:
-            self._append(seq, UserMessage(text))
+            self._entries.append(entry)
+
+    def _unanswered_prompts(self) -> int | None:
+        """Where the open turn's prompts start, while the model has not yet
+        answered any of them (None: no turn open, or answered)."""
+        if self._turn_seq is None:
+            return None
+        first = len(self._entries)
+        while first > 0 and self._entries[first - 1].first_seq > self._turn_seq:
+            first -= 1
+        turn = self._entries[first:]
+        if not turn or not all(isinstance(e.message, UserMessage) for e in turn):
+            return None
+        return first
 
     def _release_held(self) -> None:
         """The context held while calls waited, now that none waits."""

@@ -261,6 +261,27 @@ def test_chat_streams_the_work_asks_approvals_and_cancels(up: Up, tmp_path: Path
     assert child.exitstatus == 0, child.before
 
 
+def test_piped_chat_that_ends_at_a_denials_reason_denies_and_leaves(up: Up, tmp_path: Path) -> None:
+    """A script pipes a prompt and `n` to an approval; its input ends where
+    the reason would be typed: the call is denied without one and the chat
+    leaves, rather than waiting for a line that will never come."""
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "app.py").write_text("def answer():\n    return 1\n\nprint(answer())\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "clients.cli", "chat", "--data-dir", str(up.data_dir)],
+        cwd=project,
+        env=up.env,
+        input="fix the answer\nn\n",
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "denied" in done.stdout and "bye" in done.stdout
+    assert (project / "app.py").read_text().count("return 1") == 1
+
+
 def chat_in_the_long_turn(up: Up, tmp_path: Path) -> pexpect.spawn[str]:
     """A chat in a new project past the script's coding turn (approvals off),
     in its long answer, which runs until cancelled."""

@@ -8,7 +8,7 @@ import asyncio
 import json
 import time
 from collections.abc import AsyncIterator
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
@@ -310,14 +310,37 @@ async def test_after_a_restart_the_providers_last_count_still_predicts_the_next_
     assert of_kind(events, "turn_end")[-1].turn_end.reason == ev.TURN_END_REASON_COMPLETED
 
 
-# Where the second read fills the window, yet the turn's prompt and that
-# read fit after the summary (the tool catalog's size moves it).
-SMALL_WINDOW = 4400
+@dataclass(frozen=True)
+class SmallWindow:
+    """A window where the second turn's read fills it, yet that turn's
+    prompt and read fit after a short summary, measured against the first
+    request of this checkout (its tool catalog's size moves it): the read
+    is about 0.7 of that request, the window about 2.9 of it."""
+
+    base: int
+
+    @property
+    def window(self) -> int:
+        return int(2.9 * self.base)
+
+    @property
+    def file_text(self) -> str:
+        lines = int(2.3 * self.base) // 64
+        return "".join(f"line {n:04d}: " + "x" * 53 + "\n" for n in range(lines))
+
+    def adapter(self, provider: FakeProvider) -> OpenAICompatAdapter:
+        return OpenAICompatAdapter(replace(adapter(provider).config, context_window=self.window))
 
 
-def small_adapter(provider: FakeProvider) -> OpenAICompatAdapter:
-    config = adapter(provider).config
-    return OpenAICompatAdapter(replace(config, context_window=SMALL_WINDOW))
+async def small_window(tmp_path: Path, provider: FakeProvider) -> SmallWindow:
+    """The first request of a session here, as the fake provider counts it."""
+    model = WindowedModel(WINDOW * 100)
+    provider.responder = model
+    roomy = OpenAICompatAdapter(replace(adapter(provider).config, context_window=WINDOW * 100))
+    async with running_stack(tmp_path / "measure", model=roomy) as stack:
+        await stack.log.create_session(SID, str(tmp_path))
+        await turn(stack, f"Turn 0: {READ_ME}.")
+    return SmallWindow(model.served[0])
 
 
 async def test_a_compaction_right_after_a_tool_result_keeps_the_turn_going(
@@ -326,14 +349,15 @@ async def test_a_compaction_right_after_a_tool_result_keeps_the_turn_going(
     """The second turn's read fills the window: the compaction before the
     next request keeps that turn's prompt and its call and result verbatim
     after the summary, and a restarted runtime rebuilds the same view."""
+    small = await small_window(tmp_path, provider)
     workspace = tmp_path / "workspace"
     workspace.mkdir()
-    (workspace / READ_PATH).write_text(BIG_TEXT)
+    (workspace / READ_PATH).write_text(small.file_text)
     # A summary that does not quote the prompt: what the model goes on
     # from must be the prompt itself.
-    model = WindowedModel(SMALL_WINDOW, summary="The user reads big.txt once a turn.")
+    model = WindowedModel(small.window, summary="The user reads big.txt once a turn.")
     provider.responder = model
-    async with running_stack(tmp_path / "data", model=small_adapter(provider)) as stack:
+    async with running_stack(tmp_path / "data", model=small.adapter(provider)) as stack:
         await stack.log.create_session(SID, str(workspace))
         await turn(stack, f"Turn 0: {READ_ME}")
         assert model.summaries == 0
@@ -354,14 +378,14 @@ async def test_a_compaction_right_after_a_tool_result_keeps_the_turn_going(
         call = compacted[2]["tool_calls"][0]
         assert call["function"]["name"] == "read_file"
         assert compacted[3]["tool_call_id"] == call["id"]
-        assert "line 0065: " in compacted[3]["content"]
+        assert small.file_text.splitlines()[-1] in compacted[3]["content"]
         assert of_kind(events, "turn_end")[-1].turn_end.reason == ev.TURN_END_REASON_COMPLETED
         # The model went on from the result: it did not read the file again.
         turn_one = events[events.index(of_kind(events, "turn_start")[-1]) :]
         assert len(of_kind(turn_one, "tool_call")) == 1
 
         # A restarted runtime's view is the same, read from the log.
-        stack.embedded.model = small_adapter(provider)
+        stack.embedded.model = small.adapter(provider)
         await stack.restart("agentruntime")
         await turn(stack, "Turn 2: what did you find?")
         resumed = provider.requests[-1].body["messages"]
@@ -376,19 +400,46 @@ async def test_a_request_still_too_big_after_compacting_is_not_sent(
     """A summary that alone fills the window: the request after it would be
     refused (or leave no room for the answer), so it is never sent and the
     turn ends with the typed overflow error."""
+    small = await small_window(tmp_path, provider)
+    events, model = await two_reads(tmp_path, provider, small, "All of it. " * small.base)
+    assert len(of_kind(events, "compaction")) == 1
+    end = of_kind(events, "turn_end")[-1].turn_end
+    assert end.reason == ev.TURN_END_REASON_ERROR and end.error.startswith("context overflow:")
+    # The last request the provider saw was the summary request.
+    assert SUMMARY_MARK in provider.requests[-1].body["messages"][-1]["content"]
+    assert model.refused == []
+
+
+async def test_a_tool_result_that_cannot_fit_beside_the_summary_ends_the_turn(
+    tmp_path: Path, provider: FakeProvider
+) -> None:
+    """A summary that leaves room for the conversation's start but not for
+    the read it was compacted after: a model going on from the summary
+    alone would read the file again, and be compacted again, for ever. The
+    turn ends with the typed overflow error after one compaction."""
+    small = await small_window(tmp_path, provider)
+    events, model = await two_reads(tmp_path, provider, small, "Read. " * (small.base // 3))
+    assert len(of_kind(events, "compaction")) == 1
+    end = of_kind(events, "turn_end")[-1].turn_end
+    assert end.reason == ev.TURN_END_REASON_ERROR
+    assert "the latest tool results do not fit beside the summary" in end.error
+    turn_one = events[events.index(of_kind(events, "turn_start")[-1]) :]
+    assert len(of_kind(turn_one, "tool_call")) == 1
+    assert model.refused == []
+
+
+async def two_reads(
+    tmp_path: Path, provider: FakeProvider, small: SmallWindow, summary: str
+) -> tuple[list[ev.Event], WindowedModel]:
+    """Two turns that each read the file, the second's read compacted after
+    with `summary`: the session's events and the provider's model."""
     workspace = tmp_path / "workspace"
     workspace.mkdir()
-    (workspace / READ_PATH).write_text(BIG_TEXT)
-    model = WindowedModel(SMALL_WINDOW, summary="All of it. " * 1000)
+    (workspace / READ_PATH).write_text(small.file_text)
+    model = WindowedModel(small.window, summary=summary)
     provider.responder = model
-    async with running_stack(tmp_path / "data", model=small_adapter(provider)) as stack:
+    async with running_stack(tmp_path / "data", model=small.adapter(provider)) as stack:
         await stack.log.create_session(SID, str(workspace))
         await turn(stack, f"Turn 0: {READ_ME}")
         await turn(stack, f"Turn 1: {READ_ME}")
-        events = await read_all(stack)
-        assert len(of_kind(events, "compaction")) == 1
-        end = of_kind(events, "turn_end")[-1].turn_end
-        assert end.reason == ev.TURN_END_REASON_ERROR and end.error.startswith("context overflow:")
-        # The last request the provider saw was the summary request.
-        assert SUMMARY_MARK in provider.requests[-1].body["messages"][-1]["content"]
-        assert model.refused == []
+        return await read_all(stack), model

@@ -44,6 +44,8 @@ TS_TESTS = (
     "replies, values and commits in any order end at the state of the highest seq",
     "bytes and a file reach a model that takes images; a text-only model and bytes that "
     "are no image are refused",
+    "a turn's files show with its diff, and undo, redo and rewind put them back",
+    "a task call's subagent is listed with its usage and its transcript opens",
 )
 # What the suite's models file adds: a model that takes images, served by
 # the fake provider this test runs (it checks the image parts it received).

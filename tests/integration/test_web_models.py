@@ -53,8 +53,11 @@ WAIT_S = 10.0
 
 def two_models(provider_url: str) -> tuple[ModelCatalog, BuiltinAdapter]:
     """ "deep" (the default) at an OpenAI-compatible provider, "alt" built in."""
-    alt = BuiltinAdapter([ScriptedReply(text=ALT_REPLY)], model="builtin-alt")
-    priced = replace(spec_of_adapter(alt, "alt"), context_window=128_000, prices=Prices(1.0, 2.0))
+    # The window the header shows is the one the runtime judges by.
+    alt = BuiltinAdapter(
+        [ScriptedReply(text=ALT_REPLY)], model="builtin-alt", context_window=128_000
+    )
+    priced = replace(spec_of_adapter(alt, "alt"), prices=Prices(1.0, 2.0))
     provider = ProviderSpec("fake", base_url=provider_url)
     deep = ModelSpec("deep", provider, "deepseek-chat", 128_000, 4000, Prices(1.0, 6.0))
     return ModelCatalog([deep, priced], adapters={"alt": alt}), alt

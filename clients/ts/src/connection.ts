@@ -371,6 +371,12 @@ export class AgentHostClient implements SessionHost {
     return required(reply.session, "CreateSession's session");
   }
 
+  /** The sessions of the subagents a session started (its `task` calls), which the other lists leave out. */
+  async listSubagents(sessionId: string): Promise<SessionSummary[]> {
+    const reply = await this.gateway.listSessions({ parentSessionId: sessionId, pageSize: 500 }, this.callOptions());
+    return reply.sessions;
+  }
+
   /** The workspace of an absolute path (the existing one when known). */
   async createWorkspace(path: string): Promise<Workspace> {
     const reply = await this.gateway.createWorkspace({ path }, this.callOptions());

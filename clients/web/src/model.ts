@@ -6,7 +6,7 @@
 // queries the full state after history loads and on every reconnect), never
 // from a guess of what a click will do.
 
-import { AgentHostClient, AgentHostError, PromptMode, createWebTransport, jsonOf, type CommandInfo, type JsonValue, type ModelInfo, type PromptImage, type Session } from "@agenthost/sdk/web";
+import { AgentHostClient, AgentHostError, PromptMode, createWebTransport, jsonOf, type CommandInfo, type JsonValue, type ModelInfo, type PromptImage, type Restored, type Session } from "@agenthost/sdk/web";
 
 export type Workspace = Awaited<ReturnType<AgentHostClient["createWorkspace"]>>;
 export type Summary = NonNullable<Session["summary"]>;
@@ -248,6 +248,37 @@ export class AppModel {
     });
   }
 
+  /** Undo or redo (the `restore` given), its reply shown; a failure shown as an error. */
+  async restore(restore: (options: { force?: boolean; check?: boolean }) => Promise<Restored>, options: { force?: boolean; check?: boolean }): Promise<Restored | undefined> {
+    let done: Restored | undefined;
+    await this.#attempt(async () => {
+      done = await restore(options);
+      if (!done.ok) throw new Error(done.message);
+      if (options.check !== true) this.notice = done.message;
+    });
+    return done;
+  }
+
+  /** A turn's diff (undefined when it failed: the error shows). */
+  async turnDiff(session: Session, turn: number): Promise<string | undefined> {
+    let text: string | undefined;
+    await this.#attempt(async () => {
+      const diff = await session.turnDiff(turn);
+      if (!diff.ok) throw new Error(diff.message);
+      text = diff.text;
+    });
+    return text;
+  }
+
+  /** The sessions a subagent's transcript was opened from: child id -> parent id. */
+  readonly parents = new Map<string, string>();
+
+  /** Opens a subagent's transcript, remembering the session it was opened from. */
+  async openChild(parentId: string, childId: string): Promise<void> {
+    this.parents.set(childId, parentId);
+    await this.openSession(childId);
+  }
+
   async answer(questionId: string, answer: Parameters<Session["answerQuestion"]>[1]): Promise<void> {
     const session = this.session;
     if (session !== undefined) await this.#attempt(() => session.answerQuestion(questionId, answer));
@@ -313,6 +344,8 @@ export interface QuestionView {
   title: string;
   body: string;
   approve_label: string;
+  /** Asked inside a subagent (its session id) and shown here. */
+  child_session_id?: string;
   approval?: { tool: string; summary: string; detail: string; grant: string };
 }
 
