@@ -18,9 +18,13 @@ JPEG = "image/jpeg"
 GIF = "image/gif"
 WEBP = "image/webp"
 MEDIA_TYPES = (PNG, JPEG, GIF, WEBP)
-# What one image may weigh, and how many one prompt may send.
+# What one image may weigh, how many one prompt may send, and what they
+# may weigh together (a prompt is one call, within the services' 16 MiB
+# messages: more images are sent by digest once stored, or in the next
+# message).
 MAX_IMAGE_BYTES = 5 * 1024 * 1024
 MAX_IMAGES = 20
+MAX_PROMPT_IMAGE_BYTES = 15 * 1024 * 1024
 # The bytes `media_type_of` looks at.
 SNIFF_BYTES = 12
 
@@ -49,6 +53,17 @@ def refusal(data: bytes) -> str:
         return (
             f"it has {len(data):,} bytes, over the {MAX_IMAGE_BYTES:,} ({most}) an image may have"
         )
+    return ""
+
+
+def too_much(sizes: list[int]) -> str:
+    """Why images of these sizes are too many or too heavy for one prompt
+    ("" when they fit)."""
+    if len(sizes) > MAX_IMAGES:
+        return f"a prompt sends at most {MAX_IMAGES} images"
+    if sum(sizes) > MAX_PROMPT_IMAGE_BYTES:
+        most = size_text(MAX_PROMPT_IMAGE_BYTES)
+        return f"the images of one prompt may have {most} together ({size_text(sum(sizes))} here)"
     return ""
 
 

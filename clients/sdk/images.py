@@ -72,5 +72,16 @@ def read_image_file(path: Path) -> Image:
 
 
 def image_inputs(items: Sequence[ImageLike]) -> list[ev.ImageInput]:
-    """A prompt's images as the Prompt call carries them (paths read)."""
-    return [image_of(item).to_proto() for item in items]
+    """A prompt's images as the Prompt call carries them (paths read); too
+    many or too heavy together are refused here (IMAGE_REFUSED), as the
+    gateway would, rather than by the transport's message bound."""
+    given = [image_of(item).to_proto() for item in items]
+    why = images.too_much([len(g.data) for g in given])
+    if why:
+        raise InvalidArgumentError(
+            f"cannot send image #{len(given)}: {why}",
+            code="INVALID_ARGUMENT",
+            reason=IMAGE_REFUSED,
+            metadata={"image": f"#{len(given)}", "why": why},
+        )
+    return given

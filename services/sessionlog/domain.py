@@ -227,10 +227,9 @@ class SessionLog:
         the session holds); their references, in order. Nothing is kept
         when one is refused."""
         await self._found(session_id)
-        if len(inputs) > images.MAX_IMAGES:
-            raise ImageRefused(
-                f"#{images.MAX_IMAGES + 1}", f"a prompt sends at most {images.MAX_IMAGES} images"
-            )
+        too_much = images.too_much([len(given.data) for given in inputs])
+        if too_much:
+            raise ImageRefused(f"#{len(inputs)}", too_much)
         refs: list[events_pb2.ImageRef] = []
         new: dict[str, StoredImage] = {}
         for index, given in enumerate(inputs):

@@ -65,6 +65,17 @@ async def test_what_is_no_image_by_its_bytes_or_too_large_is_refused_and_nothing
         await log.read_image("s", images.digest_of(good))
 
 
+async def test_a_prompt_sends_at_most_fifteen_megabytes_of_images(log: SessionLog) -> None:
+    await log.create_session("s", "/w")
+    heavy = [given(big_png(images.MAX_IMAGE_BYTES - n)) for n in range(4)]
+    with pytest.raises(ImageRefused) as refused:
+        await log.put_images("s", heavy)
+    assert refused.value.message == (
+        "cannot send image #4: the images of one prompt may have 15.0 MB together (20.0 MB here)"
+    )
+    assert len(await log.put_images("s", heavy[:3])) == 3
+
+
 async def test_a_prompt_sends_at_most_twenty_images(log: SessionLog) -> None:
     await log.create_session("s", "/w")
     many = [given(png(rgb=(n, 0, 0))) for n in range(images.MAX_IMAGES + 1)]

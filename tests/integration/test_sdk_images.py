@@ -20,7 +20,14 @@ from clients.sdk import (
 from services.agentruntime.models.tests.fake_provider import FakeProvider
 from services.embedded import EmbeddedStack
 from tests.support.gateway import ALICE, BOB
-from tests.support.images import NOT_AN_IMAGE, image_parts, images_provider, images_stack, png
+from tests.support.images import (
+    NOT_AN_IMAGE,
+    big_png,
+    image_parts,
+    images_provider,
+    images_stack,
+    png,
+)
 
 WAIT_S = 10.0
 
@@ -95,6 +102,11 @@ async def test_a_text_only_model_and_a_file_that_is_no_image_are_refused(
     with pytest.raises(InvalidArgumentError) as refused:
         await session.prompt("see", images=[NOT_AN_IMAGE])  # the gateway's check
     assert refused.value.reason == "IMAGE_REFUSED"
+    # Too heavy together for one call: refused before it is sent.
+    with pytest.raises(InvalidArgumentError) as refused:
+        await session.prompt("see", images=[big_png(5 * 1024 * 1024)] * 4)
+    assert refused.value.reason == "IMAGE_REFUSED"
+    assert "may have 15.0 MB together (20.0 MB here)" in refused.value.message
 
     await session.set_model("plain")
     with pytest.raises(FailedPreconditionError) as refused_model:
