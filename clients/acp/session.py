@@ -30,12 +30,12 @@ from clients.sdk import (
     QuestionClosed,
     Session,
     SettingsChanged,
-    StatusChanged,
     TextStreamed,
     Update,
     UsageChanged,
     last_title,
     todos_written,
+    turn_calls,
 )
 
 from . import translate
@@ -356,19 +356,18 @@ class AcpSession:
             log.info("subagent %s: not followed (%s)", child_id, error)
             self._children.pop(child_id, None)
             return
-        updates = opened.updates()
+
+        def expected() -> bool:
+            return any(c.session_id == child_id and c.running for c in self.session.subagents)
+
         try:
-            async for update in updates:
-                if isinstance(update, EventAppended) and update.event.HasField("tool_call"):
-                    steps = self._child_steps.setdefault(call_id, [])
-                    steps.append(translate.child_step(update.event.tool_call))
-                    await self._send(translate.subagent_progress(call_id, steps))
-                elif isinstance(update, StatusChanged) and not update.running:
-                    return  # its turn ended (a follow-up is followed afresh)
+            async for call in turn_calls(opened, expected):
+                steps = self._child_steps.setdefault(call_id, [])
+                steps.append(translate.child_step(call))
+                await self._send(translate.subagent_progress(call_id, steps))
         except ConnectionError:
             return  # the editor went away
         finally:
-            updates.close()
             self._children.pop(child_id, None)
             if not shared:
                 with contextlib.suppress(AgentHostError):

@@ -35,7 +35,6 @@ from pathlib import Path
 from typing import Any
 
 from agenthost.runtime.v1 import runtime_pb2 as rt
-from agenthost.sessionlog.v1.events_pb2 import Event
 from prompt_toolkit import PromptSession
 from prompt_toolkit.completion import CompleteEvent, Completer, Completion, merge_completers
 from prompt_toolkit.document import Document
@@ -51,7 +50,6 @@ from clients.sdk import (
     AgentHostClient,
     AgentHostError,
     CommandsChanged,
-    EventAppended,
     ProjectionChanged,
     PromptMode,
     Question,
@@ -61,6 +59,7 @@ from clients.sdk import (
     UnknownModelError,
     Updates,
     UsageChanged,
+    turn_calls,
 )
 
 from . import history, render, undo
@@ -653,25 +652,14 @@ class Chat:
         except AgentHostError:
             self._followed.discard(child_id)
             return
-        updates = opened.updates()
+
+        def expected() -> bool:
+            return any(c.session_id == child_id and c.running for c in self.session.subagents)
+
         try:
-            # A child opened before its turn started, or while it ran.
-            turn = _current_turn(opened.events)
-            if turn and not any(event.HasField("turn_end") for event in turn):
-                for event in turn:
-                    if event.HasField("tool_call"):
-                        self.out.child_step(child_id, render.call_line(event.tool_call))
-            elif not any(c.session_id == child_id and c.running for c in self.session.subagents):
-                return
-            async for update in updates:
-                if not isinstance(update, EventAppended):
-                    continue
-                if update.event.HasField("tool_call"):
-                    self.out.child_step(child_id, render.call_line(update.event.tool_call))
-                elif update.event.HasField("turn_end"):
-                    return  # its turn ended (a follow-up is followed afresh)
+            async for call in turn_calls(opened, expected):
+                self.out.child_step(child_id, render.call_line(call))
         finally:
-            updates.close()
             self._followed.discard(child_id)
             if not shared:
                 with contextlib.suppress(AgentHostError):
@@ -869,9 +857,3 @@ class Chat:
 
     def _spin_if_waiting(self) -> None:
         self.out.spin_if_waiting(bool(self._open_questions()))
-
-
-def _current_turn(events: list[Event]) -> list[Event]:
-    """The events since the last turn/start."""
-    starts = [i for i, event in enumerate(events) if event.HasField("turn_start")]
-    return events[starts[-1] :] if starts else []

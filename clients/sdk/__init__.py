@@ -40,6 +40,7 @@ from .errors import (
     UnauthenticatedError,
     UnknownModelError,
 )
+from .follow import turn_calls
 from .history import Gap, History
 from .images import Image, ImageLike
 from .live import LiveText
@@ -164,5 +165,6 @@ __all__ = [
     "subagents_value",
     "todos_value",
     "todos_written",
+    "turn_calls",
     "user_texts",
 ]

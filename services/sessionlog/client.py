@@ -251,6 +251,11 @@ class SessionLogClient:
         return list(reply.sessions), reply.next_page_token
 
     @calls_peer
+    async def search_sessions(self, request: pb.SearchSessionsRequest) -> pb.SearchSessionsResponse:
+        result: pb.SearchSessionsResponse = await self._call(self._stub.SearchSessions, request)
+        return result
+
+    @calls_peer
     async def delete_session(self, session_id: str) -> None:
         await self._call(
             self._stub.DeleteSession,

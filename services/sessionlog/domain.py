@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
-from agenthost.sessionlog.v1 import events_pb2
+from agenthost.sessionlog.v1 import events_pb2, session_log_pb2
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from agenthost_core import folds, images
@@ -33,6 +33,7 @@ from services.common.errors import (
     InvalidArgument,
     InvalidRequest,
     LeaseLost,
+    NotReady,
     SessionConflict,
     SessionNotFound,
 )
@@ -56,6 +57,7 @@ from .port import (
     TailPage,
     flattened,
 )
+from .search import SearchIndex, SearchStore, page_to_proto, query_from_proto
 from .sqlite_store import SqliteSessionStore
 from .store import (
     EVERY_SESSION,
@@ -128,9 +130,16 @@ class ChangeSignal:
 
 
 class SessionLog:
-    def __init__(self, store: SessionStore, clock: Callable[[], int] = now_us) -> None:
+    def __init__(
+        self,
+        store: SessionStore,
+        clock: Callable[[], int] = now_us,
+        search: SearchStore | None = None,
+    ) -> None:
         self._store = store
         self._clock = clock
+        # The full-text index of the log's sessions (search.py), when kept.
+        self.search = None if search is None else SearchIndex(store, search)
         # Created but never appended: not durable, never listed.
         self._lazy: PendingSessions = (
             store.pending if isinstance(store, SharedStore) else MemoryPendingSessions()
@@ -188,6 +197,14 @@ class SessionLog:
         sessions, more = await self._store.list_sessions(size, offset, session_ids, running_only)
         return sessions, str(min(offset + size, INT64_MAX)) if more else ""
 
+    async def search_sessions(
+        self, request: session_log_pb2.SearchSessionsRequest
+    ) -> session_log_pb2.SearchSessionsResponse:
+        """Full-text search over the request's sessions (search.py)."""
+        if self.search is None:
+            raise NotReady("session search (this log keeps no index)")
+        return page_to_proto(await self.search.search(query_from_proto(request)))
+
     async def fork(
         self, session_id: str, up_to_seq: int | None = None, new_session_id: str | None = None
     ) -> SessionSummary:
@@ -215,6 +232,8 @@ class SessionLog:
         self._kept_folds.pop(session_id, None)
         if not await self._store.delete(session_id) and not lazy:
             raise SessionNotFound(session_id)
+        if self.search is not None:
+            await self.search.forget(session_id)
         self._fire(session_id)
 
     # -- images --------------------------------------------------------------------
@@ -553,12 +572,16 @@ class SessionLog:
         for signal in self._session_signals.values():
             signal.fire()
         self._all_signal.fire()
+        if self.search is not None:
+            self.search.appended()
 
     def _fire(self, session_id: str) -> None:
         signal = self._session_signals.get(session_id)
         if signal is not None:
             signal.fire()
         self._all_signal.fire()
+        if self.search is not None:
+            self.search.appended()
 
     async def _locate(
         self, session_id: str, durable: Callable[[str], Awaitable[T | None]]

@@ -186,6 +186,12 @@ class SessionLogPort(Protocol):
         running_only: bool = False,
     ) -> tuple[list[SessionSummary], str]: ...
 
+    async def search_sessions(
+        self, request: session_log_pb2.SearchSessionsRequest
+    ) -> session_log_pb2.SearchSessionsResponse:
+        """Full-text search over `request.session_ids` (search.py)."""
+        ...
+
     async def fork(
         self, session_id: str, up_to_seq: int | None = None, new_session_id: str | None = None
     ) -> SessionSummary: ...

@@ -197,6 +197,11 @@ class SessionLogServicer(pb_grpc.SessionLogServiceServicer):
         )
         return pb.ListSessionsResponse(sessions=sessions, next_page_token=token)
 
+    async def SearchSessions(
+        self, request: pb.SearchSessionsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.SearchSessionsResponse:
+        return await self.log.search_sessions(request)
+
     async def DeleteSession(
         self, request: pb.DeleteSessionRequest, context: grpc.aio.ServicerContext
     ) -> pb.DeleteSessionResponse:

@@ -46,6 +46,7 @@ TS_TESTS = (
     "are no image are refused",
     "a turn's files show with its diff, and undo, redo and rewind put them back",
     "a task call's subagent is listed with its usage and its transcript opens",
+    "a session is found by a word of its title, the word highlighted in the snippet",
 )
 # What the suite's models file adds: a model that takes images, served by
 # the fake provider this test runs (it checks the image parts it received).

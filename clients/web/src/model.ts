@@ -10,6 +10,13 @@ import { AgentHostClient, AgentHostError, PromptMode, createWebTransport, jsonOf
 
 export type Workspace = Awaited<ReturnType<AgentHostClient["createWorkspace"]>>;
 export type Summary = NonNullable<Session["summary"]>;
+export type SearchHit = Awaited<ReturnType<AgentHostClient["searchSessions"]>>["hits"][number];
+
+/** What the sidebar's search box found: the query and its hits, best first. */
+export interface SearchResults {
+  query: string;
+  hits: SearchHit[];
+}
 type Frame = Parameters<Parameters<AgentHostClient["addListener"]>[0]>[0];
 
 /** A session row's markers, as the host last reported them. */
@@ -47,6 +54,9 @@ export class AppModel {
   error: string | undefined = undefined;
   /** What the last command answered (e.g. the `/permissions` list). */
   notice: string | undefined = undefined;
+  /** The sidebar's search (undefined: the box is empty, the lists show). */
+  search: SearchResults | undefined = undefined;
+  #searches = 0;
   /** Bumped on every change; React reads it through useSyncExternalStore. */
   version = 0;
   #listeners = new Set<() => void>();
@@ -125,6 +135,25 @@ export class AppModel {
   }
 
   // -- actions ----------------------------------------------------------------------
+
+  /**
+   * Searches the account's sessions (titles, prompts, answers, the paths tools touched);
+   * an empty query clears the results. Only the latest query's answer is shown.
+   */
+  async searchSessions(query: string): Promise<void> {
+    const asked = ++this.#searches;
+    if (!query.trim()) {
+      this.search = undefined;
+      this.changed();
+      return;
+    }
+    await this.#attempt(async () => {
+      const found = await this.client.searchSessions(query, { pageSize: 20 });
+      if (asked !== this.#searches) return; // a newer query was typed meanwhile
+      this.search = { query, hits: found.hits };
+    });
+    this.changed();
+  }
 
   async addWorkspace(path: string): Promise<void> {
     await this.#attempt(async () => {

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import AsyncIterator, Sequence
 
-from agenthost.sessionlog.v1 import events_pb2
+from agenthost.sessionlog.v1 import events_pb2, session_log_pb2
 
 from agenthost_core.folds import SessionState
 from services.common.errors import Unavailable
@@ -113,6 +113,11 @@ class AppendOutage:
         return await self._log.list_sessions(
             page_size, page_token, session_ids, running_only=running_only
         )
+
+    async def search_sessions(
+        self, request: session_log_pb2.SearchSessionsRequest
+    ) -> session_log_pb2.SearchSessionsResponse:
+        return await self._log.search_sessions(request)
 
     async def fork(
         self, session_id: str, up_to_seq: int | None = None, new_session_id: str | None = None
