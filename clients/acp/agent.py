@@ -29,6 +29,7 @@ from clients.sdk import (
     TransportError,
 )
 from clients.sdk.checkpoints import restored_from
+from clients.sdk.errors import MODEL_TAKES_NO_IMAGES
 
 from . import translate
 from .session import AcpSession
@@ -69,6 +70,9 @@ def rpc_error(error: AgentHostError) -> RequestError:
             data,
         )
     if isinstance(error, InvalidArgumentError | NotFoundError):
+        return RequestError(-32602, error.message, data)
+    if error.reason == MODEL_TAKES_NO_IMAGES:
+        # The prompt's images are what this session cannot take.
         return RequestError(-32602, error.message, data)
     return RequestError(-32603, error.message, data)
 
@@ -116,7 +120,7 @@ class AgentHostAgent:
                 load_session=True,
                 # No images or audio; an editor's files (links, embedded
                 # text) are attached to the message as `@path`s are.
-                prompt_capabilities=acp.PromptCapabilities(embedded_context=True),
+                prompt_capabilities=acp.PromptCapabilities(embedded_context=True, image=True),
                 session_capabilities=acp.SessionCapabilities(list=acp.SessionListCapabilities()),
             ),
             agent_info=acp.Implementation(name="agenthost", title="agenthost", version=_version()),
@@ -266,7 +270,8 @@ class AgentHostAgent:
         else:
             session.own_prompts.append(text)
             try:
-                after = (await _gateway(live.prompt(text, resources=parts.resources))).seq - 1
+                sent = live.prompt(text, resources=parts.resources, images=parts.images)
+                after = (await _gateway(sent)).seq - 1
             except RequestError:
                 session.own_prompts.remove(text)
                 raise

@@ -3,11 +3,12 @@ pure functions from SDK values to the protocol's schema models (no I/O)."""
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from acp import schema as acp
@@ -26,7 +27,7 @@ from acp.helpers import (
 from agenthost.runtime.v1 import runtime_pb2 as rt
 from agenthost.sessionlog.v1 import events_pb2
 
-from clients.sdk import ModelInfo, Question, Resource, Todo, Usage
+from clients.sdk import Image, ModelInfo, Question, Resource, Todo, Usage
 
 DEFAULT_MODE = "default"
 PLAN_MODE = "plan"
@@ -216,22 +217,31 @@ def plan_update(todos: Iterable[Todo]) -> acp.AgentPlanUpdate:
 
 @dataclass(frozen=True)
 class PromptParts:
-    """A prompt's text, and the files it sends (attached to its message as
-    an `@path` of the text is)."""
+    """A prompt's text, the files it sends (attached to its message as an
+    `@path` of the text is), and its images."""
 
     text: str
     resources: list[Resource]
+    images: list[Image] = field(default_factory=list)
 
 
 def prompt_parts(blocks: Iterable[Any]) -> PromptParts:
     """What a prompt's content blocks carry: their text, where a resource
     (a link to a file, or a file's text the editor embedded) is named as a
-    markdown link, and the resources, sent to be attached."""
+    markdown link and an image as "[image: name]", the resources, sent to
+    be attached, and the images (their base64 data decoded; the gateway
+    checks their bytes)."""
     parts: list[str] = []
     resources: list[Resource] = []
+    images: list[Image] = []
     for block in blocks:
         if isinstance(block, acp.TextContentBlock):
             parts.append(block.text)
+        elif isinstance(block, acp.ImageContentBlock):
+            name = _name(block.uri) if block.uri else f"image {len(images) + 1}"
+            data = base64.b64decode(block.data, validate=False)
+            images.append(Image(data, name=name, media_type=block.mime_type))
+            parts.append(f"[image: {name}]")
         elif isinstance(block, acp.EmbeddedResourceContentBlock):
             resource = block.resource
             if isinstance(resource, acp.TextResourceContents):
@@ -240,7 +250,7 @@ def prompt_parts(blocks: Iterable[Any]) -> PromptParts:
         elif isinstance(block, acp.ResourceContentBlock):
             parts.append(f"[{block.name}]({block.uri})")
             resources.append(Resource(block.uri))
-    return PromptParts("".join(parts).strip(), resources)
+    return PromptParts("".join(parts).strip(), resources, images)
 
 
 def _name(uri: str) -> str:

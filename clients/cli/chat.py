@@ -31,6 +31,7 @@ import sys
 import threading
 from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine, Iterable
+from pathlib import Path
 from typing import Any
 
 from agenthost.runtime.v1 import runtime_pb2 as rt
@@ -71,6 +72,7 @@ from .chat_commands import (
     ChatCommand,
     help_table,
 )
+from .images import attach_images, dropped_image
 from .references import PathCompleter
 from .todos import checklist
 from .transcript import PLAN_STYLE, Transcript, plan_line, settings_line
@@ -407,12 +409,15 @@ class Chat:
             return False
         if not text:
             return True
-        if text.startswith("/"):
+        if text.startswith("/") and not dropped_image(text, Path.cwd()):
             await self._command(text)
         else:
-            self.out.typed.append(text)
+            attached = attach_images(text, Path.cwd())
+            for note in attached.notes():
+                self.say(note, "dim")
+            self.out.typed.append(attached.text)
             mode = PromptMode.QUEUE if self.session.running else PromptMode.SEND
-            await self.session.prompt(text, mode)
+            await self.session.prompt(attached.text, mode, images=attached.images)
             self.out.waiting_for_model()
             self._spin_if_waiting()
         return True

@@ -42,6 +42,7 @@ from .errors import (
 )
 from .follow import turn_calls
 from .history import Gap, History
+from .images import Image, ImageLike
 from .live import LiveText
 from .models import ModelInfo, ModelPrices, Usage
 from .plan import (
@@ -105,6 +106,8 @@ __all__ = [
     "History",
     "HistoryGapError",
     "HistoryLoaded",
+    "Image",
+    "ImageLike",
     "InvalidArgumentError",
     "InvalidReplyError",
     "LiveText",

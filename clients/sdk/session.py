@@ -70,6 +70,7 @@ from .errors import (
 )
 from .feed import SessionHost
 from .history import History, HistoryGap
+from .images import ImageLike, image_inputs
 from .live import LiveText, step_key
 from .models import ModelInfo, Usage, usage_value
 from .plan import (
@@ -871,6 +872,7 @@ class Session:
         *,
         plan_target: bool | None = None,
         resources: Sequence[Resource] = (),
+        images: Sequence[ImageLike] = (),
     ) -> PromptResult:
         """Send (AGENT_BUSY while a turn runs), queue or steer a user message;
         with `plan_target`, plan mode is set to it first (rolled back by the
@@ -879,7 +881,9 @@ class Session:
         (PlanSelectionFailedError): select again first. Each `@path` of the
         text, and each of `resources`, is attached to the message; one the
         agent may not read refuses it (InvalidArgumentError, reason
-        FILE_REFERENCE_REFUSED)."""
+        FILE_REFERENCE_REFUSED). `images` (bytes, a file's path, an Image)
+        are sent with it (images.py: IMAGE_REFUSED for what is no image,
+        MODEL_TAKES_NO_IMAGES when the session's model takes none)."""
         failed = self.plan_tracker.selection_failed
         if plan_target is not None and failed is not None:
             raise PlanSelectionFailedError(
@@ -892,6 +896,7 @@ class Session:
             session_id=self.id,
             text=text,
             resources=[resource.to_proto() for resource in resources],
+            images=image_inputs(images),
         )
         request.mode = mode.value
         if plan_target is not None:
@@ -924,6 +929,14 @@ class Session:
             with contextlib.suppress(AgentHostError):  # recorded in plan_error
                 await self.refresh_plan()
         return CommandResult(reply.ok, reply.message, reply.seq)
+
+    async def read_image(self, digest: str) -> tuple[str, bytes]:
+        """An image a message of this session sent (its digest, as the
+        user/message's ImageRef holds it): its media type and bytes."""
+        client = self._client
+        request = gw.ReadImageRequest(session_id=self.id, digest=digest)
+        reply: gw.ReadImageResponse = await client.call(client.stub.ReadImage, request)
+        return reply.image.media_type, reply.data
 
     # -- the way back: checkpoints, undo, redo, rewind -----------------------------------
 

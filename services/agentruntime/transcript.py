@@ -12,7 +12,8 @@ with no answer between them.
 
 A user/message's attached files (UserMessage.files: an `@path` of its text,
 an editor's resources) follow its text, each framed (framing.py), a cut
-one with a note of how much there is.
+one with a note of how much there is; its images (UserMessage.images)
+follow them, by reference (their bytes are loaded for a request: images.py).
 
 Context the runtime's capabilities add (context/added: a repository's
 instructions, the task list) is a user-role message of its own; one
@@ -96,7 +97,7 @@ class Transcript:
     def add(self, event: events_pb2.Event) -> None:
         kind = event.WhichOneof("body")
         if kind == "user_message":
-            self._append(event.seq, UserMessage(user_text(event.user_message)))
+            self._append(event.seq, user_message(event.user_message))
         elif kind == "context_added":
             self._add_context(event.seq, event.context_added.text)
         elif kind == "assistant_message":
@@ -241,6 +242,13 @@ class Transcript:
             last.last_seq = seq
         else:
             self._append(seq, AssistantMessage(mark))
+
+
+def user_message(message: events_pb2.UserMessage) -> UserMessage:
+    """A user/message as the model reads it: its text and files, then its
+    images (by reference: their bytes are loaded when a request is sent)."""
+    images = tuple(Image(i.media_type, b"", i.digest) for i in message.images)
+    return UserMessage(user_text(message), images)
 
 
 def user_text(message: events_pb2.UserMessage) -> str:

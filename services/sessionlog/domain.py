@@ -21,13 +21,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
-from agenthost.sessionlog.v1 import session_log_pb2
+from agenthost.sessionlog.v1 import events_pb2, session_log_pb2
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from agenthost_core import folds
+from agenthost_core import folds, images
 from services.common import ranges
 from services.common.errors import (
     BadPageToken,
+    ImageNotFound,
+    ImageRefused,
     InvalidArgument,
     InvalidRequest,
     LeaseLost,
@@ -50,6 +52,7 @@ from .port import (
     Direction,
     Heartbeat,
     ReadResult,
+    StoredImage,
     SubscriptionItem,
     TailPage,
     flattened,
@@ -232,6 +235,54 @@ class SessionLog:
         if self.search is not None:
             await self.search.forget(session_id)
         self._fire(session_id)
+
+    # -- images --------------------------------------------------------------------
+
+    async def put_images(
+        self, session_id: str, inputs: Sequence[events_pb2.ImageInput]
+    ) -> list[events_pb2.ImageRef]:
+        """Check and keep a prompt's images for the session (agenthost_core/
+        images.py: by their bytes, within the limits; a digest must name one
+        the session holds); their references, in order. Nothing is kept
+        when one is refused."""
+        await self._found(session_id)
+        too_much = images.too_much([len(given.data) for given in inputs])
+        if too_much:
+            raise ImageRefused(f"#{len(inputs)}", too_much)
+        refs: list[events_pb2.ImageRef] = []
+        new: dict[str, StoredImage] = {}
+        for index, given in enumerate(inputs):
+            name = given.name or f"#{index + 1}"
+            if given.WhichOneof("source") == "digest":
+                found = await self._store.read_image(session_id, given.digest)
+                if found is None:
+                    raise ImageNotFound(given.digest)
+                image = found
+            else:
+                why = images.refusal(given.data)
+                if why:
+                    raise ImageRefused(name, why)
+                media_type = images.media_type_of(given.data) or ""
+                image = StoredImage(images.digest_of(given.data), media_type, given.data)
+                new[image.digest] = image
+            refs.append(
+                events_pb2.ImageRef(
+                    digest=image.digest,
+                    media_type=image.media_type,
+                    size=len(image.data),
+                    name=given.name,
+                )
+            )
+        if new:
+            await self._store.put_images(session_id, list(new.values()))
+        return refs
+
+    async def read_image(self, session_id: str, digest: str) -> StoredImage:
+        """An image the session holds (ImageNotFound otherwise)."""
+        found = await self._store.read_image(session_id, digest)
+        if found is None:
+            raise ImageNotFound(digest)
+        return found
 
     # -- append --------------------------------------------------------------------
 

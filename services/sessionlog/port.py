@@ -34,6 +34,16 @@ class Direction(enum.Enum):
 
 
 @dataclass(frozen=True)
+class StoredImage:
+    """An image as the log keeps it, content-addressed: `digest` is
+    "sha256:<hex>" of `data` (agenthost_core/images.py)."""
+
+    digest: str
+    media_type: str
+    data: bytes
+
+
+@dataclass(frozen=True)
 class AppendResult:
     seqs: list[int]
     last_seq: int
@@ -188,4 +198,15 @@ class SessionLogPort(Protocol):
 
     async def delete_session(self, session_id: str) -> None:
         """The session and its log, gone. Raises SessionNotFound."""
+        ...
+
+    async def put_images(
+        self, session_id: str, inputs: Sequence[events_pb2.ImageInput]
+    ) -> list[events_pb2.ImageRef]:
+        """Keep a prompt's images for the session; their references, in
+        order (ImageRefused, ImageNotFound for an unknown digest)."""
+        ...
+
+    async def read_image(self, session_id: str, digest: str) -> StoredImage:
+        """An image the session holds (ImageNotFound otherwise)."""
         ...

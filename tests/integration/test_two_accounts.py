@@ -91,6 +91,9 @@ def probes(bob: Client, session_id: str, workspace_id: str) -> dict[str, Awaitab
         "OpenSession": stub.OpenSession(gw.OpenSessionRequest(session_id=sid)),
         "HistoryPage": stub.HistoryPage(gw.HistoryPageRequest(session_id=sid, before_seq=5)),
         "Prompt": stub.Prompt(gw.PromptRequest(session_id=sid, text="hi", fence=bob.fence())),
+        "ReadImage": stub.ReadImage(
+            gw.ReadImageRequest(session_id=sid, digest="sha256:" + "0" * 64)
+        ),
         "Cancel": stub.Cancel(gw.CancelRequest(session_id=sid, fence=bob.fence())),
         "ListCommands": stub.ListCommands(gw.ListCommandsRequest(session_id=sid)),
         "ExecuteCommand": stub.ExecuteCommand(

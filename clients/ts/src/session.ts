@@ -21,7 +21,7 @@ import { History } from "./history.js";
 import { LiveText, TextKind } from "./live.js";
 import { PlanTracker, UNAVAILABLE, sameView, type Decision, type PlanTicket, type PlanValue, type PlanView } from "./plan.js";
 import { modelInfoOf, settingsOf, usageOf, type ModelInfo, type Settings, type Usage } from "./models.js";
-import { todosOf, type PathList, type Resource, type Todo } from "./context.js";
+import { imageInput, todosOf, type ImageLike, type PathList, type Resource, type Todo } from "./context.js";
 import { checkpointsOf, diffOf, restoredOf, subagentsOf, type Restored, type RewindWhat, type Subagent, type TurnCheckpoint, type TurnDiff } from "./checkpoints.js";
 import { jsonOf, ProjectionStore, type JsonValue } from "./projection.js";
 import { Changes } from "./wait.js";
@@ -501,13 +501,16 @@ export class Session implements SessionFeed {
    * (PLAN_SELECTION_FAILED) when it targets plan mode while the latest
    * selection failed: select again first. Each `@path` of the text, and each
    * of `resources`, is attached to the message; one the agent may not read
-   * refuses it (reason FILE_REFERENCE_REFUSED), nothing sent.
+   * refuses it (reason FILE_REFERENCE_REFUSED), nothing sent. `images`
+   * (bytes, or a PromptImage) are sent with it: IMAGE_REFUSED for what is
+   * no image, MODEL_TAKES_NO_IMAGES when the session's model takes none.
    */
   async prompt(
     text: string,
     mode: PromptMode = PromptMode.SEND,
     planTarget?: boolean,
     resources: readonly Resource[] = [],
+    images: readonly ImageLike[] = [],
   ): Promise<{ mode: PromptMode; running: boolean; seq: bigint }> {
     const failed = this.planTracker.selectionFailed;
     if (planTarget !== undefined && failed !== undefined) {
@@ -516,12 +519,19 @@ export class Session implements SessionFeed {
     const client = this.#client;
     const attached = resources.map((r) => ({ uri: r.uri, ...(r.text === undefined ? {} : { text: r.text }) }));
     const reply = await client.gateway.prompt(
-      { fence: client.fence(), sessionId: this.id, text, mode, resources: attached, ...(planTarget === undefined ? {} : { planTarget }) },
+      { fence: client.fence(), sessionId: this.id, text, mode, resources: attached, images: images.map(imageInput), ...(planTarget === undefined ? {} : { planTarget }) },
       client.callOptions(),
     );
     this.#notify(this.#setRunning(reply.running, reply.seq));
     if (planTarget !== undefined) this.#queryPlanSoon();
     return { mode: reply.mode, running: reply.running, seq: reply.seq };
+  }
+
+  /** An image a message of this session sent, by the digest its user/message's ImageRef holds. */
+  async readImage(digest: string): Promise<{ mediaType: string; data: Uint8Array }> {
+    const client = this.#client;
+    const reply = await client.gateway.readImage({ sessionId: this.id, digest }, client.callOptions());
+    return { mediaType: reply.image?.mediaType ?? "", data: reply.data };
   }
 
   /** Stops the running request; a pending plan selection is kept. */

@@ -1,6 +1,7 @@
 import { TextKind, eventsV1, type Session } from "@agenthost/sdk/web";
 import { useEffect, useRef, type ReactNode } from "react";
 import { AttachedFiles } from "./AttachedFiles.js";
+import { MessageImages } from "./DraftImages.js";
 import { HookRow } from "./HookRow.js";
 import { Markdown } from "./Markdown.js";
 import type { AppModel } from "./model.js";
@@ -115,6 +116,7 @@ function EventView({
         <div className="message user" data-testid="user-message">
           {body.value.text}
           <AttachedFiles files={body.value.files} />
+          <MessageImages session={session} images={body.value.images} />
         </div>
       );
     case "assistantMessage":

@@ -6,7 +6,7 @@
 // queries the full state after history loads and on every reconnect), never
 // from a guess of what a click will do.
 
-import { AgentHostClient, AgentHostError, PromptMode, createWebTransport, jsonOf, type CommandInfo, type JsonValue, type ModelInfo, type Restored, type Session } from "@agenthost/sdk/web";
+import { AgentHostClient, AgentHostError, PromptMode, createWebTransport, jsonOf, type CommandInfo, type JsonValue, type ModelInfo, type PromptImage, type Restored, type Session } from "@agenthost/sdk/web";
 
 export type Workspace = Awaited<ReturnType<AgentHostClient["createWorkspace"]>>;
 export type Summary = NonNullable<Session["summary"]>;
@@ -208,7 +208,7 @@ export class AppModel {
    * command of the workspace, ...); while a turn runs a message is queued.
    * A `/word` that names no command is sent as a message.
    */
-  async submit(text: string): Promise<boolean> {
+  async submit(text: string, images: readonly PromptImage[] = []): Promise<boolean> {
     const session = this.session;
     if (session === undefined) return false;
     this.notice = undefined; // the last command's answer gives way to what comes next
@@ -225,12 +225,13 @@ export class AppModel {
         return;
       }
       if (name !== "" && (await this.#offers(session, name))) {
+        if (images.length > 0) throw new Error("images go with a message, not with a command");
         const reply = await session.executeCommand(name, args);
         if (!reply.ok) throw new Error(reply.message || `/${name} failed`);
         this.notice = SHOWN_IN_TRANSCRIPT.has(name) ? undefined : reply.message || undefined;
         return;
       }
-      await session.prompt(text, session.running ? PromptMode.QUEUE : PromptMode.SEND);
+      await session.prompt(text, session.running ? PromptMode.QUEUE : PromptMode.SEND, undefined, [], images);
     });
   }
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import AsyncIterator, Sequence
 
-from agenthost.sessionlog.v1 import session_log_pb2
+from agenthost.sessionlog.v1 import events_pb2, session_log_pb2
 
 from agenthost_core.folds import SessionState
 from services.common.errors import Unavailable
@@ -22,6 +22,7 @@ from services.sessionlog.port import (
     ReadResult,
     SessionLogPort,
     SessionSummary,
+    StoredImage,
     SubscriptionItem,
     TailPage,
 )
@@ -125,6 +126,14 @@ class AppendOutage:
 
     async def delete_session(self, session_id: str) -> None:
         await self._log.delete_session(session_id)
+
+    async def put_images(
+        self, session_id: str, inputs: Sequence[events_pb2.ImageInput]
+    ) -> list[events_pb2.ImageRef]:
+        return await self._log.put_images(session_id, inputs)
+
+    async def read_image(self, session_id: str, digest: str) -> StoredImage:
+        return await self._log.read_image(session_id, digest)
 
     async def acquire_lease(self, session_id: str, owner: str, ttl_s: float) -> Lease:
         return await self._log.acquire_lease(session_id, owner, ttl_s)
