@@ -68,6 +68,7 @@ class TurnDiff:
 
     @property
     def cut(self) -> bool:
+        """Whether the diff was cut at the service's bound (its note says so)."""
         return self.text.endswith("more bytes not shown]")
 
 
@@ -89,6 +90,7 @@ class Subagent:
 
     @property
     def state(self) -> str:
+        """ "running" or "done", as /agents shows it."""
         return "running" if self.running else "done"
 
 
