@@ -24,7 +24,7 @@ WEB_BUILT := $(WEB)/dist/index.html
 MCP_TEST := tests/mcp
 MCP_TEST_STAMP := $(MCP_TEST)/node_modules/.package-lock.json
 
-.PHONY: all venv gen ts-gen ts web acp-tests mcp-test-servers run test lint fmt bench bench-smoke clean install
+.PHONY: all venv gen ts-gen ts web acp-tests mcp-test-servers run test lint fmt bench bench-smoke bench-peers clean install
 
 all: gen
 
@@ -125,6 +125,15 @@ bench: gen
 bench-smoke: gen
 	$(PY) -m bench --smoke
 	$(PY) -m bench.processes --smoke
+
+# agenthost beside `opencode serve` and `codex app-server` (bench/README.md):
+# the peers pinned in bench/peers (installed here only), everything in a
+# network namespace with only loopback (unshare: needs root). Report in
+# build/bench/peers.md and peers.json. About 6 minutes; PEERS_FLAGS=--smoke
+# for a quick one, PEERS_FLAGS="--hosts agenthost codex" for some hosts.
+bench-peers: gen
+	cd bench/peers && npm ci --no-audit --no-fund
+	unshare --net sh -c 'ip link set lo up && exec $(PY) -m bench.peers $(PEERS_FLAGS)'
 
 # Container image, compose and Kubernetes targets live with the deploy files.
 -include deploy/image.mk

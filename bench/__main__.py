@@ -1,9 +1,9 @@
 """`make bench` (`python -m bench`): every figure against its baseline
 measured in the same run, written to build/bench/report.md and report.json
-and printed; exits 1 when a target is missed or a figure fails.
+and printed; exits 1 when a regression guard is missed or a figure fails.
 
 `--smoke` runs every figure's code path with tiny sizes (CI, under a
-minute): the report is written, targets are not enforced (noisy machines),
+minute): the report is written, guards are not enforced (noisy machines),
 only a failing figure fails the run."""
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from bench import (
     postgres_reads,
     request_build,
     runtime_memory,
+    session_search,
     set_plan_mode,
     startup,
     stream_fanout,
@@ -57,6 +58,7 @@ FIGURES: list[ModuleType] = [
     runtime_memory,
     checkpoint,
     subagent_start,
+    session_search,
     startup,
     streaming,
 ]
@@ -67,7 +69,7 @@ Runner = Callable[[Sizes, Path], Awaitable[Figure | list[Figure]]]
 
 def _arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
-    parser.add_argument("--smoke", action="store_true", help="tiny sizes; targets not enforced")
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes; guards not enforced")
     parser.add_argument(
         "--only", nargs="+", choices=[m.NAME for m in FIGURES], help="run only these figures"
     )

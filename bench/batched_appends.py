@@ -129,4 +129,4 @@ async def run(sizes: Sizes, data_dir: Path) -> list[Figure]:
         alone=by_itself,
         in_stack=through_stack,
         baseline=rate_side(f"SQLite {sizes.batch}-row transactions, one writer", baseline),
-    ).figures(0.6, 0.5, "baseline: WAL, synchronous=FULL, same disk, same tables, in a thread")
+    ).figures(0.5, 0.4, "baseline: WAL, synchronous=FULL, same disk, same tables, in a thread")

@@ -68,4 +68,4 @@ async def run(sizes: Sizes, data_dir: Path) -> list[Figure]:
         alone=by_itself,
         in_stack=through_stack,
         baseline=rate_side(f"bare echo unary, concurrency {sizes.appenders}", baseline),
-    ).figures(0.8, 0.7)
+    ).figures(0.3, 0.25)

@@ -60,6 +60,9 @@ class Sizes:
     runtime_first: int = 100
     # Files of the workspace the checkpoint figure snapshots.
     checkpoint_files: int = 10_000
+    # Sessions, and events of each, the search figure searches.
+    search_sessions: int = 10_000
+    search_events: int = 100
 
 
 FULL = Sizes(
@@ -91,6 +94,8 @@ SMOKE = Sizes(
     runtime_sessions=60,
     runtime_first=20,
     checkpoint_files=300,
+    search_sessions=50,
+    search_events=20,
 )
 
 # Generous: a cold open of a big session may take long, and a slow call

@@ -142,7 +142,7 @@ class Report:
     def markdown(self) -> str:
         lines = [f"# agenthost bench ({self.mode})", ""]
         if self.mode == "smoke":
-            lines += ["Smoke run: tiny sizes, targets not enforced.", ""]
+            lines += ["Smoke run: tiny sizes, guards not enforced.", ""]
         lines += ["| machine | |", "|---|---|"]
         lines += [f"| {k} | {v} |" for k, v in self.machine.items()]
         lines += ["", *_figure_table(self.figures), "", *_notes(self.figures)]
@@ -155,7 +155,7 @@ class Report:
     def _verdict(self) -> str:
         judged = [f for f in self.figures if f.met is not None]
         met = sum(1 for f in judged if f.met)
-        return f"Targets met: {met} of {len(judged)}."
+        return f"Regression guards met: {met} of {len(judged)}."
 
     def write(self, out_dir: Path) -> tuple[Path, Path]:
         out_dir.mkdir(parents=True, exist_ok=True)
@@ -199,7 +199,7 @@ def _result(figure: Figure) -> str:
 
 def _figure_table(figures: list[Figure]) -> list[str]:
     lines = [
-        "| figure | compared | measured | baseline (same run) | ratio | target | result |",
+        "| figure | compared | measured | baseline (same run) | ratio | guard | result |",
         "|---|---|---|---|---|---|---|",
     ]
     for f in figures:

@@ -28,6 +28,8 @@ from clients.sdk import (
     NotFoundError,
     TransportError,
 )
+from clients.sdk.checkpoints import restored_from
+from clients.sdk.errors import MODEL_TAKES_NO_IMAGES
 
 from . import translate
 from .session import AcpSession
@@ -36,6 +38,8 @@ log = logging.getLogger("agenthost.acp")
 T = TypeVar("T")
 # Codes of the JSON-RPC server-error range for agenthost's own failures.
 GATEWAY_UNAVAILABLE = -32001
+# The commands that put files back, and may overwrite files changed since.
+RESTORING = frozenset({"undo", "redo", "rewind"})
 AGENT_BUSY = -32003
 # How often a prompt waiting for its turn checks that the client still lives.
 WAIT_CHECK_S = 1.0
@@ -66,6 +70,9 @@ def rpc_error(error: AgentHostError) -> RequestError:
             data,
         )
     if isinstance(error, InvalidArgumentError | NotFoundError):
+        return RequestError(-32602, error.message, data)
+    if error.reason == MODEL_TAKES_NO_IMAGES:
+        # The prompt's images are what this session cannot take.
         return RequestError(-32602, error.message, data)
     return RequestError(-32603, error.message, data)
 
@@ -113,7 +120,7 @@ class AgentHostAgent:
                 load_session=True,
                 # No images or audio; an editor's files (links, embedded
                 # text) are attached to the message as `@path`s are.
-                prompt_capabilities=acp.PromptCapabilities(embedded_context=True),
+                prompt_capabilities=acp.PromptCapabilities(embedded_context=True, image=True),
                 session_capabilities=acp.SessionCapabilities(list=acp.SessionListCapabilities()),
             ),
             agent_info=acp.Implementation(name="agenthost", title="agenthost", version=_version()),
@@ -153,7 +160,7 @@ class AgentHostAgent:
             return opened
         live = await _gateway(self.gateway.open_session(session_id))
         folder = cwd or (live.summary.cwd if live.summary is not None else "") or "/"
-        session = AcpSession(self.editor, live, folder)
+        session = AcpSession(self.editor, live, folder, self.gateway)
         self.sessions[session_id] = session
         await session.load_models()
         return session
@@ -248,7 +255,8 @@ class AgentHostAgent:
             command = translate.slash_command(text, session.command_names)
         before = live.last_seq
         if command is not None:
-            result = await _gateway(live.execute_command(command.name, command.args))
+            args = await self._confirmed(session, command.name, command.args)
+            result = await _gateway(live.execute_command(command.name, args))
             if not result.ok:
                 raise RequestError(-32602, result.message, {"command": command.name})
             started = await self._turn_started(session, before, result.seq)
@@ -262,7 +270,8 @@ class AgentHostAgent:
         else:
             session.own_prompts.append(text)
             try:
-                after = (await _gateway(live.prompt(text, resources=parts.resources))).seq - 1
+                sent = live.prompt(text, resources=parts.resources, images=parts.images)
+                after = (await _gateway(sent)).seq - 1
             except RequestError:
                 session.own_prompts.remove(text)
                 raise
@@ -273,6 +282,32 @@ class AgentHostAgent:
                 -32603, f"the turn failed: {ended.end.error}", {"reason": "TURN_ERROR"}
             )
         return acp.PromptResponse(stop_reason=reason)
+
+    async def _confirmed(self, session: AcpSession, name: str, args: str | None) -> str | None:
+        """/undo, /redo, /rewind: files changed since by someone else are put
+        to the person first (a permission request): overwritten (`--force`)
+        only when they allow it, else left alone."""
+        words = (args or "").split()
+        if name not in RESTORING or "--force" in words or "--check" in words:
+            return args
+        if name == "rewind" and (not words or (len(words) > 1 and words[1] == "conversation")):
+            return args  # the list of turns, or the conversation only: no files
+        checked = await _gateway(
+            session.session.execute_command(name, " ".join([*words, "--check"]))
+        )
+        skipped = restored_from(checked.ok, checked.message, checked.seq, True).skipped
+        if not checked.ok or not skipped:
+            return args
+        reply = await session.client.request_permission(
+            session_id=session.id,
+            tool_call=translate.overwrite_tool_call(name, skipped),
+            options=translate.OVERWRITE_OPTIONS,
+        )
+        outcome = reply.outcome
+        allowed = (
+            isinstance(outcome, acp.AllowedOutcome) and outcome.option_id == translate.OVERWRITE
+        )
+        return " ".join([*words, "--force"]) if allowed else args
 
     async def _turn_started(self, session: AcpSession, before: int, upto: int) -> int | None:
         """The seq of what started a turn in the log between `before` and

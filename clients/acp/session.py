@@ -6,6 +6,7 @@ turn has ended."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,6 +16,7 @@ from acp.interfaces import Client
 from agenthost.sessionlog.v1 import events_pb2
 
 from clients.sdk import (
+    AgentHostClient,
     AgentHostError,
     CommandsChanged,
     EventAppended,
@@ -33,6 +35,7 @@ from clients.sdk import (
     UsageChanged,
     last_title,
     todos_written,
+    turn_calls,
 )
 
 from . import translate
@@ -58,8 +61,16 @@ class AcpSession:
     """Created by the agent on session/new or session/load; `start()` begins
     sending live updates (after the history, when replayed)."""
 
-    def __init__(self, client: Client, session: Session, cwd: str) -> None:
+    def __init__(
+        self, client: Client, session: Session, cwd: str, gateway: AgentHostClient | None = None
+    ) -> None:
         self.client = client
+        # Opens the subagents' sessions, to show what each running one does.
+        self.gateway = gateway
+        # The running subagents followed: child session id -> its task call's
+        # id, and the steps shown under each task call.
+        self._children: dict[str, asyncio.Task[None]] = {}
+        self._child_steps: dict[str, list[str]] = {}
         self.session = session
         self.id = session.id
         self.cwd = cwd
@@ -163,7 +174,11 @@ class AcpSession:
 
     async def close(self) -> None:
         self._updates.close()
-        tasks = [t for t in (self._pump, *self._asking.values()) if t is not None]
+        tasks = [
+            t
+            for t in (self._pump, *self._asking.values(), *self._children.values())
+            if t is not None
+        ]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -247,6 +262,8 @@ class AcpSession:
             await self._send(translate.tool_result(event.tool_result, self.cwd))
         elif kind == "todos_updated":
             await self._send(translate.plan_update(todos_written(event.todos_updated)))
+        elif kind == "subagent_started":
+            await self._child_started(event.subagent_started, replay)
         elif (title := last_title((event,))) is not None:
             info = acp.SessionInfoUpdate(session_update="session_info_update", title=title)
             await self._send(info)
@@ -315,6 +332,56 @@ class AcpSession:
         self._turn_waiters.append((seq, waiter))
         return waiter
 
+    # -- subagents ---------------------------------------------------------------------------
+
+    async def _child_started(self, started: events_pb2.SubagentStarted, replay: bool) -> None:
+        """A task call's subagent: its start as the call's progress, then
+        (live) each of its steps as they come."""
+        steps = self._child_steps.setdefault(started.call_id, [])
+        steps.append(f"subagent {started.agent_type} started ({started.child_session_id})")
+        await self._send(translate.subagent_progress(started.call_id, steps))
+        child = started.child_session_id
+        if not replay and self.gateway is not None and child not in self._children:
+            self._children[child] = asyncio.create_task(
+                self._follow_child(child, started.call_id), name=f"child-{child}"
+            )
+
+    async def _follow_child(self, child_id: str, call_id: str) -> None:
+        assert self.gateway is not None
+        # Closed at the end only when opened here (the editor may hold it too).
+        shared = child_id in self.gateway.sessions
+        try:
+            opened = await self.gateway.open_session(child_id)
+        except AgentHostError as error:
+            log.info("subagent %s: not followed (%s)", child_id, error)
+            self._children.pop(child_id, None)
+            return
+
+        def expected() -> bool:
+            return any(c.session_id == child_id and c.running for c in self.session.subagents)
+
+        try:
+            async for call in turn_calls(opened, expected):
+                steps = self._child_steps.setdefault(call_id, [])
+                steps.append(translate.child_step(call))
+                await self._send(translate.subagent_progress(call_id, steps))
+        except ConnectionError:
+            return  # the editor went away
+        finally:
+            self._children.pop(child_id, None)
+            if not shared:
+                with contextlib.suppress(AgentHostError):
+                    await opened.close()
+
+    def asker(self, question: Question) -> str:
+        """Which subagent asks a question raised inside it ("" for this session's own)."""
+        if not question.child_session_id:
+            return ""
+        child = next(
+            (c for c in self.session.subagents if c.session_id == question.child_session_id), None
+        )
+        return f"Subagent {child.agent_type} · {child.description}" if child else "A subagent"
+
     # -- questions -------------------------------------------------------------------------
 
     def _ask(self, question: Question) -> None:
@@ -329,7 +396,7 @@ class AcpSession:
         try:
             reply = await self.client.request_permission(
                 session_id=self.id,
-                tool_call=translate.permission_tool_call(question),
+                tool_call=translate.permission_tool_call(question, self.asker(question)),
                 options=translate.permission_options(question),
             )
         except (ConnectionError, asyncio.CancelledError):

@@ -3,11 +3,12 @@ pure functions from SDK values to the protocol's schema models (no I/O)."""
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from acp import schema as acp
@@ -26,7 +27,7 @@ from acp.helpers import (
 from agenthost.runtime.v1 import runtime_pb2 as rt
 from agenthost.sessionlog.v1 import events_pb2
 
-from clients.sdk import ModelInfo, Question, Resource, Todo, Usage
+from clients.sdk import Image, ModelInfo, Question, Resource, Todo, Usage
 
 DEFAULT_MODE = "default"
 PLAN_MODE = "plan"
@@ -45,7 +46,11 @@ TOOL_KINDS: dict[str, acp.ToolKind] = {
     "edit_file": "edit",
     "shell": "execute",
     "exit_plan_mode": "switch_mode",
+    # A subagent thinks the task through in its own context.
+    "task": "think",
 }
+# The last steps of a subagent its task call's progress shows.
+SUBAGENT_LINES_SHOWN = 20
 # Tools an editor is not shown as calls: todo_write's list is a plan update.
 UNSHOWN_TOOLS = frozenset({"todo_write"})
 TURN_END_STOP_REASONS: dict[int, acp.StopReason] = {
@@ -212,22 +217,31 @@ def plan_update(todos: Iterable[Todo]) -> acp.AgentPlanUpdate:
 
 @dataclass(frozen=True)
 class PromptParts:
-    """A prompt's text, and the files it sends (attached to its message as
-    an `@path` of the text is)."""
+    """A prompt's text, the files it sends (attached to its message as an
+    `@path` of the text is), and its images."""
 
     text: str
     resources: list[Resource]
+    images: list[Image] = field(default_factory=list)
 
 
 def prompt_parts(blocks: Iterable[Any]) -> PromptParts:
     """What a prompt's content blocks carry: their text, where a resource
     (a link to a file, or a file's text the editor embedded) is named as a
-    markdown link, and the resources, sent to be attached."""
+    markdown link and an image as "[image: name]", the resources, sent to
+    be attached, and the images (their base64 data decoded; the gateway
+    checks their bytes)."""
     parts: list[str] = []
     resources: list[Resource] = []
+    images: list[Image] = []
     for block in blocks:
         if isinstance(block, acp.TextContentBlock):
             parts.append(block.text)
+        elif isinstance(block, acp.ImageContentBlock):
+            name = _name(block.uri) if block.uri else f"image {len(images) + 1}"
+            data = base64.b64decode(block.data, validate=False)
+            images.append(Image(data, name=name, media_type=block.mime_type))
+            parts.append(f"[image: {name}]")
         elif isinstance(block, acp.EmbeddedResourceContentBlock):
             resource = block.resource
             if isinstance(resource, acp.TextResourceContents):
@@ -236,7 +250,7 @@ def prompt_parts(blocks: Iterable[Any]) -> PromptParts:
         elif isinstance(block, acp.ResourceContentBlock):
             parts.append(f"[{block.name}]({block.uri})")
             resources.append(Resource(block.uri))
-    return PromptParts("".join(parts).strip(), resources)
+    return PromptParts("".join(parts).strip(), resources, images)
 
 
 def _name(uri: str) -> str:
@@ -292,6 +306,9 @@ def tool_title(name: str, args: Mapping[str, Any]) -> str:
         return f"{name} {args['pattern']}"
     if name == "exit_plan_mode":
         return "Ready to code? (plan review)"
+    if name == "task":
+        kind = args.get("subagent_type") or "general"
+        return f"Subagent {kind}: {args.get('description', '')}".strip()
     if isinstance(path, str):
         return f"{name} {path}"
     return name
@@ -455,9 +472,48 @@ def answer_for_option(option_id: str, feedback: str | None = None) -> dict[str, 
     return answers.get(option_id)
 
 
-def permission_tool_call(question: Question) -> acp.ToolCallUpdate:
+def subagent_progress(call_id: str, lines: Sequence[str]) -> acp.ToolCallProgress:
+    """A task call's subagent at work: what it did so far, a line a step."""
+    shown = "\n".join(lines[-SUBAGENT_LINES_SHOWN:])
+    return acp.ToolCallProgress(
+        session_update="tool_call_update",
+        tool_call_id=call_id,
+        status="in_progress",
+        content=[tool_content(text_block(shown))],
+    )
+
+
+def child_step(call: events_pb2.ToolCall) -> str:
+    """One step of a subagent, as its task call's progress shows it."""
+    return tool_title(call.name, _args(call.args_json))
+
+
+OVERWRITE, LEAVE = "overwrite", "leave"
+OVERWRITE_OPTIONS = [
+    acp.PermissionOption(option_id=OVERWRITE, name="Overwrite them", kind="allow_once"),
+    acp.PermissionOption(option_id=LEAVE, name="Leave them as they are", kind="reject_once"),
+]
+
+
+def overwrite_tool_call(command: str, skipped: Sequence[str]) -> acp.ToolCallUpdate:
+    """What /undo, /redo or /rewind asks before it overwrites files someone
+    changed since the turn."""
+    listed = "\n".join(f"- {path}" for path in skipped)
+    return acp.ToolCallUpdate(
+        tool_call_id=f"{command}-overwrite",
+        title=f"/{command}: overwrite {len(skipped)} file(s) changed since the turn?",
+        kind="edit",
+        status="pending",
+        content=[
+            tool_content(text_block(f"Changed since by someone other than the agent:\n{listed}"))
+        ],
+    )
+
+
+def permission_tool_call(question: Question, asker: str = "") -> acp.ToolCallUpdate:
     """The tool call a question is about, with what the person must judge:
-    the plan under review, the command, the diff of an edit."""
+    the plan under review, the command, the diff of an edit. A question a
+    subagent asks says which subagent (`asker`) asks."""
     detail = question.body
     kind: acp.ToolKind = "switch_mode" if question.presentation == "plan-review" else "other"
     title = question.title
@@ -465,6 +521,8 @@ def permission_tool_call(question: Question) -> acp.ToolCallUpdate:
         detail = question.approval.detail or question.body
         kind = TOOL_KINDS.get(question.approval.tool, "other")
         title = question.approval.summary or title
+    if asker:
+        title = f"{asker} asks: {title}"
     return acp.ToolCallUpdate(
         tool_call_id=question.call_id or question.question_id,
         title=title or None,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sys
 from importlib.metadata import entry_points
@@ -11,6 +12,7 @@ from typing import Annotated
 import typer
 from agenthost.sessionlog.v1.session_log_pb2 import SessionSummary
 from agenthost.workspace.v1.workspace_pb2 import Workspace
+from rich.text import Text
 
 from agenthost_core.choices import ApprovalsName, OnOff, SandboxName
 from clients.sdk import AgentHostClient
@@ -31,7 +33,7 @@ from .common import (
 )
 from .config import DEFAULT_DATA_DIR
 from .exec_turn import EXIT_CODES
-from .sessions import row, sessions_app
+from .sessions import hit_text, row, sessions_app
 
 app = typer.Typer(help="agenthost: run the stack and talk to it.", no_args_is_help=True)
 workspace_app = typer.Typer(help="Workspaces: the folders sessions are grouped by.")
@@ -231,7 +233,7 @@ def chat(
     async def work(client: AgentHostClient) -> int:
         session_id = session or await workspace_session(client, folder, choose)
         opened = await client.open_session(session_id)
-        return await Chat(opened, console).run()
+        return await Chat(opened, console, client=client).run()
 
     code = run_client(gateway, token, data_dir, work)
     raise typer.Exit(code)
@@ -339,15 +341,33 @@ def acp(
 RESUME_SHOWN = 20
 
 
-def _picked(sessions: list[SessionSummary]) -> SessionSummary | None:
-    """Show the recent sessions and ask which one (Enter: the first)."""
-    shown = sessions[:RESUME_SHOWN]
+async def _picked(
+    client: AgentHostClient, workspace_id: str, sessions: list[SessionSummary]
+) -> str | None:
+    """Show the recent sessions and ask which one (Enter: the first); words
+    instead of a number search the workspace's sessions (titles, prompts,
+    answers, paths) and offer the sessions found, best first."""
+    shown: list[tuple[str, str]] = [(s.id, row(s)) for s in sessions[:RESUME_SHOWN]]
     if not shown:
         return None
-    for number, summary in enumerate(shown, start=1):
-        line(f"{number:>2}. {row(summary)}")
+    rows: list[Text] = [Text(text) for _, text in shown]
     while True:
-        answer = typer.prompt("resume which?", default="1", show_default=True)
+        for number, text in enumerate(rows, start=1):
+            console.print(Text(f"{number:>2}. ") + text, highlight=False, soft_wrap=True)
+        answer = await asyncio.to_thread(
+            typer.prompt, "resume which? (a number, or words to search)", default="1"
+        )
+        answer = answer.strip()
         if answer.isdigit() and 1 <= int(answer) <= len(shown):
-            return shown[int(answer) - 1]
-        line(f"a number from 1 to {len(shown)}")
+            return shown[int(answer) - 1][0]
+        if answer.isdigit() or not answer:
+            line(f"a number from 1 to {len(shown)}")
+            continue
+        found = await client.search_sessions(
+            answer, workspace_id=workspace_id, page_size=RESUME_SHOWN
+        )
+        if not found.hits:
+            line(f"no session here matches {answer!r}")
+            continue
+        shown = [(hit.session_id, hit.title) for hit in found.hits]
+        rows = [hit_text(hit) for hit in found.hits]

@@ -30,7 +30,8 @@ import signal
 import sys
 import threading
 from collections import deque
-from collections.abc import Callable, Coroutine, Iterable
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
+from pathlib import Path
 from typing import Any
 
 from agenthost.runtime.v1 import runtime_pb2 as rt
@@ -46,19 +47,23 @@ from rich.console import Console
 from rich.text import Text
 
 from clients.sdk import (
+    AgentHostClient,
     AgentHostError,
     CommandsChanged,
+    ProjectionChanged,
     PromptMode,
     Question,
     QuestionClosed,
+    Restored,
     Session,
     SettingsChanged,
     UnknownModelError,
     Updates,
     UsageChanged,
+    turn_calls,
 )
 
-from . import history, render
+from . import history, render, undo
 from .chat_commands import (
     APPROVAL_POLICIES,
     NETWORK,
@@ -67,6 +72,7 @@ from .chat_commands import (
     ChatCommand,
     help_table,
 )
+from .images import attach_images, dropped_image
 from .references import PathCompleter
 from .todos import checklist
 from .transcript import PLAN_STYLE, Transcript, plan_line, settings_line
@@ -118,9 +124,17 @@ def host_command(info: rt.CommandInfo) -> ChatCommand:
 
 class Chat:
     def __init__(
-        self, session: Session, console: Console, *, interactive: bool | None = None
+        self,
+        session: Session,
+        console: Console,
+        *,
+        interactive: bool | None = None,
+        client: AgentHostClient | None = None,
     ) -> None:
         self.session = session
+        # Opens the subagents' sessions, to show what each running one does.
+        self.client = client
+        self._followed: set[str] = set()
         self.console = console
         self.out = Transcript(session, console)
         self.interactive = sys.stdin.isatty() if interactive is None else interactive
@@ -311,7 +325,10 @@ class Chat:
 
     async def _read_once(self, label: str) -> str | None:
         if self._prompt is None:
-            return await self._lines.get()
+            line = await self._lines.get()
+            if line is None:  # the input's end stays the end for every later read
+                self._lines.put_nowait(None)
+            return line
         if self._typed_ahead:  # typed while the turn ran: shown as if at the prompt
             line = self._typed_ahead.popleft()
             self.say(f"{label}{line}")
@@ -392,12 +409,15 @@ class Chat:
             return False
         if not text:
             return True
-        if text.startswith("/"):
+        if text.startswith("/") and not dropped_image(text, Path.cwd()):
             await self._command(text)
         else:
-            self.out.typed.append(text)
+            attached = attach_images(text, Path.cwd())
+            for note in attached.notes():
+                self.say(note, "dim")
+            self.out.typed.append(attached.text)
             mode = PromptMode.QUEUE if self.session.running else PromptMode.SEND
-            await self.session.prompt(text, mode)
+            await self.session.prompt(attached.text, mode, images=attached.images)
             self.out.waiting_for_model()
             self._spin_if_waiting()
         return True
@@ -421,6 +441,14 @@ class Chat:
             await self._history(args)
         elif name == "output":
             self._output()
+        elif name in ("undo", "redo"):
+            await self._undo(name, args)
+        elif name == "rewind":
+            await self._rewind(args)
+        elif name == "diff":
+            await self._diff(args)
+        elif name == "agents":
+            await self._agents()
         else:
             await self._session_command(name, args)
 
@@ -493,6 +521,158 @@ class Chat:
         call, result = shown
         self.say(render.call_line(call), "bold")
         self.out.print(Text(render.command_output(result), style="dim"))
+
+    # -- the way back ---------------------------------------------------------------------
+
+    async def _undo(self, name: str, args: str) -> None:
+        """/undo [N], /redo [N]: files changed since by someone else are
+        listed first, and overwritten only if the user says so."""
+        words = [w for w in args.split() if w != "--force"]
+        if words and not words[0].isdigit():
+            self.say(f"usage: /{name} [N]", "red")
+            return
+        turn = int(words[0]) if words else None
+        restore = self.session.undo if name == "undo" else self.session.redo
+        await self._restore(
+            lambda check, force: restore(turn, check=check, force=force),
+            asked="--force" not in args.split(),
+        )
+
+    async def _restore(
+        self,
+        restore: Callable[[bool, bool], Awaitable[Restored]],
+        asked: bool = True,
+        forced: bool = True,
+    ) -> None:
+        """Restore files (`restore(check, force)`): when `asked`, what would
+        be left alone is checked first, and files changed since by someone
+        else are overwritten only if the user says so; else with `forced`."""
+        force = forced
+        if asked:
+            checked = await restore(True, False)
+            if not checked.ok:
+                self.say(checked.message, "red")
+                return
+            confirmed = await self._confirm_overwrite(checked.skipped)
+            if confirmed is None:
+                return
+            force = confirmed
+        done = await restore(False, force)
+        self.say(done.message, "dim" if done.ok else "red")
+
+    async def _confirm_overwrite(self, skipped: tuple[str, ...]) -> bool | None:
+        """Whether to overwrite files changed since (False: none were); None
+        when the user left."""
+        if not skipped:
+            return False
+        for line in undo.overwrite_lines(skipped):
+            self.say(line, "yellow")
+        answer = await self._read("overwrite them? [y/N]> ", lambda: False)
+        if not isinstance(answer, str):
+            return None
+        return answer.strip().lower() in ("y", "yes")
+
+    async def _rewind(self, args: str) -> None:
+        """/rewind: pick the prompt to go back to before (or give N), then
+        what to take back (the code, the conversation, both)."""
+        words = args.split()
+        if words:
+            if (
+                not words[0].isdigit()
+                or len(words) > 2
+                or (len(words) == 2 and words[1] not in undo.REWIND_CHOICES)
+            ):
+                self.say("usage: /rewind [N [files|conversation|both]]", "red")
+                return
+            target = int(words[0])
+            what = undo.REWIND_CHOICES[words[1]] if len(words) == 2 else None
+        else:
+            listed = await self.session.execute_command("rewind")
+            turns = undo.listed_turns(listed.message) if listed.ok else []
+            if not turns:
+                self.say("No turns to rewind to.", "dim")
+                return
+            self.say("Go back to before which prompt?", "bold")
+            for line in undo.picker_lines(turns, self.session.checkpoints):
+                self.say(line)
+            picked = await self._read("turn> ", lambda: False)
+            numbers = [n for n, _ in turns]
+            if not isinstance(picked, str) or not picked.strip().isdigit():
+                self.say("rewind cancelled", "dim")
+                return
+            if int(picked.strip()) not in numbers:
+                self.say(f"no turn {picked.strip()} to go back to", "red")
+                return
+            target, what = int(picked.strip()) - 1, None
+        if what is None:
+            said = await self._read(
+                "restore (c)ode, c(o)nversation or (b)oth? [b]> ", lambda: False
+            )
+            if not isinstance(said, str) or said.strip().lower() not in undo.REWIND_CHOICES:
+                self.say("rewind cancelled", "dim")
+                return
+            what = undo.REWIND_CHOICES[said.strip().lower()]
+        chosen = what
+        await self._restore(
+            lambda check, force: self.session.rewind(target, chosen, check=check, force=force),
+            asked=chosen != "conversation",
+            forced=False,
+        )
+
+    async def _diff(self, args: str) -> None:
+        """/diff [N]: the last turn's (or turn N's) changes as a diff."""
+        if args and not args.isdigit():
+            self.say("usage: /diff [N]", "red")
+            return
+        diff = await self.session.turn_diff(int(args) if args else None)
+        if not diff.ok:
+            self.say(diff.message, "red")
+            return
+        self.say(diff.message, "bold")
+        self.out.print(undo.diff_lines(diff.text))
+
+    async def _agents(self) -> None:
+        """/agents: the session's subagents; then the agent types the host
+        knows and the agent files it cannot use."""
+        for line in undo.agents_lines(self.session.subagents):
+            self.say(line)
+        listed = await self.session.execute_command("agents")
+        for line in listed.message.splitlines():
+            if line.startswith(("agent types:", "cannot use")):
+                self.say(line, "dim")
+
+    # -- subagents at work ------------------------------------------------------------------
+
+    def _follow_children(self) -> None:
+        """Each running subagent not followed yet: what it does shows as
+        nested lines under its task call."""
+        if self.client is None:
+            return
+        for child in self.session.subagents:
+            if child.running and child.session_id not in self._followed:
+                self._followed.add(child.session_id)
+                self._spawn(self._follow_child(child.session_id))
+
+    async def _follow_child(self, child_id: str) -> None:
+        assert self.client is not None
+        shared = child_id in self.client.sessions  # closed at the end only when opened here
+        try:
+            opened = await self.client.open_session(child_id)
+        except AgentHostError:
+            self._followed.discard(child_id)
+            return
+
+        def expected() -> bool:
+            return any(c.session_id == child_id and c.running for c in self.session.subagents)
+
+        try:
+            async for call in turn_calls(opened, expected):
+                self.out.child_step(child_id, render.call_line(call))
+        finally:
+            self._followed.discard(child_id)
+            if not shared:
+                with contextlib.suppress(AgentHostError):
+                    await opened.close()
 
     async def _model(self, name: str) -> None:
         """/model: the models, the session's marked; /model NAME: switch."""
@@ -586,9 +766,9 @@ class Chat:
             reason = await self._read(
                 "why (optional)> ", lambda: question.question_id not in self.session.questions
             )
-            if isinstance(reason, _Interrupted) or reason is None:
+            if isinstance(reason, _Interrupted):
                 return True
-            await self._answer(question, "denied", "yellow", deny=reason.strip())
+            await self._answer(question, "denied", "yellow", deny=(reason or "").strip())
         else:
             return False
         return True
@@ -678,6 +858,8 @@ class Chat:
                 self._redraw_toolbar()
             elif isinstance(update, CommandsChanged):
                 self._spawn(self._list_commands())
+            elif isinstance(update, ProjectionChanged) and update.key == "subagents":
+                self._follow_children()
             self._spin_if_waiting()
             changed, self._changed = self._changed, asyncio.Event()
             changed.set()

@@ -105,7 +105,9 @@ def print_json(data: object) -> None:
     print(json.dumps(data, indent=2), flush=True)
 
 
-Chooser = Callable[[list[SessionSummary]], SessionSummary | None]
+# Picks a session among the workspace's recent ones (most recent first),
+# given the client and the workspace's id (to search it); None: none.
+Chooser = Callable[[AgentHostClient, str, list[SessionSummary]], Awaitable[str | None]]
 
 
 async def workspace_session(
@@ -122,12 +124,14 @@ async def workspace_session(
         say(f"added a workspace for {workspace.path}")
     if choose is not None:
         recent = [s for s in await client.list_sessions(workspace.id) if not s.blank]
-        chosen = choose(recent)
+        chosen = await choose(client, workspace.id, recent)
         if chosen is not None:
-            return chosen.id
+            return chosen
         say("no earlier session here: starting a new one")
     return (await client.connect_workspace(workspace.id)).session.id
 
 
-def most_recent(sessions: list[SessionSummary]) -> SessionSummary | None:
-    return sessions[0] if sessions else None
+async def most_recent(
+    client: AgentHostClient, workspace_id: str, sessions: list[SessionSummary]
+) -> str | None:
+    return sessions[0].id if sessions else None

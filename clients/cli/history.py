@@ -13,6 +13,7 @@ from rich.console import RenderableType
 from rich.markdown import Markdown
 from rich.text import Text
 
+from agenthost_core import images
 from agenthost_core.folds import PLAN_NOTICE_PLUGIN, committed_plan
 
 from . import render
@@ -92,10 +93,18 @@ def event_lines(events: tuple[ev.Event, ...] | list[ev.Event]) -> list[Renderabl
 
 def user_lines(message: ev.UserMessage) -> list[RenderableType]:
     if message.source.kind != ev.SOURCE_KIND_PLUGIN:
-        return [Text(f"you: {message.text}", "green")]
+        return [Text(f"you: {message.text}", "green"), *image_lines(message)]
     if message.source.plugin == PLAN_NOTICE_PLUGIN:
         return []  # the plan switch's own line says it
     return [Text(f"notice: {message.text}", "dim")]
+
+
+def image_lines(message: ev.UserMessage) -> list[RenderableType]:
+    """A line per image the message sent: "[image: shot.png, 12 KB]"."""
+    return [
+        Text(f"[image: {i.name or i.media_type}, {images.size_text(i.size)}]", "dim")
+        for i in message.images
+    ]
 
 
 def answer_lines(text: str) -> list[RenderableType]:

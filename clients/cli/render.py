@@ -58,6 +58,9 @@ def call_line(call: ev.ToolCall) -> str:
         return f"{call.name.removesuffix('_file')} {args.get('path', '')}"
     if call.name == "exit_plan_mode":
         return "present the plan"
+    if call.name == "task":
+        kind = args.get("subagent_type") or "general"
+        return f"task {kind}: {args.get('description', '')}"
     shown = " ".join(f"{k}={v!r}" for k, v in args.items())
     return f"{call.name} {shown}".strip()
 
@@ -146,17 +149,17 @@ class FoldedOutput:
         return self.hidden_lines + self._open_hidden
 
 
-def diff_text(diff: str) -> Text:
-    """A unified diff, coloured, cut to DIFF_LINES_SHOWN lines."""
+def diff_text(diff: str, shown: int = DIFF_LINES_SHOWN) -> Text:
+    """A unified diff, coloured, cut to `shown` lines."""
     lines = diff.splitlines()
     text = Text()
-    for line in lines[:DIFF_LINES_SHOWN]:
+    for line in lines[:shown]:
         style = "green" if line.startswith("+") else "red" if line.startswith("-") else "dim"
         if line.startswith(("+++", "---", "@@")):
             style = "dim"
         text.append(line + "\n", style=style)
-    if len(lines) > DIFF_LINES_SHOWN:
-        text.append(f"… {len(lines) - DIFF_LINES_SHOWN} more lines\n", style="dim")
+    if len(lines) > shown:
+        text.append(f"… {len(lines) - shown} more lines\n", style="dim")
     return text
 
 

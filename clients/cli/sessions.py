@@ -3,16 +3,28 @@
 from __future__ import annotations
 
 import sys
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Annotated
 
 import typer
+from agenthost.gateway.v1 import gateway_pb2 as gw
 from agenthost.sessionlog.v1 import session_log_pb2 as sl
+from rich.text import Text
 
 from clients.sdk import AgentHostClient
 
-from .common import AsJson, DataDir, Gateway, Token, errors, line, print_json, run_client
+from .common import (
+    AsJson,
+    DataDir,
+    Gateway,
+    Token,
+    console,
+    errors,
+    line,
+    print_json,
+    run_client,
+)
 from .config import DEFAULT_DATA_DIR
 
 sessions_app = typer.Typer(help="Sessions of your workspaces.")
@@ -95,6 +107,108 @@ def sessions_list(
             line("no sessions yet: agenthost chat")
         for summary in sessions:
             line(row(summary))
+
+    run_client(gateway, token, data_dir, work)
+
+
+MATCHES = {
+    sl.SEARCH_MATCH_TITLE: "title",
+    sl.SEARCH_MATCH_PROMPT: "prompt",
+    sl.SEARCH_MATCH_ANSWER: "answer",
+    sl.SEARCH_MATCH_PATH: "path",
+}
+
+
+def hit_text(hit: gw.SessionSearchHit, now: datetime | None = None) -> Text:
+    """One hit: id, title, time, where the snippet is from, and the snippet
+    with its matched words bold (a terminal shows it; a pipe gets the text)."""
+    updated = sl.SessionSummary(updated_at=hit.updated_at)
+    archived = "  [archived]" if hit.archived else ""
+    where = MATCHES.get(hit.snippet_match, "")
+    text = Text(f"{hit.session_id}  {hit.title or '(untitled)'}  ({when(updated, now)}){archived}")
+    text.append(f"  — {where}: " if where else "  — ")
+    for part in hit.snippet:
+        flat = " ".join(part.text.split())  # one line, whatever the snippet spans
+        if part.text[:1].isspace():
+            flat = " " + flat
+        if part.text[-1:].isspace() and flat:
+            flat += " "
+        text.append(flat, style="bold" if part.highlighted else None)
+    return text
+
+
+def hit_dict(hit: gw.SessionSearchHit) -> dict[str, object]:
+    return {
+        "id": hit.session_id,
+        "title": hit.title,
+        "workspace_id": hit.workspace_id,
+        "cwd": hit.cwd,
+        "updated_at": hit.updated_at.ToJsonString(),
+        "archived": hit.archived,
+        "matched": [MATCHES[m] for m in hit.matched if m in MATCHES],
+        "snippet": [{"text": p.text, "highlighted": p.highlighted} for p in hit.snippet],
+    }
+
+
+def since_time(since: str) -> datetime:
+    """`--since`: a date (2026-05-01), a time (2026-05-01T12:00), or an age
+    (30m, 12h, 7d, 2w) before now."""
+    units = {"m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+    text = since.strip()
+    if text[:-1].isdigit() and text[-1:] in units:
+        return datetime.now(UTC) - timedelta(seconds=int(text[:-1]) * units[text[-1]])
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise typer.BadParameter(
+            "a date (2026-05-01), a time (2026-05-01T12:00) or an age (30m, 12h, 7d, 2w)"
+        ) from None
+    return moment if moment.tzinfo else moment.astimezone()
+
+
+@sessions_app.command("search")
+def sessions_search(
+    query: Annotated[
+        str,
+        typer.Argument(
+            help='Words to find (all of them), "a phrase", -excluded, or `or` between '
+            "alternatives; in titles, prompts, answers and the paths tools touched."
+        ),
+    ],
+    workspace: Annotated[
+        Path | None, typer.Option("--workspace", help="Only this workspace's folder.")
+    ] = None,
+    archived: Annotated[bool, typer.Option("--archived", help="Archived ones too.")] = False,
+    since: Annotated[
+        str | None,
+        typer.Option("--since", help="Only sessions updated since: 2026-05-01, 7d, 12h."),
+    ] = None,
+    limit: Annotated[int, typer.Option("--limit", min=1, max=100, help="At most this many.")] = 20,
+    gateway: Gateway = None,
+    token: Token = None,
+    data_dir: DataDir = DEFAULT_DATA_DIR,
+    as_json: AsJson = False,
+) -> None:
+    """Find your sessions by their words, best match first, each with a snippet."""
+    folder = str(workspace.expanduser().resolve()) if workspace is not None else None
+    after = since_time(since) if since is not None else None
+
+    async def work(client: AgentHostClient) -> None:
+        workspace_id = (await client.create_workspace(folder)).id if folder else None
+        found = await client.search_sessions(
+            query,
+            workspace_id=workspace_id,
+            include_archived=archived,
+            updated_after=after,
+            page_size=limit,
+        )
+        if as_json:
+            print_json([hit_dict(hit) for hit in found.hits])
+            return
+        if not found.hits:
+            line(f"no session matches {query!r}")
+        for hit in found.hits:
+            console.print(hit_text(hit), highlight=False, soft_wrap=True)
 
     run_client(gateway, token, data_dir, work)
 

@@ -44,7 +44,7 @@ from clients.sdk import (
 )
 from clients.sdk.plan import SessionPlan
 
-from . import history, render
+from . import history, render, undo
 from .live_markdown import AnswerStream
 from .todos import checklist
 
@@ -117,6 +117,8 @@ class Transcript:
         self._answers = CallAnswers()  # each call's question's answer
         self._plan_shown: str | None = None
         self._lost = False
+        # The subagents seen starting: child session id -> description.
+        self._children: dict[str, str] = {}
 
     # -- output ---------------------------------------------------------------------------
 
@@ -188,6 +190,8 @@ class Transcript:
                 return f"{render.call_line(view.call)}  … {view.output.hidden} more lines"
             if view.call.name == "shell" and not view.headed:
                 return render.call_line(view.call)
+            if view.call.name == "task":
+                return f"{render.call_line(view.call)} (subagent at work)"
         if self._streaming is not None:
             return None  # a command's output shows
         return THINKING if self._waiting_for_model else None
@@ -306,6 +310,15 @@ class Transcript:
             self.say(checklist(todos_written(event.todos_updated)))
         elif kind == "hook_run":
             self.say(render.hook_line(event.hook_run), "dim")
+        elif kind == "subagent_started":
+            started = event.subagent_started
+            self._children[started.child_session_id] = started.description
+            self.say(f"  ↳ {started.agent_type} · {started.description}: started", "dim")
+        elif kind == "subagent_ended":
+            ended = event.subagent_ended
+            what = self._children.get(ended.child_session_id, ended.child_session_id)
+            done = ended.reason == ev.TURN_END_REASON_COMPLETED
+            self.say(f"  ↳ {what}: {'done' if done else 'stopped'}", "dim" if done else "yellow")
         # A plan switch: PlanChanged says it. A command's end: its reply, or
         # (/compact, /plan) the marker and the plan line.
 
@@ -406,12 +419,24 @@ class Transcript:
             self._lost = False
             self.say("reconnected", "yellow")
 
+    def child_step(self, child_id: str, line: str) -> None:
+        """What a running subagent does, nested under its task call."""
+        what = self._children.get(child_id, "subagent")
+        self.say(f"  ↳ {what}: {line}", "dim")
+
     # -- questions ------------------------------------------------------------------------
 
     def show_question(self, question: Question) -> None:
         """A question's box: its title, what it is about (shown once: a
         command in the title, a change's diff in the body), a rule."""
-        self.print(Rule(Text(render.question_title(question))))
+        title = render.question_title(question)
+        if question.child_session_id:
+            child = next(
+                (c for c in self.session.subagents if c.session_id == question.child_session_id),
+                None,
+            )
+            title = f"{undo.subagent_label(child)} asks: {title}"
+        self.print(Rule(Text(title)))
         body = question_body(question)
         if body is not None:
             self.print(body)

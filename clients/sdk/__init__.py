@@ -7,6 +7,15 @@ reconnects and fences, and live session objects.
         print(session.plan.describe())
 """
 
+from .checkpoints import (
+    FileChange,
+    Restored,
+    Subagent,
+    TurnCheckpoint,
+    TurnDiff,
+    checkpoints_value,
+    subagents_value,
+)
 from .connection import (
     AgentHostClient,
     Backoff,
@@ -31,7 +40,9 @@ from .errors import (
     UnauthenticatedError,
     UnknownModelError,
 )
+from .follow import turn_calls
 from .history import Gap, History
+from .images import Image, ImageLike
 from .live import LiveText
 from .models import ModelInfo, ModelPrices, Usage
 from .plan import (
@@ -90,10 +101,13 @@ __all__ = [
     "Decision",
     "EventAppended",
     "FailedPreconditionError",
+    "FileChange",
     "Gap",
     "History",
     "HistoryGapError",
     "HistoryLoaded",
+    "Image",
+    "ImageLike",
     "InvalidArgumentError",
     "InvalidReplyError",
     "LiveText",
@@ -121,6 +135,7 @@ __all__ = [
     "QuestionClosed",
     "RequestKind",
     "Resource",
+    "Restored",
     "Session",
     "SessionList",
     "SessionPlan",
@@ -128,10 +143,13 @@ __all__ = [
     "SettingsChanged",
     "StaleRequestError",
     "StatusChanged",
+    "Subagent",
     "SupersededError",
     "TextStreamed",
     "Todo",
     "TransportError",
+    "TurnCheckpoint",
+    "TurnDiff",
     "UnauthenticatedError",
     "UnknownModelError",
     "Update",
@@ -141,9 +159,12 @@ __all__ = [
     "Verdict",
     "WorkspaceSession",
     "assistant_texts",
+    "checkpoints_value",
     "committed_plan",
     "last_title",
+    "subagents_value",
     "todos_value",
     "todos_written",
+    "turn_calls",
     "user_texts",
 ]

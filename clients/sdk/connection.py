@@ -20,6 +20,7 @@ import uuid
 from collections import OrderedDict, deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import grpc
@@ -533,6 +534,44 @@ class AgentHostClient:
         reply: gw.ListSessionsResponse = await self.call(self.stub.ListSessions, request)
         self.session_list.apply_list(reply.sessions)
         return list(reply.sessions), reply.next_page_token
+
+    async def search_sessions(
+        self,
+        query: str,
+        *,
+        workspace_id: str | None = None,
+        include_archived: bool = False,
+        updated_after: datetime | None = None,
+        updated_before: datetime | None = None,
+        created_after: datetime | None = None,
+        created_before: datetime | None = None,
+        page_size: int | None = None,
+        page_token: str = "",
+    ) -> gw.SearchSessionsResponse:
+        """One page of the account's sessions found by `query` (words,
+        "phrases", -excluded, `or`) in their titles, prompts, answers and
+        the paths their tools touched, best first, each with a snippet
+        whose matched words are `highlighted`; `next_page_token` ("" at
+        the end) asks for the next page of the same query."""
+        request = gw.SearchSessionsRequest(
+            query=query,
+            workspace_id=workspace_id or "",
+            include_archived=include_archived,
+            page_token=page_token,
+        )
+        if page_size is not None:
+            request.page_size = page_size
+        times = {
+            "updated_after": updated_after,
+            "updated_before": updated_before,
+            "created_after": created_after,
+            "created_before": created_before,
+        }
+        for name, moment in times.items():
+            if moment is not None:
+                getattr(request, name).FromDatetime(moment)
+        reply: gw.SearchSessionsResponse = await self.call(self.stub.SearchSessions, request)
+        return reply
 
     async def list_subagents(self, session_id: str) -> list[sl.SessionSummary]:
         """The sessions of the subagents a session started (its `task`

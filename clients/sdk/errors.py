@@ -22,7 +22,19 @@ STALE = "STALE"
 AGENT_BUSY = "AGENT_BUSY"
 QUESTION_ANSWERED = "QUESTION_ANSWERED"
 UNKNOWN_MODEL = "UNKNOWN_MODEL"
-SERVER_REASONS = (STALE, AGENT_BUSY, QUESTION_ANSWERED, UNKNOWN_MODEL)
+# An image is no image by its bytes, too large, or one too many (the SDK
+# refuses a file's so before sending it, as the gateway would).
+IMAGE_REFUSED = "IMAGE_REFUSED"
+# The session's model takes no images: a prompt with images is refused.
+MODEL_TAKES_NO_IMAGES = "MODEL_TAKES_NO_IMAGES"
+SERVER_REASONS = (
+    STALE,
+    AGENT_BUSY,
+    QUESTION_ANSWERED,
+    UNKNOWN_MODEL,
+    IMAGE_REFUSED,
+    MODEL_TAKES_NO_IMAGES,
+)
 # Reasons of errors the SDK raises itself.
 PLAN_SELECTION_FAILED = "PLAN_SELECTION_FAILED"
 HISTORY_GAP = "HISTORY_GAP"

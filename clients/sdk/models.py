@@ -32,6 +32,8 @@ class ModelInfo:
     max_output_tokens: int
     prices: ModelPrices | None
     is_default: bool
+    # The model takes images (a prompt's, a tool's).
+    images: bool = False
 
 
 @dataclass(frozen=True)
@@ -67,6 +69,7 @@ def model_info(info: rt.ModelInfo) -> ModelInfo:
         info.max_output_tokens,
         prices,
         info.is_default,
+        info.images,
     )
 
 

@@ -47,6 +47,17 @@ from agenthost_core.folds import (
     last_title as last_title,  # re-exported: the title events set, read by the one fold
 )
 
+from .checkpoints import (
+    REWIND_WHAT,
+    Restored,
+    Subagent,
+    TurnCheckpoint,
+    TurnDiff,
+    checkpoints_value,
+    diff_from,
+    restored_from,
+    subagents_value,
+)
 from .errors import (
     HISTORY_GAP,
     PLAN_SELECTION_FAILED,
@@ -59,6 +70,7 @@ from .errors import (
 )
 from .feed import SessionHost
 from .history import History, HistoryGap
+from .images import ImageLike, image_inputs
 from .live import LiveText, step_key
 from .models import ModelInfo, Usage, usage_value
 from .plan import (
@@ -860,6 +872,7 @@ class Session:
         *,
         plan_target: bool | None = None,
         resources: Sequence[Resource] = (),
+        images: Sequence[ImageLike] = (),
     ) -> PromptResult:
         """Send (AGENT_BUSY while a turn runs), queue or steer a user message;
         with `plan_target`, plan mode is set to it first (rolled back by the
@@ -868,7 +881,9 @@ class Session:
         (PlanSelectionFailedError): select again first. Each `@path` of the
         text, and each of `resources`, is attached to the message; one the
         agent may not read refuses it (InvalidArgumentError, reason
-        FILE_REFERENCE_REFUSED)."""
+        FILE_REFERENCE_REFUSED). `images` (bytes, a file's path, an Image)
+        are sent with it (images.py: IMAGE_REFUSED for what is no image,
+        MODEL_TAKES_NO_IMAGES when the session's model takes none)."""
         failed = self.plan_tracker.selection_failed
         if plan_target is not None and failed is not None:
             raise PlanSelectionFailedError(
@@ -881,6 +896,7 @@ class Session:
             session_id=self.id,
             text=text,
             resources=[resource.to_proto() for resource in resources],
+            images=image_inputs(images),
         )
         request.mode = mode.value
         if plan_target is not None:
@@ -913,6 +929,67 @@ class Session:
             with contextlib.suppress(AgentHostError):  # recorded in plan_error
                 await self.refresh_plan()
         return CommandResult(reply.ok, reply.message, reply.seq)
+
+    async def read_image(self, digest: str) -> tuple[str, bytes]:
+        """An image a message of this session sent (its digest, as the
+        user/message's ImageRef holds it): its media type and bytes."""
+        client = self._client
+        request = gw.ReadImageRequest(session_id=self.id, digest=digest)
+        reply: gw.ReadImageResponse = await client.call(client.stub.ReadImage, request)
+        return reply.image.media_type, reply.data
+
+    # -- the way back: checkpoints, undo, redo, rewind -----------------------------------
+
+    @property
+    def checkpoints(self) -> list[TurnCheckpoint]:
+        """The conversation's turns that changed files, oldest first, each
+        with its files and whether it was undone (the `checkpoints`
+        projection); turns that changed nothing are left out."""
+        return checkpoints_value(self.projections.get("checkpoints"))
+
+    async def undo(
+        self, turn: int | None = None, *, force: bool = False, check: bool = False
+    ) -> Restored:
+        """Put back the files the last turn (or turn `turn`) changed. A file
+        changed since by someone else is left alone (`skipped`) unless
+        `force`; `check` only says what would happen."""
+        return await self._restore("undo", [] if turn is None else [str(turn)], force, check)
+
+    async def redo(
+        self, turn: int | None = None, *, force: bool = False, check: bool = False
+    ) -> Restored:
+        """Apply the last undone turn's (or turn `turn`'s) changes again."""
+        return await self._restore("redo", [] if turn is None else [str(turn)], force, check)
+
+    async def rewind(
+        self, turn: int, what: str = "both", *, force: bool = False, check: bool = False
+    ) -> Restored:
+        """Go back to the end of turn `turn` (0: before the first): its
+        "files", the "conversation" (the model's view drops every later turn;
+        the log keeps them), or "both"."""
+        if what not in REWIND_WHAT:
+            raise ValueError(f"what is one of {', '.join(REWIND_WHAT)}")
+        return await self._restore("rewind", [str(turn), what], force, check)
+
+    async def _restore(self, name: str, words: list[str], force: bool, check: bool) -> Restored:
+        words += ["--force"] if force else []
+        words += ["--check"] if check else []
+        reply = await self.execute_command(name, " ".join(words))
+        return restored_from(reply.ok, reply.message, reply.seq, check)
+
+    async def turn_diff(self, turn: int | None = None) -> TurnDiff:
+        """The unified diff of the last turn's (or turn `turn`'s) changes,
+        cut at the service's bound with a note."""
+        reply = await self.execute_command("diff", None if turn is None else str(turn))
+        return diff_from(reply.ok, reply.message)
+
+    @property
+    def subagents(self) -> list[Subagent]:
+        """The subagents this session's `task` calls started, oldest first
+        (the `subagents` projection): type, description, running, usage.
+        `AgentHostClient.open_session(child.session_id)` opens one's
+        transcript."""
+        return subagents_value(self.projections.get("subagents"))
 
     async def list_paths(self, prefix: str = "", limit: int = 0) -> PathList:
         """The paths of the session's folder that start with `prefix` (what

@@ -62,6 +62,7 @@ from .capability import Capability, Prompt, PromptMode, Resource, SessionPart, S
 from .compaction import AUTO, MANUAL, OVERFLOW, CompactionPolicy, tokens_label
 from .compactor import CompactionAsk, ContextOverflow, compact
 from .ids import new_id, replace_id, with_ids
+from .images import ImageLoader
 from .live import ANSWER, REASONING, LiveFeed
 from .mcp import McpServers
 from .models.base import (
@@ -175,6 +176,8 @@ class Agent(ToolCalls):
         # that follow it, built when a model request first needs it: a load
         # (resume, status) only needs the fold.
         self._view_read: ModelView | None = None
+        # The bytes of the images its user messages reference.
+        self._images = ImageLoader(log, session_id)
         self._capabilities = tuple(capabilities)
         self._scope = SessionScope(
             session_id,
@@ -284,7 +287,7 @@ class Agent(ToolCalls):
         return list((await self._view()).parts.values())
 
     async def _messages(self) -> list[ChatMessage]:
-        return (await self._view()).messages()
+        return await self._images.loaded((await self._view()).messages())
 
     async def _context_events(self) -> list[ev.Event]:
         """What the capabilities record for the model before its next request."""
@@ -312,7 +315,12 @@ class Agent(ToolCalls):
     # -- inputs --------------------------------------------------------------------------
 
     async def prompt(
-        self, text: str, mode: PromptMode, input_id: str = "", resources: Sequence[Resource] = ()
+        self,
+        text: str,
+        mode: PromptMode,
+        input_id: str = "",
+        resources: Sequence[Resource] = (),
+        images: Sequence[ev.ImageInput] = (),
     ) -> PromptMode:
         """Take an input, once it is in the log; the mode it was taken in
         (SEND when idle). A retry with the same input id takes nothing twice.
@@ -320,7 +328,8 @@ class Agent(ToolCalls):
         The admission runs to its end even when the caller goes away (its
         gateway died, its deadline passed): cut between the append and the
         start, it would leave a turn open in the log that nothing runs."""
-        taken = Prompt(text, _user_message("", text).user_message, resources=resources)
+        message = _user_message("", text).user_message
+        taken = Prompt(text, message, resources=resources, images=list(images))
         admission = self._admit(taken, mode, input_id or new_id("input"))
         return await asyncio.shield(spawn(admission, name=f"prompt-{self.session_id}"))
 

@@ -117,6 +117,10 @@ class Prompt:
     before: list[ev.Event] = field(default_factory=list)
     # What an editor sent with it.
     resources: Sequence[Resource] = ()
+    # Images sent with it, not yet stored (a part may add one: an `@path`
+    # naming an image file); the images capability stores them and
+    # references them from `message`.
+    images: list[ev.ImageInput] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -168,7 +172,12 @@ class AgentHandle(Protocol):
         ...
 
     async def prompt(
-        self, text: str, mode: PromptMode, input_id: str = "", resources: Sequence[Resource] = ()
+        self,
+        text: str,
+        mode: PromptMode,
+        input_id: str = "",
+        resources: Sequence[Resource] = (),
+        images: Sequence[ev.ImageInput] = (),
     ) -> PromptMode:
         """Take `text` as the user's input (a command that sends a prompt)."""
         ...

@@ -132,7 +132,9 @@ class AgentRuntime:
         # the user's own files for them live.
         self._config_dir = config_dir or default_config_dir()
         if capabilities is None:
-            capabilities = default_capabilities(self._config_dir, data_dir, children=self)
+            capabilities = default_capabilities(
+                self._config_dir, data_dir, children=self, images=(log, self._model_images)
+            )
         self._capabilities = list(capabilities)
         self._compaction = compaction or CompactionPolicy.from_env()
         # The MCP servers of the sessions' folders (None: none configured anywhere).
@@ -451,6 +453,11 @@ class AgentRuntime:
             await asyncio.sleep(delay)  # a pause before asking again, not synchronisation
             delay = min(delay * 2, max_delay)
 
+    def _model_images(self, name: str) -> tuple[str, bool]:
+        """The model a session's setting names, and whether it takes images."""
+        spec = self.models.resolve(name)
+        return spec.name, spec.images
+
     # -- inputs ------------------------------------------------------------------
 
     async def prompt(
@@ -460,9 +467,10 @@ class AgentRuntime:
         mode: PromptMode = PromptMode.SEND,
         input_id: str = "",
         resources: Sequence[Resource] = (),
+        images: Sequence[ev.ImageInput] = (),
     ) -> tuple[PromptMode, AgentStatus]:
         async def take(agent: Agent) -> tuple[PromptMode, AgentStatus]:
-            return await agent.prompt(text, mode, input_id, resources), agent.status()
+            return await agent.prompt(text, mode, input_id, resources, images), agent.status()
 
         return await self._on_agent(session_id, take)
 

@@ -45,6 +45,7 @@ def model_pb(spec: ModelSpec, default: str) -> pb.ModelInfo:
         context_window=spec.context_window,
         max_output_tokens=spec.max_output_tokens,
         is_default=spec.name == default,
+        images=spec.images,
     )
     if spec.prices is not None:
         info.prices.input, info.prices.output = spec.prices.input, spec.prices.output
@@ -93,7 +94,12 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServiceServicer):
             Resource(r.uri, r.text if r.HasField("text") else None) for r in request.resources
         ]
         taken, status = await self.runtime.prompt(
-            request.session_id, request.text, _MODES[request.mode], request.input_id, resources
+            request.session_id,
+            request.text,
+            _MODES[request.mode],
+            request.input_id,
+            resources,
+            request.images,
         )
         return pb.PromptResponse(mode=_MODE_VALUES[taken], status=status_pb(status))
 

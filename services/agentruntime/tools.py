@@ -143,6 +143,9 @@ class Tool:
     preview: Callable[[ToolContext, Args], Awaitable[Approval]] | None = None
     # Calls of it in one step may run at once (subagents).
     concurrent: bool = False
+    # Its calls run other agents in the session's folder (subagents): they
+    # may change files though the call itself does not.
+    delegates: bool = False
 
     def approval(self, args: Args) -> Approval:
         return self.describe(args) if self.describe else plain_approval(self.name, args)

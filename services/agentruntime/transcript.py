@@ -12,7 +12,8 @@ with no answer between them.
 
 A user/message's attached files (UserMessage.files: an `@path` of its text,
 an editor's resources) follow its text, each framed (framing.py), a cut
-one with a note of how much there is.
+one with a note of how much there is; its images (UserMessage.images)
+follow them, by reference (their bytes are loaded for a request: images.py).
 
 Context the runtime's capabilities add (context/added: a repository's
 instructions, the task list) is a user-role message of its own; one
@@ -96,7 +97,7 @@ class Transcript:
     def add(self, event: events_pb2.Event) -> None:
         kind = event.WhichOneof("body")
         if kind == "user_message":
-            self._append(event.seq, UserMessage(user_text(event.user_message)))
+            self._append(event.seq, user_message(event.user_message))
         elif kind == "context_added":
             self._add_context(event.seq, event.context_added.text)
         elif kind == "assistant_message":
@@ -145,10 +146,30 @@ class Transcript:
         self._entries.append(Entry(seq, seq, message))
 
     def _add_context(self, seq: int, text: str) -> None:
+        entry = Entry(seq, seq, UserMessage(text))
         if self._waiting:
-            self._held.append(Entry(seq, seq, UserMessage(text)))
+            self._held.append(entry)
+        elif (first := self._unanswered_prompts()) is not None:
+            # Recorded as the turn's first request was built (instructions,
+            # a notice of an undo): the model reads it before the prompts it
+            # answers, so the last message it sees is the person's, and
+            # the start of the view stays the same for a prompt cache.
+            self._entries.insert(first, entry)
         else:
-            self._append(seq, UserMessage(text))
+            self._entries.append(entry)
+
+    def _unanswered_prompts(self) -> int | None:
+        """Where the open turn's prompts start, while the model has not yet
+        answered any of them (None: no turn open, or answered)."""
+        if self._turn_seq is None:
+            return None
+        first = len(self._entries)
+        while first > 0 and self._entries[first - 1].first_seq > self._turn_seq:
+            first -= 1
+        turn = self._entries[first:]
+        if not turn or not all(isinstance(e.message, UserMessage) for e in turn):
+            return None
+        return first
 
     def _release_held(self) -> None:
         """The context held while calls waited, now that none waits."""
@@ -221,6 +242,13 @@ class Transcript:
             last.last_seq = seq
         else:
             self._append(seq, AssistantMessage(mark))
+
+
+def user_message(message: events_pb2.UserMessage) -> UserMessage:
+    """A user/message as the model reads it: its text and files, then its
+    images (by reference: their bytes are loaded when a request is sent)."""
+    images = tuple(Image(i.media_type, b"", i.digest) for i in message.images)
+    return UserMessage(user_text(message), images)
 
 
 def user_text(message: events_pb2.UserMessage) -> str:

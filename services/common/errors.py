@@ -270,3 +270,38 @@ class SessionOwnedElsewhere(Unavailable):
     @property
     def expires_at_us(self) -> int:
         return int(self.metadata["expires_at_us"])
+
+
+class ImageRefused(InvalidArgument):
+    """An image sent with a prompt is none by its bytes, too large, or one
+    too many: nothing is recorded."""
+
+    REASON = "IMAGE_REFUSED"
+
+    def __init__(self, image: str, why: str) -> None:
+        super().__init__(self.REASON, f"cannot send image {image}: {why}", image=image, why=why)
+
+
+class ImageNotFound(NotFound):
+    """A digest names no image the session holds."""
+
+    REASON = "IMAGE_NOT_FOUND"
+
+    def __init__(self, digest: str) -> None:
+        super().__init__(
+            self.REASON, f"no image {digest} is stored for this session", digest=digest
+        )
+
+
+class ModelTakesNoImages(FailedPrecondition):
+    """A prompt sends images to a session whose model takes none."""
+
+    REASON = "MODEL_TAKES_NO_IMAGES"
+
+    def __init__(self, model: str) -> None:
+        super().__init__(
+            self.REASON,
+            f"the session's model {model!r} takes no images: choose a model that does "
+            "(its models file entry says images = true), or send text only",
+            model=model,
+        )

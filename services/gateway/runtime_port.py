@@ -36,8 +36,11 @@ class RuntimePort:
         text: str,
         mode: rt.PromptMode.ValueType,
         resources: Sequence[rt.PromptResource] = (),
+        images: Sequence[ev.ImageInput] = (),
     ) -> rt.PromptResponse:
-        request = rt.PromptRequest(session_id=session_id, text=text, mode=mode, resources=resources)
+        request = rt.PromptRequest(
+            session_id=session_id, text=text, mode=mode, resources=resources, images=images
+        )
         reply: rt.PromptResponse = await self.replicas.call("Prompt", request)
         self._wrote(session_id, reply.status.last_seq)
         return reply

@@ -14,7 +14,7 @@ from services.projection.client import ProjectionClient
 from services.sessionlog.port import SessionLogPort
 from services.workspace.client import WorkspaceClient
 
-from . import listing
+from . import listing, searching
 from .agent_loads import AgentLoads
 from .hub import Hub
 from .opening import DEFAULT_MESSAGE_LIMIT, SessionOpener
@@ -69,6 +69,11 @@ class SessionCalls:
         size = request.page_size if request.HasField("page_size") else None
         shown, next_token = listing.page(rows, request.page_token, size)
         return gw.ListSessionsResponse(sessions=shown, next_page_token=next_token)
+
+    async def SearchSessions(
+        self, request: gw.SearchSessionsRequest, context: Context
+    ) -> gw.SearchSessionsResponse:
+        return await searching.search(self.log, self.workspaces, self.scope.account, request)
 
     async def RenameSession(
         self, request: gw.RenameSessionRequest, context: Context

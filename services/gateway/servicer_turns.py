@@ -9,6 +9,9 @@ from typing import TypeAlias
 import grpc
 from agenthost.gateway.v1 import gateway_pb2 as gw
 from agenthost.runtime.v1 import runtime_pb2 as rt
+from agenthost.sessionlog.v1 import events_pb2 as ev
+
+from services.sessionlog.port import SessionLogPort
 
 from .agent_loads import AgentLoads
 from .plan_choices import PlanChoices
@@ -22,6 +25,7 @@ class TurnCalls:
     """A part of GatewayServicer; the attributes are the servicer's."""
 
     scope: CallScope
+    log: SessionLogPort
     runtime: RuntimePort
     agents: AgentLoads
     plans: PlanChoices
@@ -35,11 +39,19 @@ class TurnCalls:
                 session_id,
                 target,
                 lambda: self.runtime.prompt(
-                    session_id, request.text, request.mode, request.resources
+                    session_id, request.text, request.mode, request.resources, request.images
                 ),
             )
             status = reply.status
             return gw.PromptResponse(mode=reply.mode, running=status.running, seq=status.last_seq)
+
+    async def ReadImage(
+        self, request: gw.ReadImageRequest, context: Context
+    ) -> gw.ReadImageResponse:
+        await self.scope.own(request.session_id)
+        image = await self.log.read_image(request.session_id, request.digest)
+        ref = ev.ImageRef(digest=image.digest, media_type=image.media_type, size=len(image.data))
+        return gw.ReadImageResponse(image=ref, data=image.data)
 
     async def Cancel(self, request: gw.CancelRequest, context: Context) -> gw.CancelResponse:
         async with self.scope.mutating(request.fence, request.session_id):

@@ -107,12 +107,32 @@ class SessionAdmin:
         self.access.revoked(account, session_id)
 
     async def export(self, session_id: str) -> AsyncIterator[str]:
-        """Every event of the log, one JSON line each, in order."""
-        after = -1
+        """Every event of the log, one JSON line each, in order; after the
+        first event referencing an image, the image (its bytes in base64)."""
+        after, exported = -1, set[str]()
         while True:
             page = await self.log.read(session_id, from_seq=after + 1, limit=READ_BATCH)
             for event in page.events:
                 yield json_format.MessageToJson(event, indent=None, sort_keys=True)
+                for ref in _images_of(event):
+                    if ref.digest not in exported:
+                        exported.add(ref.digest)
+                        yield await self._image_line(session_id, ref)
             if len(page.events) < READ_BATCH:
                 return
             after = page.events[-1].seq
+
+    async def _image_line(self, session_id: str, ref: ev.ImageRef) -> str:
+        image = await self.log.read_image(session_id, ref.digest)
+        stored = ev.ImageRef(digest=image.digest, media_type=image.media_type, size=len(image.data))
+        line = gw.ReadImageResponse(image=stored, data=image.data)
+        return json_format.MessageToJson(line, indent=None, sort_keys=True)
+
+
+def _images_of(event: ev.Event) -> list[ev.ImageRef]:
+    """The images an event references (its user/message's, a queued input's)."""
+    if event.HasField("user_message"):
+        return list(event.user_message.images)
+    if event.HasField("input_queued"):
+        return list(event.input_queued.message.images)
+    return []

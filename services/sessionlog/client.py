@@ -9,6 +9,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from typing import Any
 
 import grpc
+from agenthost.sessionlog.v1 import events_pb2
 from agenthost.sessionlog.v1 import session_log_pb2 as pb
 from agenthost.sessionlog.v1 import session_log_pb2_grpc as pb_grpc
 from google.protobuf.message import Message
@@ -35,6 +36,7 @@ from .port import (
     Heartbeat,
     ReadResult,
     SessionSummary,
+    StoredImage,
     SubscriptionItem,
     TailPage,
     flattened,
@@ -249,12 +251,35 @@ class SessionLogClient:
         return list(reply.sessions), reply.next_page_token
 
     @calls_peer
+    async def search_sessions(self, request: pb.SearchSessionsRequest) -> pb.SearchSessionsResponse:
+        result: pb.SearchSessionsResponse = await self._call(self._stub.SearchSessions, request)
+        return result
+
+    @calls_peer
     async def delete_session(self, session_id: str) -> None:
         await self._call(
             self._stub.DeleteSession,
             pb.DeleteSessionRequest(session_id=session_id),
             idempotent=False,
         )
+
+    @calls_peer
+    async def put_images(
+        self, session_id: str, inputs: Sequence[events_pb2.ImageInput]
+    ) -> list[events_pb2.ImageRef]:
+        request = pb.PutImagesRequest(session_id=session_id, images=inputs)
+        reply: pb.PutImagesResponse = await self._call(
+            self._stub.PutImages, request, idempotent=True
+        )
+        return list(reply.images)
+
+    @calls_peer
+    async def read_image(self, session_id: str, digest: str) -> StoredImage:
+        request = pb.ReadImageRequest(session_id=session_id, digest=digest)
+        reply: pb.ReadImageResponse = await self._call(
+            self._stub.ReadImage, request, idempotent=True
+        )
+        return StoredImage(reply.image.digest, reply.image.media_type, reply.data)
 
     @calls_peer
     async def fork(

@@ -21,14 +21,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple, TypeVar
 
+from agenthost.sessionlog.v1 import events_pb2, session_log_pb2
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from agenthost_core import folds
+from agenthost_core import folds, images
 from services.common import page_tokens, ranges
 from services.common.errors import (
+    ImageNotFound,
+    ImageRefused,
     InvalidArgument,
     InvalidRequest,
     LeaseLost,
+    NotReady,
     SessionConflict,
     SessionNotFound,
 )
@@ -47,10 +51,12 @@ from .port import (
     Direction,
     Heartbeat,
     ReadResult,
+    StoredImage,
     SubscriptionItem,
     TailPage,
     flattened,
 )
+from .search import SearchIndex, SearchStore, page_to_proto, query_from_proto
 from .sqlite_store import SqliteSessionStore
 from .store import (
     EVERY_SESSION,
@@ -124,9 +130,16 @@ class ChangeSignal:
 
 
 class SessionLog:
-    def __init__(self, store: SessionStore, clock: Callable[[], int] = now_us) -> None:
+    def __init__(
+        self,
+        store: SessionStore,
+        clock: Callable[[], int] = now_us,
+        search: SearchStore | None = None,
+    ) -> None:
         self._store = store
         self._clock = clock
+        # The full-text index of the log's sessions (search.py), when kept.
+        self.search = None if search is None else SearchIndex(store, search)
         # Created but never appended: not durable, never listed.
         self._lazy: PendingSessions = (
             store.pending if isinstance(store, SharedStore) else MemoryPendingSessions()
@@ -192,6 +205,14 @@ class SessionLog:
         last = sessions[-1]
         return sessions, page_tokens.encode((-last.updated_at.ToMicroseconds(), last.id))
 
+    async def search_sessions(
+        self, request: session_log_pb2.SearchSessionsRequest
+    ) -> session_log_pb2.SearchSessionsResponse:
+        """Full-text search over the request's sessions (search.py)."""
+        if self.search is None:
+            raise NotReady("session search (this log keeps no index)")
+        return page_to_proto(await self.search.search(query_from_proto(request)))
+
     async def fork(
         self, session_id: str, up_to_seq: int | None = None, new_session_id: str | None = None
     ) -> SessionSummary:
@@ -219,7 +240,57 @@ class SessionLog:
         self._kept_folds.pop(session_id, None)
         if not await self._store.delete(session_id) and not lazy:
             raise SessionNotFound(session_id)
+        if self.search is not None:
+            await self.search.forget(session_id)
         self._fire(session_id)
+
+    # -- images --------------------------------------------------------------------
+
+    async def put_images(
+        self, session_id: str, inputs: Sequence[events_pb2.ImageInput]
+    ) -> list[events_pb2.ImageRef]:
+        """Check and keep a prompt's images for the session (agenthost_core/
+        images.py: by their bytes, within the limits; a digest must name one
+        the session holds); their references, in order. Nothing is kept
+        when one is refused."""
+        await self._found(session_id)
+        too_much = images.too_much([len(given.data) for given in inputs])
+        if too_much:
+            raise ImageRefused(f"#{len(inputs)}", too_much)
+        refs: list[events_pb2.ImageRef] = []
+        new: dict[str, StoredImage] = {}
+        for index, given in enumerate(inputs):
+            name = given.name or f"#{index + 1}"
+            if given.WhichOneof("source") == "digest":
+                found = await self._store.read_image(session_id, given.digest)
+                if found is None:
+                    raise ImageNotFound(given.digest)
+                image = found
+            else:
+                why = images.refusal(given.data)
+                if why:
+                    raise ImageRefused(name, why)
+                media_type = images.media_type_of(given.data) or ""
+                image = StoredImage(images.digest_of(given.data), media_type, given.data)
+                new[image.digest] = image
+            refs.append(
+                events_pb2.ImageRef(
+                    digest=image.digest,
+                    media_type=image.media_type,
+                    size=len(image.data),
+                    name=given.name,
+                )
+            )
+        if new:
+            await self._store.put_images(session_id, list(new.values()))
+        return refs
+
+    async def read_image(self, session_id: str, digest: str) -> StoredImage:
+        """An image the session holds (ImageNotFound otherwise)."""
+        found = await self._store.read_image(session_id, digest)
+        if found is None:
+            raise ImageNotFound(digest)
+        return found
 
     # -- append --------------------------------------------------------------------
 
@@ -550,12 +621,16 @@ class SessionLog:
         for signal in self._session_signals.values():
             signal.fire()
         self._all_signal.fire()
+        if self.search is not None:
+            self.search.appended()
 
     def _fire(self, session_id: str) -> None:
         signal = self._session_signals.get(session_id)
         if signal is not None:
             signal.fire()
         self._all_signal.fire()
+        if self.search is not None:
+            self.search.appended()
 
     async def _locate(
         self, session_id: str, durable: Callable[[str], Awaitable[T | None]]

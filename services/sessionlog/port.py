@@ -34,6 +34,16 @@ class Direction(enum.Enum):
 
 
 @dataclass(frozen=True)
+class StoredImage:
+    """An image as the log keeps it, content-addressed: `digest` is
+    "sha256:<hex>" of `data` (agenthost_core/images.py)."""
+
+    digest: str
+    media_type: str
+    data: bytes
+
+
+@dataclass(frozen=True)
 class AppendResult:
     seqs: list[int]
     last_seq: int
@@ -176,10 +186,27 @@ class SessionLogPort(Protocol):
         running_only: bool = False,
     ) -> tuple[list[SessionSummary], str]: ...
 
+    async def search_sessions(
+        self, request: session_log_pb2.SearchSessionsRequest
+    ) -> session_log_pb2.SearchSessionsResponse:
+        """Full-text search over `request.session_ids` (search.py)."""
+        ...
+
     async def fork(
         self, session_id: str, up_to_seq: int | None = None, new_session_id: str | None = None
     ) -> SessionSummary: ...
 
     async def delete_session(self, session_id: str) -> None:
         """The session and its log, gone. Raises SessionNotFound."""
+        ...
+
+    async def put_images(
+        self, session_id: str, inputs: Sequence[events_pb2.ImageInput]
+    ) -> list[events_pb2.ImageRef]:
+        """Keep a prompt's images for the session; their references, in
+        order (ImageRefused, ImageNotFound for an unknown digest)."""
+        ...
+
+    async def read_image(self, session_id: str, digest: str) -> StoredImage:
+        """An image the session holds (ImageNotFound otherwise)."""
         ...

@@ -40,10 +40,17 @@ from . import store_algorithms as algorithms
 from .append_plan import AppendRequest, Outcome, Stored, WavePlan, plan_wave, wanted_ids
 from .group_commit import CommitStats, GroupCommitter
 from .leases import Lease, LeaseChange
-from .port import AppendResult, Direction, ReadResult, TailPage
+from .port import AppendResult, Direction, ReadResult, StoredImage, TailPage
 from .store import (
+    COPY_IMAGES,
+    DROP_IMAGES,
     EVERY_SESSION,
+    IMAGE_TABLES,
+    LINK_IMAGE,
     PENDING_TTL_US,
+    PUT_IMAGE,
+    READ_IMAGE,
+    UNLINK_IMAGES,
     Event,
     PageKey,
     SessionHeader,
@@ -111,7 +118,7 @@ CREATE UNLOGGED TABLE pending_sessions (
 );
 CREATE INDEX pending_sessions_by_age ON pending_sessions (created_at_us);
 """
-MIGRATIONS = (TABLES, PENDING_TABLE)
+MIGRATIONS = (TABLES, PENDING_TABLE, IMAGE_TABLES.format(blob="BYTEA"))
 
 EVENT_COLUMNS = "session_id, seq, position, body"
 INSERT_SESSION = (
@@ -375,6 +382,8 @@ class PostgresSessionStore:
                 await connection.execute(
                     "DELETE FROM state_checkpoints WHERE session_id = %s", (session_id,)
                 )
+                await connection.execute(_sql(DROP_IMAGES), (session_id, session_id))
+                await connection.execute(_sql(UNLINK_IMAGES), (session_id,))
                 await connection.execute("DELETE FROM events WHERE session_id = %s", (session_id,))
                 deleted = await connection.execute(
                     "DELETE FROM sessions WHERE id = %s", (session_id,)
@@ -382,6 +391,26 @@ class PostgresSessionStore:
                 return deleted.rowcount > 0
 
         return await self._committer.alone(delete)
+
+    # -- images ------------------------------------------------------------------------------
+
+    async def put_images(self, session_id: str, images: Sequence[StoredImage]) -> None:
+        async def put() -> None:
+            connection = self._connection(write=True)
+            async with storage_errors(), connection.transaction():
+                for image in images:
+                    await connection.execute(
+                        _sql(PUT_IMAGE), (image.digest, image.media_type, image.data)
+                    )
+                    await connection.execute(_sql(LINK_IMAGE), (session_id, image.digest))
+
+        await self._committer.alone(put)
+
+    async def read_image(self, session_id: str, digest: str) -> StoredImage | None:
+        rows = await self._fetch(_sql(READ_IMAGE), (session_id, digest))
+        if not rows:
+            return None
+        return StoredImage(digest, rows[0]["media_type"], bytes(rows[0]["data"]))
 
     # -- checkpoints -------------------------------------------------------------------------
 
@@ -482,6 +511,10 @@ async def _write_plan(connection: psycopg.AsyncConnection[Row], plan: WavePlan) 
 Fetch = Callable[[str, Sequence[Any]], Awaitable[list[Row]]]
 
 
+def _sql(statement: str) -> str:
+    return statement.format(p="%s")
+
+
 async def _execute(
     connection: psycopg.AsyncConnection[Row], query: str, params: Sequence[Any]
 ) -> list[Row]:
@@ -543,6 +576,8 @@ async def _answer(
         case algorithms.Forked(session_id):
             # Subscribers on every replica follow the fork's events at once.
             await fetch("SELECT pg_notify(%s, %s)", (CHANNEL, session_id))
+        case algorithms.CopyImages(source_id, target_id):
+            await fetch(_sql(COPY_IMAGES), (target_id, source_id))
     return None
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
@@ -20,6 +21,8 @@ from services.common.server import ServiceDefinition
 from services.common.tasks import spawn
 
 from .domain import SessionLog, now_us
+from .search import SearchStore
+from .search_sqlite import SqliteSearchStore
 from .servicer import SERVICE_NAME, SessionLogServicer
 from .sqlite_store import SqliteSessionStore
 from .store import SessionStore
@@ -32,7 +35,8 @@ def session_log_service(
     on a shared store (PostgreSQL) appends by other replicas wake our
     subscribers."""
     store = store or SqliteSessionStore(db_path)
-    log = SessionLog(store, clock)
+    search = search_store(store)
+    log = SessionLog(store, clock, search)
     servicer = SessionLogServicer(log)
     feed: list[asyncio.Task[None]] = []
 
@@ -43,11 +47,16 @@ def session_log_service(
         await store.open()
         feed.append(spawn(log.follow_shared_store(), name="sessionlog-feed"))
         feed.append(spawn(log.maintain_checkpoints(), name="sessionlog-checkpoints"))
+        if log.search is not None:
+            await log.search.store.open()
+            feed.append(spawn(log.search.follow(), name="sessionlog-search"))
 
     async def close_store() -> None:
         for task in feed:
             task.cancel()
         await asyncio.gather(*feed, return_exceptions=True)
+        if log.search is not None:
+            await log.search.store.close()
         await store.close()
 
     return ServiceDefinition(
@@ -59,6 +68,20 @@ def session_log_service(
         probe=store.probe,
         stats=log.stats,
     )
+
+
+def search_store(store: SessionStore) -> SearchStore | None:
+    """The full-text index beside the log: `search.db` next to its SQLite
+    file, or tables in its PostgreSQL schema (none for another store)."""
+    if isinstance(store, SqliteSessionStore):
+        return SqliteSearchStore(store.path.parent / "search.db")
+    # Only a process that made a PostgreSQL store has loaded it (and psycopg).
+    postgres = sys.modules.get("services.sessionlog.postgres_store")
+    if postgres is not None and isinstance(store, postgres.PostgresSessionStore):
+        from .search_postgres import PostgresSearchStore
+
+        return PostgresSearchStore(store.dsn, store.schema)
+    return None
 
 
 # Older than AGENTHOST_DATABASE_URL and kept working: they put the session

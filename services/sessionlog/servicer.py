@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Sequence
 
 import grpc
+from agenthost.sessionlog.v1 import events_pb2 as ev
 from agenthost.sessionlog.v1 import session_log_pb2 as pb
 from agenthost.sessionlog.v1 import session_log_pb2_grpc as pb_grpc
 from google.protobuf.timestamp_pb2 import Timestamp
@@ -196,11 +197,30 @@ class SessionLogServicer(pb_grpc.SessionLogServiceServicer):
         )
         return pb.ListSessionsResponse(sessions=sessions, next_page_token=token)
 
+    async def SearchSessions(
+        self, request: pb.SearchSessionsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.SearchSessionsResponse:
+        return await self.log.search_sessions(request)
+
     async def DeleteSession(
         self, request: pb.DeleteSessionRequest, context: grpc.aio.ServicerContext
     ) -> pb.DeleteSessionResponse:
         await self.log.delete_session(request.session_id)
         return pb.DeleteSessionResponse()
+
+    async def PutImages(
+        self, request: pb.PutImagesRequest, context: grpc.aio.ServicerContext
+    ) -> pb.PutImagesResponse:
+        return pb.PutImagesResponse(
+            images=await self.log.put_images(request.session_id, request.images)
+        )
+
+    async def ReadImage(
+        self, request: pb.ReadImageRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ReadImageResponse:
+        image = await self.log.read_image(request.session_id, request.digest)
+        ref = ev.ImageRef(digest=image.digest, media_type=image.media_type, size=len(image.data))
+        return pb.ReadImageResponse(image=ref, data=image.data)
 
     async def ForkSession(
         self, request: pb.ForkSessionRequest, context: grpc.aio.ServicerContext

@@ -32,8 +32,15 @@ from .append_plan import AppendRequest, Outcome, Stored, WavePlan, plan_wave, wa
 from .group_commit import CommitStats, GroupCommitter
 from .leases import Lease, LeaseChange
 from .log_tail import LogTail
-from .port import AppendResult, Direction, ReadResult, TailPage
+from .port import AppendResult, Direction, ReadResult, StoredImage, TailPage
 from .store import (
+    COPY_IMAGES,
+    DROP_IMAGES,
+    IMAGE_TABLES,
+    LINK_IMAGE,
+    PUT_IMAGE,
+    READ_IMAGE,
+    UNLINK_IMAGES,
     Event,
     PageKey,
     SessionHeader,
@@ -118,8 +125,12 @@ ADDED_COLUMNS = {
 }
 
 
+def _sql(statement: str) -> str:
+    return statement.format(p="?")
+
+
 def _migrate(db: sqlite3.Connection) -> None:
-    db.executescript(SCHEMA)
+    db.executescript(SCHEMA + IMAGE_TABLES.format(blob="BLOB"))
     present = {row[1] for row in db.execute("PRAGMA table_info(sessions)")}
     for column, definition in ADDED_COLUMNS.items():
         if column not in present:
@@ -355,6 +366,23 @@ class SqliteSessionStore:
         finally:
             self._tail.clear()  # it may hold the deleted events
 
+    # -- images --------------------------------------------------------------------
+
+    async def put_images(self, session_id: str, images: Sequence[StoredImage]) -> None:
+        def put(db: sqlite3.Connection) -> None:
+            for image in images:
+                db.execute(_sql(PUT_IMAGE), (image.digest, image.media_type, image.data))
+                db.execute(_sql(LINK_IMAGE), (session_id, image.digest))
+
+        await self._committer.alone(lambda: self._write(put))
+
+    async def read_image(self, session_id: str, digest: str) -> StoredImage | None:
+        def query(db: sqlite3.Connection) -> StoredImage | None:
+            row = db.execute(_sql(READ_IMAGE), (session_id, digest)).fetchone()
+            return None if row is None else StoredImage(digest, row[0], bytes(row[1]))
+
+        return await self._read(query)
+
     # -- checkpoints ---------------------------------------------------------------
 
     async def load_checkpoint(self, session_id: str) -> StateCheckpoint | None:
@@ -444,6 +472,8 @@ def _answer(db: sqlite3.Connection, ask: algorithms.Ask) -> object:
             db.execute(TOUCH_SESSION, touch)
         case algorithms.Forked():
             pass  # one process writes the file: no other replica to wake
+        case algorithms.CopyImages(source_id, target_id):
+            db.execute(_sql(COPY_IMAGES), (target_id, source_id))
     return None
 
 
@@ -499,6 +529,8 @@ def _write_plan(db: sqlite3.Connection, plan: WavePlan) -> None:
 
 
 def _delete(db: sqlite3.Connection, session_id: str) -> bool:
+    db.execute(_sql(DROP_IMAGES), (session_id, session_id))
+    db.execute(_sql(UNLINK_IMAGES), (session_id,))
     db.execute("DELETE FROM state_checkpoints WHERE session_id = ?", (session_id,))
     db.execute("DELETE FROM events WHERE session_id = ?", (session_id,))
     return db.execute("DELETE FROM sessions WHERE id = ?", (session_id,)).rowcount > 0

@@ -21,7 +21,7 @@ from agenthost.sessionlog.v1 import events_pb2, session_log_pb2
 from agenthost_core.folds import summary_change
 
 from .leases import Lease, LeaseChange
-from .port import AppendResult, Direction, ReadResult, TailPage
+from .port import AppendResult, Direction, ReadResult, StoredImage, TailPage
 
 Event = events_pb2.Event
 SessionSummary = session_log_pb2.SessionSummary
@@ -96,6 +96,49 @@ def event_row(session_id: str, seq: int, event: Event) -> EventRow:
 
 def touch_row(session_id: str, events: Sequence[Event], last_seq: int, now_us: int) -> TouchRow:
     return (last_seq, now_us, *touch_values(events), session_id)
+
+
+# Every backend's tables of images: the bytes once per digest, and which
+# session holds which (a session reads only its own; a fork holds its
+# source's; a deletion drops the bytes no other session holds).
+IMAGE_TABLES = """
+CREATE TABLE IF NOT EXISTS images (
+    digest TEXT PRIMARY KEY,
+    media_type TEXT NOT NULL,
+    data {blob} NOT NULL
+);
+CREATE TABLE IF NOT EXISTS session_images (
+    session_id TEXT NOT NULL,
+    digest TEXT NOT NULL,
+    PRIMARY KEY (session_id, digest)
+);
+CREATE INDEX IF NOT EXISTS session_images_by_digest ON session_images (digest);
+"""
+# The statements, in every backend's order of parameters ({p}: its placeholder).
+PUT_IMAGE = (
+    "INSERT INTO images (digest, media_type, data) VALUES ({p}, {p}, {p}) "
+    "ON CONFLICT (digest) DO NOTHING"
+)
+LINK_IMAGE = (
+    "INSERT INTO session_images (session_id, digest) VALUES ({p}, {p}) "
+    "ON CONFLICT (session_id, digest) DO NOTHING"
+)
+READ_IMAGE = (
+    "SELECT i.media_type, i.data FROM session_images s JOIN images i ON i.digest = s.digest "
+    "WHERE s.session_id = {p} AND s.digest = {p}"
+)
+COPY_IMAGES = (
+    "INSERT INTO session_images (session_id, digest) "
+    "SELECT {p}, digest FROM session_images WHERE session_id = {p} "
+    "ON CONFLICT (session_id, digest) DO NOTHING"
+)
+# (session_id, session_id, session_id): the bytes only this session held, then its links.
+DROP_IMAGES = (
+    "DELETE FROM images WHERE digest IN "
+    "(SELECT digest FROM session_images WHERE session_id = {p}) AND NOT EXISTS "
+    "(SELECT 1 FROM session_images o WHERE o.digest = images.digest AND o.session_id <> {p})"
+)
+UNLINK_IMAGES = "DELETE FROM session_images WHERE session_id = {p}"
 
 
 @dataclass(frozen=True)
@@ -204,8 +247,18 @@ class SessionStore(Protocol):
         ...
 
     async def delete(self, session_id: str) -> bool:
-        """Remove the session, its events and its checkpoint; False when it
-        was not stored."""
+        """Remove the session, its events, its checkpoint and its images
+        (their bytes when no other session holds them); False when it was
+        not stored."""
+        ...
+
+    async def put_images(self, session_id: str, images: Sequence[StoredImage]) -> None:
+        """Keep the images (once per digest) and link them to the session,
+        stored or not yet (a lazy session's first message sends them)."""
+        ...
+
+    async def read_image(self, session_id: str, digest: str) -> StoredImage | None:
+        """The image when the session holds it (another session's never)."""
         ...
 
     async def probe(self) -> None:

@@ -20,7 +20,9 @@ The asks, and what each is answered with:
 - `MessageBefore(session_id, seq)`: whether a message comes before `seq`;
 - `AddSession(row)`, `AddEvents(rows)`, `Touch(row)`: writes, answered None;
 - `Forked(session_id)`: a fork's events are written (a backend that wakes
-  subscribers of other replicas does it here), answered None.
+  subscribers of other replicas does it here), answered None;
+- `CopyImages(source_id, target_id)`: the fork holds the images its source
+  holds, answered None.
 """
 
 from __future__ import annotations
@@ -117,6 +119,14 @@ class Forked:
     session_id: str
 
 
+@dataclass(frozen=True)
+class CopyImages:
+    """The fork `target_id` holds the images `source_id` holds."""
+
+    source_id: str
+    target_id: str
+
+
 Ask = (
     LastSeq
     | Summary
@@ -130,6 +140,7 @@ Ask = (
     | AddEvents
     | Touch
     | Forked
+    | CopyImages
 )
 Algorithm = Generator[Ask, Any, T]
 
@@ -191,6 +202,7 @@ def fork(
         yield AddEvents(_copies(header.id, events))
         yield Touch(touch_row(header.id, events, events[-1].seq, now_us))
         yield Forked(header.id)
+    yield CopyImages(source_id, header.id)
     summary: SessionSummary | None = yield Summary(header.id)
     assert summary is not None, "the fork was just written"
     return summary

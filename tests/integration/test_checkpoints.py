@@ -228,3 +228,43 @@ async def test_a_read_only_turn_takes_no_snapshot(
     assert await logged(stack, "checkpoint") == []
     nothing = await command(stack, "undo")
     assert not nothing.ok and "No turn has changes" in nothing.message
+
+
+async def test_check_says_what_would_be_left_alone_and_changes_nothing(
+    stack: Stack, provider: FakeProvider, project: Path
+) -> None:
+    await the_busy_turn(stack, provider)
+    (project / "a.py").write_text("def a():\n    return 'mine'\n")
+    after = contents(project)
+    checked = await command(stack, "undo", "--check")
+    assert checked.ok, checked.message
+    lines = checked.message.splitlines()
+    assert lines[0] == "/undo would restore turn 1 (change everything): 3 file(s)"
+    assert lines[-2:] == ["Changed since the turn (left alone unless --force):", "  a.py"]
+    assert contents(project) == after and await logged(stack, "files_restored") == []
+    rewind = await command(stack, "rewind", "0 files --check")
+    assert rewind.ok and rewind.message.splitlines()[-1] == "  a.py"
+    assert contents(project) == after and await logged(stack, "files_restored") == []
+
+
+async def test_diff_shows_a_turns_changes_cut_at_a_bound(
+    stack: Stack, provider: FakeProvider, project: Path
+) -> None:
+    await the_busy_turn(stack, provider)
+    diff = await command(stack, "diff", "1")
+    assert diff.ok, diff.message
+    assert diff.message.splitlines()[0] == "Turn 1 (change everything): 4 file(s) changed"
+    assert "-    return 1\n+    return 10" in diff.message
+    assert "deleted file mode 100755" in diff.message
+    big = "x" * 100 + "\n"
+    provider.enqueue(
+        calls_reply(("write_file", {"path": "big.txt", "content": big * 1000})),
+        text_reply("wrote"),
+    )
+    await turn(stack, "write a big file")
+    cut = await command(stack, "diff")
+    assert cut.ok and cut.message.startswith("Turn 2 (write a big file)")
+    assert len(cut.message.encode()) < 70 * 1024
+    assert cut.message.endswith("more bytes not shown]")
+    nothing = await command(stack, "diff", "7")
+    assert not nothing.ok and nothing.message == "Turn 7 changed no files."

@@ -261,6 +261,27 @@ def test_chat_streams_the_work_asks_approvals_and_cancels(up: Up, tmp_path: Path
     assert child.exitstatus == 0, child.before
 
 
+def test_piped_chat_that_ends_at_a_denials_reason_denies_and_leaves(up: Up, tmp_path: Path) -> None:
+    """A script pipes a prompt and `n` to an approval; its input ends where
+    the reason would be typed: the call is denied without one and the chat
+    leaves, rather than waiting for a line that will never come."""
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "app.py").write_text("def answer():\n    return 1\n\nprint(answer())\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "clients.cli", "chat", "--data-dir", str(up.data_dir)],
+        cwd=project,
+        env=up.env,
+        input="fix the answer\nn\n",
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "denied" in done.stdout and "bye" in done.stdout
+    assert (project / "app.py").read_text().count("return 1") == 1
+
+
 def chat_in_the_long_turn(up: Up, tmp_path: Path) -> pexpect.spawn[str]:
     """A chat in a new project past the script's coding turn (approvals off),
     in its long answer, which runs until cancelled."""
@@ -568,6 +589,83 @@ def test_sessions_are_found_managed_and_resumed(echoing: Up, tmp_path: Path) -> 
     assert docs not in up.cli("sessions", "list", *data).stdout
     gone = up.cli("sessions", "export", docs, *data)
     assert gone.returncode == 1 and "SESSION_NOT_FOUND" in gone.stderr
+
+
+def test_sessions_are_searched_and_the_resume_picker_filters_by_words(
+    echoing: Up, tmp_path: Path
+) -> None:
+    """`sessions search` prints the sessions whose words match, with a
+    snippet (the match bold in a terminal); typing words at the resume
+    picker's question offers the sessions found instead of the recent ones."""
+    up = echoing
+    project = tmp_path / "project"
+    project.mkdir()
+    data = ("--data-dir", str(up.data_dir))
+
+    def talk(*texts: str) -> None:
+        child = chat(up, "--workspace", str(project))
+        try:
+            for text in texts:
+                child.expect_exact(">")
+                child.sendline(text)
+                child.expect_exact(f"assistant: Echo: {text}")
+            child.sendline("/quit")
+            child.expect(pexpect.EOF)
+        finally:
+            child.close()
+
+    talk("fix the parser", "add tests", "then tidy the tokenizer module")
+    talk("write the docs")
+    rows = json.loads(up.cli("sessions", "list", "--json", *data).stdout)
+    docs, parser = (r["id"] for r in rows if not r["blank"])
+
+    found = up.cli("sessions", "search", "tokenizer", *data)
+    assert found.returncode == 0, found.stderr
+    (hit,) = found.stdout.splitlines()
+    assert hit.startswith(f"{parser}  fix the parser  (just now)  — ")
+    assert "then tidy the tokenizer module" in hit
+    as_json = json.loads(up.cli("sessions", "search", "docs", "--json", *data).stdout)
+    assert [h["id"] for h in as_json] == [docs]
+    assert {"text": "docs", "highlighted": True} in as_json[0]["snippet"]
+    nothing = up.cli("sessions", "search", "kumquat", "--workspace", str(project), *data)
+    assert nothing.stdout.strip() == "no session matches 'kumquat'"
+    refused = up.cli("sessions", "search", "?!", *data)
+    assert refused.returncode == 1 and "INVALID_REQUEST" in refused.stderr
+    since = up.cli("sessions", "search", "docs", "--since", "2d", *data)
+    assert docs in since.stdout
+
+    # In a terminal the matched words are bold.
+    terminal = pexpect.spawn(
+        sys.executable,
+        ["-m", "clients.cli", "sessions", "search", "tokenizer", *data],
+        cwd=str(REPO),
+        env=up.env,
+        encoding="utf-8",
+        timeout=TIMEOUT_S,
+        dimensions=(60, 400),
+    )
+    try:
+        terminal.expect_exact("\x1b[1mtokenizer\x1b[0m")
+        terminal.expect(pexpect.EOF)
+    finally:
+        terminal.close()
+
+    child = chat(up, "--workspace", str(project), "--resume")
+    try:
+        child.expect_exact("1. ")
+        child.expect_exact("write the docs")
+        child.expect_exact("resume which?")
+        child.sendline("tokenizer")
+        child.expect_exact(f" 1. {parser}  fix the parser")
+        child.expect_exact("then tidy the \x1b[1mtokenizer\x1b[0m module")
+        child.expect_exact("resume which?")
+        child.sendline("1")
+        child.expect_exact(f"session {parser}")
+        child.expect_exact("you: then tidy the tokenizer module")
+        child.sendline("/quit")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close()
 
 
 # A turn whose model thinks for a while and then fails, then one that answers.

@@ -111,6 +111,8 @@ async def test_the_root_file_once_then_the_nested_one_then_its_update(
     # Once, though CLAUDE.md repeats it; before the prompt.
     assert first.count("Run the tests with `make check`.") == 1
     assert first.index("make check") < first.index("hello")
+    # What the model reads last is the person's prompt.
+    assert provider.requests[-1].body["messages"][-1]["content"].endswith("\n\nhello")
     assert NESTED_RULES.strip() not in first
 
     provider.enqueue(read_reply("parser/grammar.py", "c1"), text_reply("Read it."))

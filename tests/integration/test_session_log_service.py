@@ -19,7 +19,13 @@ from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from agenthost_core.folds import SessionState, fold_events
 from services.common.client import open_channel
 from services.common.config import ServiceConfig
-from services.common.errors import SessionConflict, SessionNotFound, WrongExpectedSeq
+from services.common.errors import (
+    ImageNotFound,
+    ImageRefused,
+    SessionConflict,
+    SessionNotFound,
+    WrongExpectedSeq,
+)
 from services.common.server import ServiceDefinition, ServiceHost
 from services.common.status import MAX_VIOLATIONS, error_info
 from services.common.validation import violations_of
@@ -29,6 +35,7 @@ from services.sessionlog.service import session_log_service
 from services.sessionlog.servicer import SharedBatchReplies
 from tests.support.events import assistant, plan_mode, title, turn_start, user
 from tests.support.hosts import health_status, running_host
+from tests.support.images import NOT_AN_IMAGE, png
 from tests.support.rpc import expect_rpc_error, reason_of, violated_fields
 
 Stub = pb_grpc.SessionLogServiceStub
@@ -67,6 +74,25 @@ async def test_client_raises_the_same_domain_errors(session_log_channel: grpc.ai
     assert raised.value.current_last_seq == 0
     with pytest.raises(SessionConflict):
         await client.create_session("s", "/elsewhere")
+
+
+async def test_images_over_grpc_raise_the_same_domain_errors(
+    session_log_channel: grpc.aio.Channel,
+) -> None:
+    """What the runtime and the gateway of separate processes call."""
+    client = SessionLogClient(session_log_channel)
+    await client.create_session("s", "/a")
+    shot = png()
+    [ref] = await client.put_images("s", [ev.ImageInput(data=shot, name="shot.png")])
+    assert (ref.media_type, ref.size, ref.name) == ("image/png", len(shot), "shot.png")
+    read = await client.read_image("s", ref.digest)
+    assert (read.digest, read.media_type, read.data) == (ref.digest, "image/png", shot)
+    with pytest.raises(ImageRefused) as refused:
+        await client.put_images("s", [ev.ImageInput(data=NOT_AN_IMAGE, name="doc.png")])
+    assert refused.value.metadata["image"] == "doc.png"
+    await client.create_session("other", "/a")
+    with pytest.raises(ImageNotFound):
+        await client.read_image("other", ref.digest)
 
 
 async def test_the_folded_state_over_grpc_is_the_fold_of_the_log(

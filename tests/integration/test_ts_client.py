@@ -18,6 +18,7 @@ from typing import cast
 import pytest
 
 from tests.support.hosts import REPO
+from tests.support.images import NOT_AN_IMAGE, image_parts, images_provider, png
 from tests.support.node import agenthost_up, assert_passed, run, tool
 
 TS_DIR = REPO / "clients" / "ts"
@@ -41,7 +42,25 @@ TS_TESTS = (
     "offsets count code points, not UTF-16 units (offline)",
     "pieces relayed after OpenSession's text so far but read before it are not lost",
     "replies, values and commits in any order end at the state of the highest seq",
+    "bytes and a file reach a model that takes images; a text-only model and bytes that "
+    "are no image are refused",
+    "a turn's files show with its diff, and undo, redo and rewind put them back",
+    "a task call's subagent is listed with its usage and its transcript opens",
+    "a session is found by a word of its title, the word highlighted in the snippet",
 )
+# What the suite's models file adds: a model that takes images, served by
+# the fake provider this test runs (it checks the image parts it received).
+EYES_MODEL = """
+[providers.images]
+base_url = "{url}"
+
+[models.eyes]
+provider = "images"
+id = "eyes-1"
+context_window = 64000
+max_output_tokens = 4000
+images = true
+"""
 TIMEOUT_S = 60
 BUILD_TIMEOUT_S = 300
 
@@ -53,17 +72,29 @@ async def test_ts_sdk_passes_its_suite_against_a_running_gateway(tmp_path: Path)
     code, output = await run([tool("make"), "ts"], REPO, None, BUILD_TIMEOUT_S)
     assert code == 0, f"make ts (npm ci, buf generate, tsc) failed:\n{output}"
     data_dir = tmp_path / "data"
-    stack_env = {
-        "AGENTHOST_BUILTIN_SCRIPT": str(BUILTIN_SCRIPT),
-        "AGENTHOST_MODELS_FILE": str(MODELS_FILE),
-    }
-    async with agenthost_up(data_dir, stack_env) as up:
-        addresses = cast(dict[str, str], up["addresses"])
-        env = {
-            **os.environ,
-            "AGENTHOST_GATEWAY": addresses["gateway"],
-            "AGENTHOST_TOKEN": (data_dir / "token").read_text().strip(),
+    pictures = tmp_path / "images"
+    pictures.mkdir()
+    pasted, shot = png(rgb=(12, 34, 56)), png(rgb=(65, 43, 21))
+    (pictures / "pasted.png").write_bytes(pasted)
+    (pictures / "shot.png").write_bytes(shot)
+    (pictures / "not-an-image.png").write_bytes(NOT_AN_IMAGE)
+    async with images_provider() as provider:
+        models = tmp_path / "models.toml"
+        models.write_text(MODELS_FILE.read_text() + EYES_MODEL.format(url=provider.url))
+        stack_env = {
+            "AGENTHOST_BUILTIN_SCRIPT": str(BUILTIN_SCRIPT),
+            "AGENTHOST_MODELS_FILE": str(models),
         }
-        # One test file at a time: the prompting tests consume the script in order.
-        argv = [node, "--test", "--test-concurrency=1", "--test-reporter=tap", "build/test/"]
-        assert_passed(*await run(argv, TS_DIR, env, TIMEOUT_S), TS_TESTS)
+        async with agenthost_up(data_dir, stack_env) as up:
+            addresses = cast(dict[str, str], up["addresses"])
+            env = {
+                **os.environ,
+                "AGENTHOST_GATEWAY": addresses["gateway"],
+                "AGENTHOST_TOKEN": (data_dir / "token").read_text().strip(),
+                "AGENTHOST_IMAGES_DIR": str(pictures),
+            }
+            # One test file at a time: the prompting tests consume the script in order.
+            argv = [node, "--test", "--test-concurrency=1", "--test-reporter=tap", "build/test/"]
+            assert_passed(*await run(argv, TS_DIR, env, TIMEOUT_S), TS_TESTS)
+        # The images test's prompt reached the provider with both images' bytes.
+        assert [image_parts(r.body) for r in provider.requests] == [[pasted, shot]]

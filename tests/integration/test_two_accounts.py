@@ -74,6 +74,9 @@ def probes(bob: Client, session_id: str, workspace_id: str) -> dict[str, Awaitab
             gw.CreateSessionRequest(workspace_id=workspace_id, fence=bob.fence())
         ),
         "ListSessions": stub.ListSessions(gw.ListSessionsRequest(workspace_id=workspace_id)),
+        "SearchSessions": stub.SearchSessions(
+            gw.SearchSessionsRequest(query="mine", workspace_id=workspace_id)
+        ),
         "RenameSession": stub.RenameSession(
             gw.RenameSessionRequest(session_id=sid, title="his", fence=bob.fence())
         ),
@@ -88,6 +91,9 @@ def probes(bob: Client, session_id: str, workspace_id: str) -> dict[str, Awaitab
         "OpenSession": stub.OpenSession(gw.OpenSessionRequest(session_id=sid)),
         "HistoryPage": stub.HistoryPage(gw.HistoryPageRequest(session_id=sid, before_seq=5)),
         "Prompt": stub.Prompt(gw.PromptRequest(session_id=sid, text="hi", fence=bob.fence())),
+        "ReadImage": stub.ReadImage(
+            gw.ReadImageRequest(session_id=sid, digest="sha256:" + "0" * 64)
+        ),
         "Cancel": stub.Cancel(gw.CancelRequest(session_id=sid, fence=bob.fence())),
         "ListCommands": stub.ListCommands(gw.ListCommandsRequest(session_id=sid)),
         "ExecuteCommand": stub.ExecuteCommand(
@@ -154,6 +160,8 @@ async def test_every_rpc_answers_bob_about_alices_things_as_about_unknown_ones(
 
     # The calls that name nothing of hers show him nothing of hers.
     assert list((await bob.stub.ListSessions(gw.ListSessionsRequest())).sessions) == []
+    found = await bob.stub.SearchSessions(gw.SearchSessionsRequest(query="mine"))
+    assert list(found.hits) == []
     assert list((await bob.stub.ListWorkspaces(gw.ListWorkspacesRequest())).workspaces) == []
     assert not (await bob.stub.RecentWorkspace(gw.RecentWorkspaceRequest())).HasField("workspace")
     his = (await bob.stub.CreateWorkspace(gw.CreateWorkspaceRequest(path=folder))).workspace

@@ -14,6 +14,9 @@ from services.projection.postgres_checkpoint_store import PostgresCheckpointStor
 from services.sessionlog.domain import SessionLog
 from services.sessionlog.group_commit import CommitStats
 from services.sessionlog.postgres_store import PostgresSessionStore
+from services.sessionlog.search import SearchStore
+from services.sessionlog.search_postgres import PostgresSearchStore
+from services.sessionlog.search_sqlite import SqliteSearchStore
 from services.sessionlog.sqlite_store import SqliteSessionStore
 from services.workspace.postgres_store import PostgresWorkspaceStore
 from services.workspace.store import SqliteWorkspaceStore, WorkspaceStore
@@ -138,3 +141,12 @@ def checkpoint_store_backend(name: str, tmp_path: Path) -> StoreBackend[Checkpoi
         schema = schema_for(tmp_path, "projection")
         return StoreBackend(lambda: PostgresCheckpointStore(POSTGRES_DSN, schema))
     return StoreBackend(lambda: SqliteCheckpointStore(tmp_path / "projection.db"))
+
+
+def search_store_backend(name: str, tmp_path: Path) -> StoreBackend[SearchStore]:
+    """The search index on a backend (a schema of its own on PostgreSQL, so
+    a test can drop it and keep the log's)."""
+    if name == "postgres":
+        schema = schema_for(tmp_path, "search")
+        return StoreBackend(lambda: PostgresSearchStore(POSTGRES_DSN, schema))
+    return StoreBackend(lambda: SqliteSearchStore(tmp_path / "search.db"))

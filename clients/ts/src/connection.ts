@@ -10,6 +10,7 @@
 // frames of a session not open yet are held for an open that follows.
 
 import { create, type MessageInitShape } from "@bufbuild/protobuf";
+import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { Code, type Transport } from "@connectrpc/connect";
 import {
   RequestFenceSchema,
@@ -18,6 +19,8 @@ import {
   type PlanModeRequestSchema,
   type PlanModeResponse,
   type RequestFence,
+  type SearchSessionsRequestSchema,
+  type SearchSessionsResponse,
   type SetPlanModeResponse,
 } from "../gen/agenthost/gateway/v1/gateway_pb.js";
 import type { SessionSummary } from "../gen/agenthost/sessionlog/v1/session_log_pb.js";
@@ -29,6 +32,21 @@ import type { SessionFeed, SessionHost } from "./feed.js";
 import { Session } from "./session.js";
 import { planValueOf } from "./validation.js";
 import { Changes, delay } from "./wait.js";
+
+/** What a session search is narrowed to (every field optional). */
+export interface SearchOptions {
+  /** Only the sessions of this workspace. */
+  workspaceId?: string;
+  includeArchived?: boolean;
+  createdAfter?: Date;
+  createdBefore?: Date;
+  updatedAfter?: Date;
+  updatedBefore?: Date;
+  /** 20 when absent, at most 100. */
+  pageSize?: number;
+  /** A previous page's nextPageToken (for the same query). */
+  pageToken?: string;
+}
 
 /** Delay before reconnect attempt n: initial * factor^n, capped, spread by ±jitter. */
 export interface Backoff {
@@ -369,6 +387,28 @@ export class AgentHostClient implements SessionHost {
       "cwd" in target ? { case: "cwd", value: target.cwd } : { case: "workspaceId", value: target.workspaceId };
     const reply = await this.gateway.createSession({ fence: this.fence(), sessionId, target: where }, this.callOptions());
     return required(reply.session, "CreateSession's session");
+  }
+
+  /** The sessions of the subagents a session started (its `task` calls), which the other lists leave out. */
+  async listSubagents(sessionId: string): Promise<SessionSummary[]> {
+    const reply = await this.gateway.listSessions({ parentSessionId: sessionId, pageSize: 500 }, this.callOptions());
+    return reply.sessions;
+  }
+
+  /**
+   * One page of the account's sessions found by `query` (words, "phrases", -excluded, `or`) in
+   * their titles, prompts, answers and the paths their tools touched, best first, each with a
+   * snippet whose matched words are `highlighted`; `nextPageToken` ("" at the end) asks for the
+   * next page of the same query.
+   */
+  async searchSessions(query: string, options: SearchOptions = {}): Promise<SearchSessionsResponse> {
+    const { createdAfter, createdBefore, updatedAfter, updatedBefore, ...plain } = options;
+    const request: MessageInitShape<typeof SearchSessionsRequestSchema> = { ...plain, query };
+    if (createdAfter !== undefined) request.createdAfter = timestampFromDate(createdAfter);
+    if (createdBefore !== undefined) request.createdBefore = timestampFromDate(createdBefore);
+    if (updatedAfter !== undefined) request.updatedAfter = timestampFromDate(updatedAfter);
+    if (updatedBefore !== undefined) request.updatedBefore = timestampFromDate(updatedBefore);
+    return await this.gateway.searchSessions(request, this.callOptions());
   }
 
   /** The workspace of an absolute path (the existing one when known). */

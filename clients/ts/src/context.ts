@@ -11,6 +11,31 @@ export interface Resource {
   readonly text?: string;
 }
 
+/**
+ * An image sent with a prompt: its bytes, or the digest ("sha256:<hex>") of
+ * one the session holds already; `name` is what clients show (a file's
+ * name). The gateway checks it by its bytes (PNG, JPEG, GIF, WebP; at most
+ * 5 MiB each, 20 a prompt): reason IMAGE_REFUSED otherwise, and
+ * MODEL_TAKES_NO_IMAGES when the session's model takes none. In Node,
+ * `imageFile(path)` (the node entry) reads a file as one.
+ */
+export interface PromptImage {
+  readonly data?: Uint8Array;
+  readonly digest?: string;
+  readonly name?: string;
+  readonly mediaType?: string;
+}
+
+/** What `prompt` takes as an image: its bytes, or a PromptImage. */
+export type ImageLike = Uint8Array | PromptImage;
+
+/** An image as the Prompt call carries it (ImageInput). */
+export function imageInput(image: ImageLike): { source: { case: "data"; value: Uint8Array } | { case: "digest"; value: string }; name: string; mediaType: string } {
+  const given: PromptImage = image instanceof Uint8Array ? { data: image } : image;
+  const source = given.digest ? { case: "digest" as const, value: given.digest } : { case: "data" as const, value: given.data ?? new Uint8Array() };
+  return { source, name: given.name ?? "", mediaType: given.mediaType ?? "" };
+}
+
 /** A path `@` may complete to, relative to the session's folder (a folder's ends with "/"). */
 export interface PathEntry {
   readonly path: string;

@@ -17,6 +17,12 @@ export const Reason = {
   UNKNOWN_MODEL: "UNKNOWN_MODEL",
   /** A prompt's `@path` (or resource) names a file the agent may not read (Prompt). */
   FILE_REFERENCE_REFUSED: "FILE_REFERENCE_REFUSED",
+  /** An image is no image by its bytes, too large, or one too many (Prompt). */
+  IMAGE_REFUSED: "IMAGE_REFUSED",
+  /** The session's model takes no images (Prompt with images). */
+  MODEL_TAKES_NO_IMAGES: "MODEL_TAKES_NO_IMAGES",
+  /** A digest names no image the session holds (Prompt, ReadImage). */
+  IMAGE_NOT_FOUND: "IMAGE_NOT_FOUND",
   // Raised by the SDK itself.
   INVALID_REPLY: "INVALID_REPLY",
   SUPERSEDED: "SUPERSEDED",

@@ -9,6 +9,7 @@ export * from "./plan.js";
 export * from "./projection.js";
 export * from "./models.js";
 export * from "./context.js";
+export * from "./checkpoints.js";
 export * from "./history.js";
 export * from "./live.js";
 export * from "./validation.js";

@@ -60,6 +60,8 @@ export interface ModelInfo {
   readonly maxOutputTokens: number;
   readonly prices: ModelPrices | undefined;
   readonly isDefault: boolean;
+  /** The model takes images (a prompt's, a tool's). */
+  readonly images: boolean;
 }
 
 /** A `settings` projection value (undefined when it breaks the contract). */
@@ -134,6 +136,7 @@ export function modelInfoOf(info: ModelInfoMessage): ModelInfo {
     maxOutputTokens: Number(info.maxOutputTokens),
     prices,
     isDefault: info.isDefault,
+    images: info.images,
   };
 }
 

@@ -21,7 +21,8 @@ import { History } from "./history.js";
 import { LiveText, TextKind } from "./live.js";
 import { PlanTracker, UNAVAILABLE, sameView, type Decision, type PlanTicket, type PlanValue, type PlanView } from "./plan.js";
 import { modelInfoOf, settingsOf, usageOf, type ModelInfo, type Settings, type Usage } from "./models.js";
-import { todosOf, type PathList, type Resource, type Todo } from "./context.js";
+import { imageInput, todosOf, type ImageLike, type PathList, type Resource, type Todo } from "./context.js";
+import { checkpointsOf, diffOf, restoredOf, subagentsOf, type Restored, type RewindWhat, type Subagent, type TurnCheckpoint, type TurnDiff } from "./checkpoints.js";
 import { jsonOf, ProjectionStore, type JsonValue } from "./projection.js";
 import { Changes } from "./wait.js";
 import { frameEvent, isObject, planValueOf, planValueOfView, validEvents } from "./validation.js";
@@ -500,13 +501,16 @@ export class Session implements SessionFeed {
    * (PLAN_SELECTION_FAILED) when it targets plan mode while the latest
    * selection failed: select again first. Each `@path` of the text, and each
    * of `resources`, is attached to the message; one the agent may not read
-   * refuses it (reason FILE_REFERENCE_REFUSED), nothing sent.
+   * refuses it (reason FILE_REFERENCE_REFUSED), nothing sent. `images`
+   * (bytes, or a PromptImage) are sent with it: IMAGE_REFUSED for what is
+   * no image, MODEL_TAKES_NO_IMAGES when the session's model takes none.
    */
   async prompt(
     text: string,
     mode: PromptMode = PromptMode.SEND,
     planTarget?: boolean,
     resources: readonly Resource[] = [],
+    images: readonly ImageLike[] = [],
   ): Promise<{ mode: PromptMode; running: boolean; seq: bigint }> {
     const failed = this.planTracker.selectionFailed;
     if (planTarget !== undefined && failed !== undefined) {
@@ -515,12 +519,19 @@ export class Session implements SessionFeed {
     const client = this.#client;
     const attached = resources.map((r) => ({ uri: r.uri, ...(r.text === undefined ? {} : { text: r.text }) }));
     const reply = await client.gateway.prompt(
-      { fence: client.fence(), sessionId: this.id, text, mode, resources: attached, ...(planTarget === undefined ? {} : { planTarget }) },
+      { fence: client.fence(), sessionId: this.id, text, mode, resources: attached, images: images.map(imageInput), ...(planTarget === undefined ? {} : { planTarget }) },
       client.callOptions(),
     );
     this.#notify(this.#setRunning(reply.running, reply.seq));
     if (planTarget !== undefined) this.#queryPlanSoon();
     return { mode: reply.mode, running: reply.running, seq: reply.seq };
+  }
+
+  /** An image a message of this session sent, by the digest its user/message's ImageRef holds. */
+  async readImage(digest: string): Promise<{ mediaType: string; data: Uint8Array }> {
+    const client = this.#client;
+    const reply = await client.gateway.readImage({ sessionId: this.id, digest }, client.callOptions());
+    return { mediaType: reply.image?.mediaType ?? "", data: reply.data };
   }
 
   /** Stops the running request; a pending plan selection is kept. */
@@ -535,6 +546,44 @@ export class Session implements SessionFeed {
     const reply = await client.gateway.executeCommand({ fence: client.fence(), sessionId: this.id, name, ...(args === undefined ? {} : { args }) }, client.callOptions());
     if (name === "plan") await this.refreshPlan().catch(() => undefined);
     return { ok: reply.ok, message: reply.message, seq: reply.seq };
+  }
+
+  // -- the way back: checkpoints, undo, redo, rewind; subagents --------------------------
+
+  /** The conversation's turns that changed files, oldest first, each with its files and whether it was undone (the `checkpoints` projection). */
+  get checkpoints(): TurnCheckpoint[] {
+    return checkpointsOf(this.projections.get("checkpoints"));
+  }
+
+  /** The subagents this session's `task` calls started, oldest first (the `subagents` projection), with their usage; open one's transcript with `openSession(child.sessionId)`. */
+  get subagents(): Subagent[] {
+    return subagentsOf(this.projections.get("subagents"));
+  }
+
+  /** Puts back the files the last turn (or turn `turn`) changed; a file changed since is left alone (`skipped`) unless `force`; `check` only says what would happen. */
+  async undo(turn?: number, options: { force?: boolean; check?: boolean } = {}): Promise<Restored> {
+    return this.#restore("undo", turn === undefined ? [] : [String(turn)], options);
+  }
+
+  /** Applies the last undone turn's (or turn `turn`'s) changes again. */
+  async redo(turn?: number, options: { force?: boolean; check?: boolean } = {}): Promise<Restored> {
+    return this.#restore("redo", turn === undefined ? [] : [String(turn)], options);
+  }
+
+  /** Goes back to the end of turn `turn` (0: before the first): its files, the conversation (the model's view drops every later turn; the log keeps them), or both. */
+  async rewind(turn: number, what: RewindWhat = "both", options: { force?: boolean; check?: boolean } = {}): Promise<Restored> {
+    if (!["files", "conversation", "both"].includes(what)) throw new RangeError("what is files, conversation or both");
+    return this.#restore("rewind", [String(turn), what], options);
+  }
+
+  async #restore(name: string, words: string[], options: { force?: boolean; check?: boolean }): Promise<Restored> {
+    const args = [...words, ...(options.force === true ? ["--force"] : []), ...(options.check === true ? ["--check"] : [])];
+    return restoredOf(await this.executeCommand(name, args.join(" ")), options.check === true);
+  }
+
+  /** The unified diff of the last turn's (or turn `turn`'s) changes, cut at the service's bound with a note. */
+  async turnDiff(turn?: number): Promise<TurnDiff> {
+    return diffOf(await this.executeCommand("diff", turn === undefined ? undefined : String(turn)));
   }
 
   /** The slash commands this session offers (ListCommands): the host's own, its capabilities' (`/context`, `/skills`, `/commands`) and the workspace's custom ones (prompt files). */

@@ -82,7 +82,15 @@ function OpenSession({ model }: { model: AppModel }) {
       <SessionHeader model={model} session={session} />
       <McpPanel session={session} />
       <TodoStrip session={session} />
-      <Transcript session={session} />
+      {model.parents.has(session.id) && (
+        <div className="notice subagent-of" data-testid="subagent-of">
+          A subagent's transcript.{" "}
+          <button className="link" data-testid="back-to-parent" onClick={() => void model.openSession(model.parents.get(session.id)!)}>
+            Back to the session that started it
+          </button>
+        </div>
+      )}
+      <Transcript model={model} session={session} />
       <QuestionCards model={model} session={session} />
       <PermissionRules model={model} session={session} />
       {model.notice !== undefined && (

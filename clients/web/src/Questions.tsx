@@ -12,7 +12,7 @@ export function QuestionCards({ model, session }: { model: AppModel; session: Se
         question.presentation === "plan-review" ? (
           <PlanReview key={question.question_id} model={model} question={question} />
         ) : question.presentation === "tool-approval" ? (
-          <ToolApproval key={question.question_id} model={model} question={question} keys={index === 0} />
+          <ToolApproval key={question.question_id} model={model} question={question} keys={index === 0} asker={askerOf(session, question)} />
         ) : (
           <GenericQuestion key={question.question_id} model={model} question={question} />
         ),
@@ -60,7 +60,14 @@ function isDraft(target: EventTarget | null): boolean {
   return field !== null && (field.textContent ?? "") !== "";
 }
 
-function ToolApproval({ model, question, keys }: { model: AppModel; question: QuestionView; keys: boolean }) {
+/** Which subagent asks a question raised inside it ("" for the session's own). */
+function askerOf(session: Session, question: QuestionView): string {
+  if (!question.child_session_id) return "";
+  const child = session.subagents.find((c) => c.sessionId === question.child_session_id);
+  return child === undefined ? "A subagent asks" : `Subagent ${child.agentType} · ${child.description} asks`;
+}
+
+function ToolApproval({ model, question, keys, asker }: { model: AppModel; question: QuestionView; keys: boolean; asker: string }) {
   const answer = (kind: Parameters<AppModel["answer"]>[1]) => void model.answer(question.question_id, kind);
   const approval = question.approval;
   const allowOnce = useRef<HTMLButtonElement>(null);
@@ -82,7 +89,12 @@ function ToolApproval({ model, question, keys }: { model: AppModel; question: Qu
     return () => document.removeEventListener("keydown", onKey);
   }, [keys, model, question.question_id]);
   return (
-    <section className="card tool-approval" data-testid="tool-approval" data-question-id={question.question_id} data-tool={approval?.tool}>
+    <section className="card tool-approval" data-testid="tool-approval" data-question-id={question.question_id} data-tool={approval?.tool} data-child-id={question.child_session_id ?? ""}>
+      {asker && (
+        <p className="asker" data-testid="approval-asker">
+          {asker}:
+        </p>
+      )}
       <h3>{question.title || `Allow ${approval?.tool ?? "this tool"}?`}</h3>
       <p>{approval?.summary}</p>
       {approval?.detail && (looksLikeDiff(approval.detail) ? <Diff diff={approval.detail} testId="approval-diff" /> : <pre>{approval.detail}</pre>)}

@@ -1,5 +1,5 @@
-import { useState, type FormEvent } from "react";
-import type { AppModel, Summary, Workspace } from "./model.js";
+import { useEffect, useState, type FormEvent } from "react";
+import type { AppModel, SearchHit, Summary, Workspace } from "./model.js";
 
 // Enough of an id to tell two sessions apart ("s-" and six characters).
 const SHORT_ID = 8;
@@ -8,11 +8,87 @@ export function Sidebar({ model }: { model: AppModel }) {
   return (
     <nav className="sidebar" data-testid="sidebar">
       <h1>agenthost</h1>
-      <AddWorkspace model={model} />
-      {model.workspaces.map((workspace) => (
-        <WorkspaceGroup key={workspace.id} model={model} workspace={workspace} />
-      ))}
+      <SearchBox model={model} />
+      {model.search !== undefined ? (
+        <SearchResults model={model} />
+      ) : (
+        <>
+          <AddWorkspace model={model} />
+          {model.workspaces.map((workspace) => (
+            <WorkspaceGroup key={workspace.id} model={model} workspace={workspace} />
+          ))}
+        </>
+      )}
     </nav>
+  );
+}
+
+// How long typing pauses before the box searches.
+const SEARCH_PAUSE_MS = 200;
+
+/** Searches the sessions as one types (Escape clears); the lists come back when it is empty. */
+function SearchBox({ model }: { model: AppModel }) {
+  const [query, setQuery] = useState("");
+  useEffect(() => {
+    const timer = setTimeout(() => void model.searchSessions(query), SEARCH_PAUSE_MS);
+    return () => clearTimeout(timer);
+  }, [model, query]);
+  return (
+    <input
+      type="search"
+      className="session-search"
+      data-testid="session-search"
+      placeholder="Search sessions"
+      aria-label="Search sessions"
+      value={query}
+      onChange={(event) => setQuery(event.target.value)}
+      onKeyDown={(event) => {
+        if (event.key === "Escape") setQuery("");
+      }}
+    />
+  );
+}
+
+const MATCHED: Record<number, string> = { 1: "title", 2: "prompt", 3: "answer", 4: "path" };
+
+function SearchResults({ model }: { model: AppModel }) {
+  const { hits, query } = model.search!;
+  if (hits.length === 0) {
+    return (
+      <p className="search-empty" data-testid="search-empty">
+        No session matches “{query}”.
+      </p>
+    );
+  }
+  return (
+    <ul className="search-results" data-testid="search-results">
+      {hits.map((hit) => (
+        <SearchRow key={hit.sessionId} model={model} hit={hit} />
+      ))}
+    </ul>
+  );
+}
+
+/** A session found: its title, where it matched, and the snippet with the matched words marked. */
+function SearchRow({ model, hit }: { model: AppModel; hit: SearchHit }) {
+  const current = model.session?.id === hit.sessionId;
+  const where = MATCHED[hit.snippetMatch] ?? "";
+  return (
+    <li className={current ? "session-row search-hit current" : "session-row search-hit"} data-testid="search-hit" data-session-id={hit.sessionId}>
+      <button onClick={() => void model.openSession(hit.sessionId)}>
+        <span className="title" data-testid="session-title" title={hit.title}>
+          {hit.title || "Untitled"}
+        </span>
+        <span className="session-meta">
+          {hit.cwd.split("/").pop() || hit.cwd}
+          {where && ` · ${where}`}
+          {hit.archived && " · archived"}
+        </span>
+        <span className="snippet" data-testid="search-snippet">
+          {hit.snippet.map((part, n) => (part.highlighted ? <mark key={n}>{part.text}</mark> : <span key={n}>{part.text}</span>))}
+        </span>
+      </button>
+    </li>
   );
 }
 

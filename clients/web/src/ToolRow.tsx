@@ -3,7 +3,7 @@
 // (a file change's diff, a command's first lines of output) that opens in
 // full on a click. How it ended comes from the log: a call the user denied
 // and a plan the user sent back ("keep planning") are not failures.
-import type { Session, eventsV1 } from "@agenthost/sdk/web";
+import type { Session, Subagent, eventsV1 } from "@agenthost/sdk/web";
 import { useState } from "react";
 import { Diff } from "./Diff.js";
 import "./rich.css";
@@ -71,12 +71,17 @@ export function ToolRow({
   result,
   answer,
   liveOutput,
+  child,
+  openChild,
 }: {
   call: eventsV1.ToolCall;
   result: eventsV1.ToolResult | undefined;
   answer: string | undefined;
   /** What a running command printed so far. */
   liveOutput: string;
+  /** The subagent a task call started. */
+  child?: Subagent | undefined;
+  openChild?: (childId: string) => void;
 }) {
   const state = callState(result, answer);
   const summary = result?.display?.summary || mainArgument(call);
@@ -91,6 +96,15 @@ export function ToolRow({
           {STATE_LABELS[state]}
         </span>
       </div>
+      {child !== undefined && (
+        <div className="subagent" data-testid="subagent" data-child-id={child.sessionId} data-running={child.running}>
+          ↳ subagent <b>{child.agentType}</b> · {child.description} · {child.running ? "running" : "done"}
+          {child.requests > 0 && ` · ${child.requests} request${child.requests === 1 ? "" : "s"}`}{" "}
+          <button className="link" data-testid="subagent-open" onClick={() => openChild?.(child.sessionId)}>
+            Open its transcript
+          </button>
+        </div>
+      )}
       {result !== undefined ? <ToolOutput result={result} /> : liveOutput && <LiveOutput text={liveOutput} />}
     </div>
   );

@@ -1,9 +1,12 @@
 import { TextKind, eventsV1, type Session } from "@agenthost/sdk/web";
 import { useEffect, useRef, type ReactNode } from "react";
 import { AttachedFiles } from "./AttachedFiles.js";
+import { MessageImages } from "./DraftImages.js";
 import { HookRow } from "./HookRow.js";
 import { Markdown } from "./Markdown.js";
+import type { AppModel } from "./model.js";
 import { ToolRow, answersByCall } from "./ToolRow.js";
+import { TurnChanges } from "./TurnChanges.js";
 
 type Event = Session["events"][number];
 
@@ -13,7 +16,7 @@ type Event = Session["events"][number];
  * as it grows, and kept there when something below takes room from it (a
  * question, a command's answer) unless the reader scrolled up.
  */
-export function Transcript({ session }: { session: Session }) {
+export function Transcript({ model, session }: { model: AppModel; session: Session }) {
   const box = useRef<HTMLDivElement>(null);
   const end = useRef<HTMLDivElement>(null);
   const atEnd = useRef(true);
@@ -42,7 +45,7 @@ export function Transcript({ session }: { session: Session }) {
   return (
     <div className="transcript" data-testid="transcript" ref={box} onScroll={onScroll}>
       {session.events.map((event) => (
-        <EventView key={String(event.seq)} event={event} results={results} answers={answers} outputOf={(callId) => session.live.outputOf(callId)} />
+        <EventView key={String(event.seq)} model={model} session={session} event={event} results={results} answers={answers} outputOf={(callId) => session.live.outputOf(callId)} />
       ))}
       {live.map((step) => (
         <div
@@ -88,11 +91,15 @@ function resultsByCall(events: readonly Event[]): Map<string, eventsV1.ToolResul
 }
 
 function EventView({
+  model,
+  session,
   event,
   results,
   answers,
   outputOf,
 }: {
+  model: AppModel;
+  session: Session;
   event: Event;
   results: Map<string, eventsV1.ToolResult>;
   answers: Map<string, string>;
@@ -109,6 +116,7 @@ function EventView({
         <div className="message user" data-testid="user-message">
           {body.value.text}
           <AttachedFiles files={body.value.files} />
+          <MessageImages session={session} images={body.value.images} />
         </div>
       );
     case "assistantMessage":
@@ -117,8 +125,26 @@ function EventView({
           <Markdown text={body.value.text} />
         </div>
       ) : null;
-    case "toolCall":
-      return <ToolRow call={body.value} result={results.get(body.value.callId)} answer={answers.get(body.value.callId)} liveOutput={outputOf(body.value.callId)} />;
+    case "toolCall": {
+      const call = body.value;
+      const child = call.name === "task" ? session.subagents.find((c) => c.callId === call.callId) : undefined;
+      return (
+        <ToolRow
+          call={call}
+          result={results.get(call.callId)}
+          answer={answers.get(call.callId)}
+          liveOutput={outputOf(call.callId)}
+          child={child}
+          openChild={(childId) => void model.openChild(session.id, childId)}
+        />
+      );
+    }
+    case "checkpoint": {
+      // The turn's whole checkpoint (recorded at its end), while the conversation holds the turn.
+      const turnId = body.value.turnId;
+      const turn = body.value.after ? session.checkpoints.find((t) => t.turnId === turnId) : undefined;
+      return turn === undefined ? null : <TurnChanges model={model} session={session} turn={turn} />;
+    }
     case "planMode":
       return (
         <div className="notice plan" data-testid="plan-event" data-active={body.value.active}>

@@ -6,10 +6,17 @@
 // queries the full state after history loads and on every reconnect), never
 // from a guess of what a click will do.
 
-import { AgentHostClient, AgentHostError, PromptMode, createWebTransport, jsonOf, type CommandInfo, type JsonValue, type ModelInfo, type Session } from "@agenthost/sdk/web";
+import { AgentHostClient, AgentHostError, PromptMode, createWebTransport, jsonOf, type CommandInfo, type JsonValue, type ModelInfo, type PromptImage, type Restored, type Session } from "@agenthost/sdk/web";
 
 export type Workspace = Awaited<ReturnType<AgentHostClient["createWorkspace"]>>;
 export type Summary = NonNullable<Session["summary"]>;
+export type SearchHit = Awaited<ReturnType<AgentHostClient["searchSessions"]>>["hits"][number];
+
+/** What the sidebar's search box found: the query and its hits, best first. */
+export interface SearchResults {
+  query: string;
+  hits: SearchHit[];
+}
 type Frame = Parameters<Parameters<AgentHostClient["addListener"]>[0]>[0];
 
 /** A session row's markers, as the host last reported them. */
@@ -47,6 +54,9 @@ export class AppModel {
   error: string | undefined = undefined;
   /** What the last command answered (e.g. the `/permissions` list). */
   notice: string | undefined = undefined;
+  /** The sidebar's search (undefined: the box is empty, the lists show). */
+  search: SearchResults | undefined = undefined;
+  #searches = 0;
   /** Bumped on every change; React reads it through useSyncExternalStore. */
   version = 0;
   #listeners = new Set<() => void>();
@@ -126,6 +136,25 @@ export class AppModel {
 
   // -- actions ----------------------------------------------------------------------
 
+  /**
+   * Searches the account's sessions (titles, prompts, answers, the paths tools touched);
+   * an empty query clears the results. Only the latest query's answer is shown.
+   */
+  async searchSessions(query: string): Promise<void> {
+    const asked = ++this.#searches;
+    if (!query.trim()) {
+      this.search = undefined;
+      this.changed();
+      return;
+    }
+    await this.#attempt(async () => {
+      const found = await this.client.searchSessions(query, { pageSize: 20 });
+      if (asked !== this.#searches) return; // a newer query was typed meanwhile
+      this.search = { query, hits: found.hits };
+    });
+    this.changed();
+  }
+
   async addWorkspace(path: string): Promise<void> {
     await this.#attempt(async () => {
       await this.client.createWorkspace(path);
@@ -179,7 +208,7 @@ export class AppModel {
    * command of the workspace, ...); while a turn runs a message is queued.
    * A `/word` that names no command is sent as a message.
    */
-  async submit(text: string): Promise<boolean> {
+  async submit(text: string, images: readonly PromptImage[] = []): Promise<boolean> {
     const session = this.session;
     if (session === undefined) return false;
     this.notice = undefined; // the last command's answer gives way to what comes next
@@ -196,12 +225,13 @@ export class AppModel {
         return;
       }
       if (name !== "" && (await this.#offers(session, name))) {
+        if (images.length > 0) throw new Error("images go with a message, not with a command");
         const reply = await session.executeCommand(name, args);
         if (!reply.ok) throw new Error(reply.message || `/${name} failed`);
         this.notice = SHOWN_IN_TRANSCRIPT.has(name) ? undefined : reply.message || undefined;
         return;
       }
-      await session.prompt(text, session.running ? PromptMode.QUEUE : PromptMode.SEND);
+      await session.prompt(text, session.running ? PromptMode.QUEUE : PromptMode.SEND, undefined, [], images);
     });
   }
 
@@ -245,6 +275,37 @@ export class AppModel {
       const reply = await session.executeCommand("permissions", `revoke ${ruleId}`);
       if (!reply.ok) throw new Error(reply.message || "revoke failed");
     });
+  }
+
+  /** Undo or redo (the `restore` given), its reply shown; a failure shown as an error. */
+  async restore(restore: (options: { force?: boolean; check?: boolean }) => Promise<Restored>, options: { force?: boolean; check?: boolean }): Promise<Restored | undefined> {
+    let done: Restored | undefined;
+    await this.#attempt(async () => {
+      done = await restore(options);
+      if (!done.ok) throw new Error(done.message);
+      if (options.check !== true) this.notice = done.message;
+    });
+    return done;
+  }
+
+  /** A turn's diff (undefined when it failed: the error shows). */
+  async turnDiff(session: Session, turn: number): Promise<string | undefined> {
+    let text: string | undefined;
+    await this.#attempt(async () => {
+      const diff = await session.turnDiff(turn);
+      if (!diff.ok) throw new Error(diff.message);
+      text = diff.text;
+    });
+    return text;
+  }
+
+  /** The sessions a subagent's transcript was opened from: child id -> parent id. */
+  readonly parents = new Map<string, string>();
+
+  /** Opens a subagent's transcript, remembering the session it was opened from. */
+  async openChild(parentId: string, childId: string): Promise<void> {
+    this.parents.set(childId, parentId);
+    await this.openSession(childId);
   }
 
   async answer(questionId: string, answer: Parameters<Session["answerQuestion"]>[1]): Promise<void> {
@@ -312,6 +373,8 @@ export interface QuestionView {
   title: string;
   body: string;
   approve_label: string;
+  /** Asked inside a subagent (its session id) and shown here. */
+  child_session_id?: string;
   approval?: { tool: string; summary: string; detail: string; grant: string };
 }
 

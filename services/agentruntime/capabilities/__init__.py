@@ -6,12 +6,14 @@ from pathlib import Path
 from typing import Any
 
 from services.projection.unit import ProjectionUnit
+from services.sessionlog.port import SessionLogPort
 
 from ..capability import Capability
 from .checkpoints import Checkpoints
 from .checkpoints.history import CHECKPOINTS_UNIT
 from .commands import Commands
 from .hooks import Hooks
+from .images import Images, ModelImages
 from .instructions import CONTEXT_UNIT, Instructions
 from .jobs import JOBS_UNIT, Jobs
 from .references import FileReferences
@@ -27,12 +29,16 @@ JOBS_FOLDER = "jobs"
 
 
 def default_capabilities(
-    config_dir: Path, data_dir: Path | None = None, children: Children | None = None
+    config_dir: Path,
+    data_dir: Path | None = None,
+    children: Children | None = None,
+    images: tuple[SessionLogPort, ModelImages] | None = None,
 ) -> list[Capability]:
     """What every session of a runtime gets, in the order they are asked.
     Without a data folder there is nowhere to keep checkpoints, nor to note
     the sessions with jobs running (a load still settles their jobs); without
-    the runtime to run them, no subagents."""
+    the runtime to run them, no subagents; without the log (where a
+    prompt's images are kept) and the models, no images."""
     found: list[Capability] = [
         Instructions(),
         Skills(),
@@ -41,6 +47,9 @@ def default_capabilities(
         Todos(),
         Hooks(),
     ]
+    if images is not None:
+        # After the hooks: a prompt they refuse keeps no image.
+        found.append(Images(*images))
     if data_dir is not None:
         found.append(Checkpoints(data_dir / CHECKPOINTS_FOLDER))
     found.append(Jobs(data_dir / JOBS_FOLDER if data_dir is not None else None))

@@ -8,7 +8,8 @@ its path, digest, size, the text the model is sent, whether it was cut); a
 folder attaches its listing. The model reads them after the prompt's text
 (transcript.py renders them). An editor's resources (ACP) arrive the same
 way: a link is read like an `@path`, an embedded resource's text is the
-editor's.
+editor's. A file whose bytes are an image (PNG, JPEG, GIF, WebP) is sent
+as an image instead (the images capability stores and checks it).
 
 Paths are checked exactly as read_file checks them (WorkspaceFiles.resolve:
 the sandbox's confinement to the session's folder, hidden paths), before
@@ -39,6 +40,7 @@ from urllib.parse import unquote, urlparse
 
 from agenthost.sessionlog.v1 import events_pb2 as ev
 
+from agenthost_core import images
 from services.common.errors import InvalidArgument
 
 from ..capability import Capability, Prompt, Resource, SessionPart, SessionScope
@@ -109,6 +111,19 @@ class Attaching:
     left: int = MESSAGE_BYTES
     attached: list[ev.AttachedFile] = field(default_factory=list)
     seen: set[Path] = field(default_factory=set)
+    # The image files named (an image is sent as one, never as text).
+    images: list[ev.ImageInput] = field(default_factory=list)
+
+    def add_path(self, written: str, real: Path) -> None:
+        """A file or folder named by a prompt: an image file as an image."""
+        if real in self.seen:
+            return
+        image = read_image(self.files, written, real)
+        if image is None:
+            self.add(read_file(self.files, written, real, self.room), real)
+        else:
+            self.seen.add(real)
+            self.images.append(image)
 
     def add(self, file: ev.AttachedFile, real: Path | None = None) -> None:
         if real is not None:
@@ -159,6 +174,20 @@ def _named(files: WorkspaceFiles, word: str) -> tuple[str, Path] | None:
         if real.exists():
             return written, real
     return None
+
+
+def read_image(files: WorkspaceFiles, written: str, real: Path) -> ev.ImageInput | None:
+    """An image file (by its first bytes) as an image to send, or None.
+    One over the limit is read just past it, for the images capability to
+    refuse it as too large."""
+    if not real.is_file():
+        return None
+    with real.open("rb") as handle:
+        head = handle.read(images.SNIFF_BYTES)
+        if images.media_type_of(head) is None:
+            return None
+        data = head + handle.read(images.MAX_IMAGE_BYTES + 1 - len(head))
+    return ev.ImageInput(data=data, name=files.display(written))
 
 
 def read_file(files: WorkspaceFiles, written: str, real: Path, room: int) -> ev.AttachedFile:
@@ -220,9 +249,8 @@ def _is_folder(entry: os.DirEntry[str]) -> bool:
 def attach_words(attaching: Attaching, words: Iterable[str]) -> None:
     for word in words:
         named = _named(attaching.files, word)
-        if named is not None and named[1] not in attaching.seen:
-            written, real = named
-            attaching.add(read_file(attaching.files, written, real, attaching.room), real)
+        if named is not None:
+            attaching.add_path(*named)
 
 
 def attach_resources(attaching: Attaching, resources: Iterable[Resource]) -> None:
@@ -248,8 +276,7 @@ def attach_resources(attaching: Attaching, resources: Iterable[Resource]) -> Non
             real = _resolved(attaching.files, path, resource.uri)
             if not real.exists():
                 raise FileReferenceRefused(resource.uri, "no such file")
-            if real not in attaching.seen:
-                attaching.add(read_file(attaching.files, path, real, attaching.room), real)
+            attaching.add_path(path, real)
 
 
 def resource_path(uri: str) -> str | None:
@@ -263,14 +290,13 @@ def resource_path(uri: str) -> str | None:
     return uri
 
 
-def attach(
-    files: WorkspaceFiles, words: Sequence[str], resources: Sequence[Resource]
-) -> list[ev.AttachedFile]:
-    """What a prompt attaches: its `@` references, then the editor's resources."""
+def attach(files: WorkspaceFiles, words: Sequence[str], resources: Sequence[Resource]) -> Attaching:
+    """What a prompt attaches: its `@` references, then the editor's
+    resources (the files, and the images)."""
     attaching = Attaching(files)
     attach_words(attaching, words)
     attach_resources(attaching, resources)
-    return attaching.attached
+    return attaching
 
 
 # -- completion ---------------------------------------------------------------------------------
@@ -371,8 +397,9 @@ class ReferencesPart(SessionPart):
         if not words and not prompt.resources:
             return
         files = await self.files()
-        attached = await asyncio.to_thread(attach, files, words, prompt.resources)
-        prompt.message.files.extend(attached)
+        attaching = await asyncio.to_thread(attach, files, words, prompt.resources)
+        prompt.message.files.extend(attaching.attached)
+        prompt.images.extend(attaching.images)
 
     async def list_paths(self, prefix: str, limit: int = 0) -> PathListing:
         files = await self.files()

@@ -64,8 +64,19 @@ class ModelError(Exception):
 
 
 @dataclass(frozen=True)
+class Image:
+    mime_type: str
+    data: bytes
+    # "sha256:<hex>" of a prompt's image, whose bytes the log keeps apart:
+    # `data` is empty until the request is sent (images.py loads it).
+    digest: str = ""
+
+
+@dataclass(frozen=True)
 class UserMessage:
     text: str
+    # Images the user sent with it (sent by adapters that take images).
+    images: tuple[Image, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -82,12 +93,6 @@ class ToolCallRequest:
 class AssistantMessage:
     text: str = ""
     tool_calls: tuple[ToolCallRequest, ...] = ()
-
-
-@dataclass(frozen=True)
-class Image:
-    mime_type: str
-    data: bytes
 
 
 @dataclass(frozen=True)
@@ -144,10 +149,15 @@ def estimate_tokens(*texts: str) -> int:
     return -(-total // BYTES_PER_TOKEN) + 4 * len(texts)
 
 
+# What an image counts for in an estimate of a request's size: about the
+# tokens a provider counts for a screenshot (some 1,600), as text.
+IMAGE_TOKENS_TEXT = "x" * (1600 * BYTES_PER_TOKEN)
+
+
 def message_texts(message: ChatMessage) -> list[str]:
     match message:
-        case UserMessage(text=text):
-            return [text]
+        case UserMessage(text=text, images=images):
+            return [text, *(IMAGE_TOKENS_TEXT for _ in images)]
         case ToolResultMessage(call_id=call_id, content=content):
             return [call_id, content]
         case AssistantMessage(text=text, tool_calls=calls):

@@ -471,7 +471,7 @@ def request_body(request: ModelRequest, model: str, *, images: bool = False) -> 
     system = request.system_prompt()
     if system:
         messages.append({"role": "system", "content": system})
-    mapped = [chat_message(message) for message in request.messages]
+    mapped = [_with_user_images(m, chat_message(m), images) for m in request.messages]
     if images:
         mapped = _with_tool_images(request.messages, mapped)
     messages.extend(_joined_user_turns(mapped))
@@ -543,6 +543,23 @@ def chat_message(message: ChatMessage) -> dict[str, Any]:
                     for call in calls
                 ],
             }
+
+
+IMAGES_NOT_SENT = "[The user sent {count} image(s) here, which this model cannot see.]"
+
+
+def _with_user_images(message: ChatMessage, mapped: dict[str, Any], images: bool) -> dict[str, Any]:
+    """A user message's images after its text as image_url parts (the one
+    way images are sent, a tool's too); a model that takes none is told
+    that there were some instead. An image whose bytes were not loaded is
+    left out."""
+    if not isinstance(message, UserMessage) or not message.images:
+        return mapped
+    if not images:
+        note = IMAGES_NOT_SENT.format(count=len(message.images))
+        return {**mapped, "content": f"{message.text}\n\n{note}"}
+    parts = [_image_part(image) for image in message.images if image.data]
+    return {**mapped, "content": [{"type": "text", "text": message.text}, *parts]}
 
 
 def _with_tool_images(

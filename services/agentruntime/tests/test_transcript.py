@@ -62,3 +62,31 @@ def test_context_held_for_calls_a_turn_never_ran_follows_their_marks() -> None:
     shown = transcript.messages()
     assert isinstance(shown[1], ToolResultMessage) and shown[1].call_id == "c1"
     assert shown[2] == UserMessage("ctx")
+
+
+def test_context_of_a_turns_first_request_precedes_its_prompts() -> None:
+    """Instructions loaded (or an undo told) as a turn's first request is
+    built come before the prompts: the last message the model reads is the
+    person's. Once the model has answered, context follows in order."""
+    transcript = Transcript()
+    transcript.add_all(
+        numbered(
+            ev.Event(turn_start=ev.TurnStart(turn_id="t1")),
+            ev.Event(user_message=ev.UserMessage(text="fix it")),
+            ev.Event(context_added=ev.ContextAdded(capability="instructions", text="rules")),
+            ev.Event(assistant_message=ev.AssistantMessage(text="done")),
+            ev.Event(context_added=ev.ContextAdded(capability="todos", text="list")),
+            ev.Event(turn_end=ev.TurnEnd(turn_id="t1", reason=ev.TURN_END_REASON_COMPLETED)),
+            ev.Event(turn_start=ev.TurnStart(turn_id="t2")),
+            ev.Event(user_message=ev.UserMessage(text="again")),
+            ev.Event(context_added=ev.ContextAdded(capability="checkpoints", text="undone")),
+        )
+    )
+    assert transcript.messages() == [
+        UserMessage("rules"),
+        UserMessage("fix it"),
+        AssistantMessage("done"),
+        UserMessage("list"),
+        UserMessage("undone"),
+        UserMessage("again"),
+    ]

@@ -7,6 +7,8 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import AsyncIterator, Sequence
 
+from agenthost.sessionlog.v1 import events_pb2, session_log_pb2
+
 from agenthost_core.folds import SessionState
 from services.common.errors import Unavailable
 from services.sessionlog.leases import Lease
@@ -20,6 +22,7 @@ from services.sessionlog.port import (
     ReadResult,
     SessionLogPort,
     SessionSummary,
+    StoredImage,
     SubscriptionItem,
     TailPage,
 )
@@ -111,6 +114,11 @@ class AppendOutage:
             page_size, page_token, session_ids, running_only=running_only
         )
 
+    async def search_sessions(
+        self, request: session_log_pb2.SearchSessionsRequest
+    ) -> session_log_pb2.SearchSessionsResponse:
+        return await self._log.search_sessions(request)
+
     async def fork(
         self, session_id: str, up_to_seq: int | None = None, new_session_id: str | None = None
     ) -> SessionSummary:
@@ -118,6 +126,14 @@ class AppendOutage:
 
     async def delete_session(self, session_id: str) -> None:
         await self._log.delete_session(session_id)
+
+    async def put_images(
+        self, session_id: str, inputs: Sequence[events_pb2.ImageInput]
+    ) -> list[events_pb2.ImageRef]:
+        return await self._log.put_images(session_id, inputs)
+
+    async def read_image(self, session_id: str, digest: str) -> StoredImage:
+        return await self._log.read_image(session_id, digest)
 
     async def acquire_lease(self, session_id: str, owner: str, ttl_s: float) -> Lease:
         return await self._log.acquire_lease(session_id, owner, ttl_s)

@@ -14,6 +14,12 @@ deleted, with line counts), whatever changed them, `sed -i` and `rm` too.
 - `/rewind N [files|conversation|both]` takes the files back to before
   turn N+1, or the conversation (the model's view drops every later turn:
   a rewind event; the log keeps them), or both.
+- `/diff [N]` shows the unified diff of the last turn's (or turn N's)
+  changes, cut at DIFF_BYTES with a note.
+
+With `--check`, /undo, /redo and /rewind change nothing and record nothing:
+they say which files would be restored and which were changed since (what
+a client asks the user to confirm before it sends `--force`).
 
 A file changed by someone else since (its content is not what the turn
 left, or what the undo left) is listed and left alone unless the command
@@ -46,6 +52,8 @@ from .snapshots import ShadowRepo, SnapshotError, shadow_dir
 log = logging.getLogger("agenthost.runtime")
 NAME = "checkpoints"
 CHANGING = frozenset({Effect.WRITE, Effect.COMMAND})
+DIFF_BYTES = 64 * 1024
+FLAGS = frozenset({"--force", "--check"})
 NOTICE = '[The user {did} your turn {number} ("{prompt}"): {what}]'
 
 
@@ -75,21 +83,27 @@ class Checkpoints(Capability):
                 "undo",
                 "Put back the files the last turn (or turn N) changed; --force also "
                 "overwrites files changed since.",
-                "/undo [N] [--force]",
+                "/undo [N] [--force | --check]",
                 self._undo,
             ),
             Command(
                 "redo",
-                "Apply the last undone turn's changes again.",
-                "/redo [--force]",
+                "Apply the last undone turn's (or turn N's) changes again.",
+                "/redo [N] [--force | --check]",
                 self._redo,
             ),
             Command(
                 "rewind",
                 "Go back to the end of turn N: its files, the conversation, or both "
                 "(the default); with no N, list the turns.",
-                "/rewind [N [files|conversation|both]] [--force]",
+                "/rewind [N [files|conversation|both]] [--force | --check]",
                 self._rewind,
+            ),
+            Command(
+                "diff",
+                "Show the unified diff of the last turn's (or turn N's) changes.",
+                "/diff [N]",
+                self._diff,
             ),
         )
 
@@ -110,20 +124,25 @@ class Checkpoints(Capability):
             turn = next((t for t in reversed(history.live()) if t.changed and not t.undone), None)
             if turn is None:
                 return _failed(agent, "No turn has changes to undo.")
-        return await self._restore(agent, turn, "undo", force)
+        return await self._restore(agent, turn, "undo", force, _checking(args))
 
     async def _redo(self, agent: AgentHandle, args: str | None) -> CommandResult:
-        _, force = _words(args)
+        words, force = _words(args)
         history = await read_history(agent)
         if agent.state.turn.open:
             return _failed(agent, "A turn is running: /redo once it has ended.")
-        turn = await last_undone(agent, history)
+        if words:
+            turn = history.numbered(int(words[0])) if words[0].isdigit() else None
+            if turn is None or not turn.undone or turn.rewound:
+                return _failed(agent, f"Turn {words[0]} is not an undone turn to redo.")
+        else:
+            turn = await last_undone(agent, history)
         if turn is None:
             return _failed(agent, "Nothing to redo.")
-        return await self._restore(agent, turn, "redo", force)
+        return await self._restore(agent, turn, "redo", force, _checking(args))
 
     async def _restore(
-        self, agent: AgentHandle, turn: TurnRecord, kind: str, force: bool
+        self, agent: AgentHandle, turn: TurnRecord, kind: str, force: bool, check: bool = False
     ) -> CommandResult:
         """Undo (back to `before`) or redo (to `after`) one turn's files."""
         paths = [f.path for f in turn.files]
@@ -134,6 +153,11 @@ class Checkpoints(Capability):
             now = await repo.current(paths)
             skipped = [] if force else [p for p in paths if expected.get(p) != now.get(p)]
             restored = [p for p in paths if p not in skipped]
+            if check:
+                said = f"/{kind} would restore turn {turn.number} ({turn.prompt})"
+                return CommandResult(
+                    True, _check_said(said, restored, skipped), agent.state.last_seq
+                )
             await repo.restore(target, restored)
         except SnapshotError as error:
             return _failed(agent, f"Could not {kind}: {error}")
@@ -169,6 +193,15 @@ class Checkpoints(Capability):
             return _failed(agent, f"Turn {number} is not a turn with later turns to rewind.")
         events: list[ev.Event] = []
         said: list[str] = []
+        restored: list[str] = []
+        skipped: list[str] = []
+        if _checking(args):
+            if mode != "conversation":
+                restored, skipped = await self._rewind_files(agent, later, force, check=True)
+            said_check = f"/rewind would take the files back to the end of turn {number}"
+            return CommandResult(
+                True, _check_said(said_check, restored, skipped), agent.state.last_seq
+            )
         if mode in ("files", "both"):
             restored, skipped = await self._rewind_files(agent, later, force)
             turn_id = kept.turn_id if kept is not None else ""
@@ -191,10 +224,44 @@ class Checkpoints(Capability):
             events.append(await _rewind_event(agent, history, number, later))
             said.append(f"the conversation ends at turn {number} now")
         seq = await agent.record(events)
-        return CommandResult(True, f"Rewound to turn {number}: " + "; ".join(said) + ".", seq)
+        lines = [f"Rewound to turn {number}: " + "; ".join(said) + "."]
+        if restored:
+            lines += ["Restored:", *(f"  {path}" for path in restored)]
+        if skipped:
+            lines.append(
+                f"Left alone (changed since; /rewind {number} {mode} --force overwrites them):"
+            )
+            lines += [f"  {path}" for path in skipped]
+        return CommandResult(True, "\n".join(lines), seq)
+
+    async def _diff(self, agent: AgentHandle, args: str | None) -> CommandResult:
+        words, _ = _words(args)
+        history = await read_history(agent)
+        if words:
+            turn = history.numbered(int(words[0])) if words[0].isdigit() else None
+            if turn is None or not turn.changed:
+                return _failed(agent, f"Turn {words[0]} changed no files.")
+        else:
+            turn = next((t for t in reversed(history.live()) if t.changed), None)
+            if turn is None:
+                return _failed(agent, "No turn has changed files yet.")
+        try:
+            diff = await self.repo(agent.cwd).diff(turn.before, turn.after)
+        except SnapshotError as error:
+            return _failed(agent, f"Could not diff turn {turn.number}: {error}")
+        head = f"Turn {turn.number} ({turn.prompt}): {len(turn.files)} file(s) changed"
+        if turn.undone:
+            head += " (undone since)"
+        text = diff[:DIFF_BYTES].decode(errors="replace")
+        if len(diff) > DIFF_BYTES:
+            text = text.rsplit("\n", 1)[0] + (
+                f"\n[diff cut at {DIFF_BYTES // 1024} KiB: {len(diff) - DIFF_BYTES} more bytes "
+                "not shown]"
+            )
+        return CommandResult(True, f"{head}\n{text}".rstrip("\n"), agent.state.last_seq)
 
     async def _rewind_files(
-        self, agent: AgentHandle, later: list[TurnRecord], force: bool
+        self, agent: AgentHandle, later: list[TurnRecord], force: bool, check: bool = False
     ) -> tuple[list[str], list[str]]:
         """Each file a later turn changed, back as it was before the first of
         them that changed it (unless someone changed it since the last)."""
@@ -213,7 +280,8 @@ class Checkpoints(Capability):
             if not force and left.get(path) != now.get(path):
                 skipped.append(path)
                 continue
-            await repo.restore(turn.before, [path])
+            if not check:
+                await repo.restore(turn.before, [path])
             restored.append(path)
         return restored, skipped
 
@@ -234,7 +302,8 @@ class CheckpointsPart(SessionPart):
             self._capability.befores.setdefault(key, event.checkpoint.before)
 
     async def before_run(self, call: Call, context: ToolContext) -> list[ev.Event]:
-        if call.tool.effect not in CHANGING:
+        # A subagent's changes are its parent turn's too: snapshotted before it runs.
+        if call.tool.effect not in CHANGING and not call.tool.delegates:
             return []
         key = self._key(context.turn_id)
         if key in self._capability.befores:
@@ -335,7 +404,11 @@ async def _rewind_event(
 def _words(args: str | None) -> tuple[list[str], bool]:
     words = shlex.split(args or "")
     force = "--force" in words
-    return [w for w in words if w != "--force"], force
+    return [w for w in words if w not in FLAGS], force
+
+
+def _checking(args: str | None) -> bool:
+    return "--check" in shlex.split(args or "")
 
 
 def _failed(agent: AgentHandle, message: str) -> CommandResult:
@@ -349,6 +422,14 @@ def _files_said(restored: list[str], skipped: list[str], kind: str) -> str:
     if skipped:
         text += f"; left alone, changed since: {', '.join(skipped)}"
     return text
+
+
+def _check_said(head: str, restored: list[str], skipped: list[str]) -> str:
+    lines = [f"{head}: {len(restored)} file(s)", *(f"  {path}" for path in restored)]
+    if skipped:
+        lines.append("Changed since the turn (left alone unless --force):")
+        lines += [f"  {path}" for path in skipped]
+    return "\n".join(lines)
 
 
 def _reply(kind: str, turn: TurnRecord, restored: list[str], skipped: list[str]) -> str:

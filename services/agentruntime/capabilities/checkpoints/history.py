@@ -108,6 +108,8 @@ def _checkpointed(turns: list[TurnRecord], checkpoint: ev.Checkpoint) -> list[Tu
 
 def _restored(turns: list[TurnRecord], restored: ev.FilesRestored) -> list[TurnRecord]:
     if restored.kind in ("undo", "redo"):
+        if not restored.restored:
+            return turns  # every file was left alone: the turn is as it was
         undone = restored.kind == "undo"
         return [replace(t, undone=undone) if t.turn_id == restored.turn_id else t for t in turns]
     # A rewind of the files undoes every turn after the one kept.
@@ -158,5 +160,5 @@ def load_history(data: dict[str, Any]) -> History:
 
 
 CHECKPOINTS_UNIT = FoldUnit(
-    "checkpoints", 1, History, fold_history, history_view, load_history, HISTORY_KINDS
+    "checkpoints", 2, History, fold_history, history_view, load_history, HISTORY_KINDS
 )

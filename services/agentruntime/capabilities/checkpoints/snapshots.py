@@ -153,6 +153,13 @@ class ShadowRepo:
             for path, kind in sorted(changed.items())
         ]
 
+    async def diff(self, before: str, after: str) -> bytes:
+        """The unified diff between two snapshots (binary files named only)."""
+        async with self._lock:
+            return await self._git(
+                "diff-tree", "-r", "-p", "--no-renames", "--no-color", before, after
+            )
+
     async def blobs(self, tree: str, paths: Sequence[str]) -> dict[str, str]:
         """The blob id (with its mode) of each of `paths` in `tree`; absent
         paths are left out."""

@@ -136,6 +136,7 @@ class Subagents(Capability):
             self._run,
             Effect.NONE,
             concurrent=True,
+            delegates=True,
         )
 
     def tools(self) -> Sequence[Tool]:

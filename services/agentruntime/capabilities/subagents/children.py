@@ -20,6 +20,11 @@ class ChildView:
     # The task call that started it last (a follow-up is another call).
     call_id: str
     running: bool = True
+    # What its turns used, as each ended (a model/usage naming it).
+    requests: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost: float | None = None
 
 
 @dataclass(frozen=True)
@@ -27,7 +32,7 @@ class SubagentsFold:
     children: tuple[ChildView, ...] = ()
 
 
-CHILDREN_KINDS = frozenset({"subagent_started", "subagent_ended"})
+CHILDREN_KINDS = frozenset({"subagent_started", "subagent_ended", "model_usage"})
 
 
 def fold_children(state: SubagentsFold, event: ev.Event) -> SubagentsFold:
@@ -52,6 +57,22 @@ def fold_children(state: SubagentsFold, event: ev.Event) -> SubagentsFold:
         )
         new = SubagentsFold(children)
         return state if new == state else new
+    if kind == "model_usage" and event.model_usage.child_session_id:
+        used = event.model_usage
+        return SubagentsFold(
+            tuple(
+                replace(
+                    c,
+                    requests=c.requests + used.requests,
+                    prompt_tokens=c.prompt_tokens + used.prompt_tokens,
+                    completion_tokens=c.completion_tokens + used.completion_tokens,
+                    cost=(c.cost or 0.0) + used.cost if used.HasField("cost") else c.cost,
+                )
+                if c.session_id == used.child_session_id
+                else c
+                for c in state.children
+            )
+        )
     return state
 
 
@@ -65,6 +86,10 @@ def children_view(state: SubagentsFold) -> dict[str, Any]:
                 "description": c.description,
                 "call_id": c.call_id,
                 "running": c.running,
+                "requests": c.requests,
+                "prompt_tokens": c.prompt_tokens,
+                "completion_tokens": c.completion_tokens,
+                "cost": c.cost,
             }
             for c in state.children
         ]
@@ -84,5 +109,5 @@ def child_ids(view: object) -> list[str]:
 
 
 SUBAGENTS_UNIT = FoldUnit(
-    "subagents", 1, SubagentsFold, fold_children, children_view, load_children, CHILDREN_KINDS
+    "subagents", 2, SubagentsFold, fold_children, children_view, load_children, CHILDREN_KINDS
 )
