@@ -28,11 +28,14 @@ from bench import (
     memory,
     open_session,
     plan_mode_read,
+    postgres_reads,
     request_build,
     runtime_memory,
     session_search,
     set_plan_mode,
+    startup,
     stream_fanout,
+    streaming,
     subagent_start,
 )
 from bench.harness import FULL, SMOKE, Sizes
@@ -50,11 +53,14 @@ FIGURES: list[ModuleType] = [
     stream_fanout,
     request_build,
     memory,
+    postgres_reads,
     confined_command,
     runtime_memory,
     checkpoint,
     subagent_start,
     session_search,
+    startup,
+    streaming,
 ]
 REPO = Path(__file__).resolve().parents[1]
 # A module measures one figure, or several sharing their stacks and rounds.

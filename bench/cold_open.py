@@ -19,6 +19,7 @@ from agenthost.projection.v1 import projection_pb2_grpc as pj_grpc
 
 from bench.harness import CALL_TIMEOUT_S, Sizes, Stack, gateway_session, running_stack
 from bench.ratio import Figure, Target, latency_side
+from services.common.database import Database
 
 NAME = "cold_open"
 
@@ -31,8 +32,8 @@ async def _open_s(stack: Stack, session_id: str) -> float:
     return time.perf_counter() - started
 
 
-async def _build(sizes: Sizes, data_dir: Path) -> tuple[str, str, str]:
-    async with running_stack(data_dir) as stack:
+async def _build(sizes: Sizes, data_dir: Path, database: Database | None) -> tuple[str, str, str]:
+    async with running_stack(data_dir, database) as stack:
         sessions = (
             await gateway_session(stack, sizes.big_session),
             await gateway_session(stack, sizes.small_session),
@@ -60,21 +61,40 @@ async def _folded(stack: Stack, sessions: tuple[str, ...]) -> None:
         await channel.close()
 
 
-async def _first_opens(sizes: Sizes, data_dir: Path) -> tuple[list[float], list[float]]:
-    big, small, warm = await _build(sizes, data_dir)
-    big_s: list[float] = []
-    small_s: list[float] = []
-    for index in range(sizes.restarts):
-        async with running_stack(data_dir) as stack:
+class ColdOpens:
+    """The sessions of one stack's data, built once, and the first opens of
+    each restart: of the big session, of the small one."""
+
+    def __init__(self, data_dir: Path, database: Database | None = None) -> None:
+        self.data_dir, self.database = data_dir, database
+        self.big_s: list[float] = []
+        self.small_s: list[float] = []
+        self._sessions: tuple[str, str, str] | None = None
+
+    async def build(self, sizes: Sizes) -> None:
+        self._sessions = await _build(sizes, self.data_dir, self.database)
+
+    async def restart(self, index: int) -> None:
+        """One restart of the stack, and the two first opens (alternating which goes first)."""
+        assert self._sessions is not None, "build first"
+        big, small, warm = self._sessions
+        async with running_stack(self.data_dir, self.database) as stack:
             await _open_s(stack, warm)
-            pair = [(big, big_s), (small, small_s)]
+            pair = [(big, self.big_s), (small, self.small_s)]
             for session_id, into in pair if index % 2 == 0 else reversed(pair):
                 into.append(await _open_s(stack, session_id))
-    return big_s, small_s
+
+
+async def first_opens(sizes: Sizes, data_dir: Path) -> tuple[list[float], list[float]]:
+    opens = ColdOpens(data_dir)
+    await opens.build(sizes)
+    for index in range(sizes.restarts):
+        await opens.restart(index)
+    return opens.big_s, opens.small_s
 
 
 async def run(sizes: Sizes, data_dir: Path) -> Figure:
-    big_s, small_s = await _first_opens(sizes, data_dir)
+    big_s, small_s = await first_opens(sizes, data_dir)
     return Figure(
         name=f"first OpenSession after restart, {sizes.big_session}-event session",
         compared="p50",

@@ -29,6 +29,7 @@ from bench.ratio import (
 )
 from clients.sdk.auth import authorized_channel
 from services.agentruntime.models.builtin import BuiltinAdapter
+from services.common.database import Database
 from services.common.heap import freeze_what_serving_built
 from services.embedded import EmbeddedStack
 from services.sessionlog.client import SessionLogClient
@@ -153,12 +154,13 @@ class Stack:
 
 
 @asynccontextmanager
-async def running_stack(data_dir: Path) -> AsyncIterator[Stack]:
+async def running_stack(data_dir: Path, database: Database | None = None) -> AsyncIterator[Stack]:
     """The embedded stack on free loopback ports with the built-in model;
-    a second one on the same data dir is a restart."""
+    a second one on the same data dir (and `database`) is a restart. Its
+    stores: `database`, else SQLite under `data_dir`."""
     workdir = data_dir / "work"
     workdir.mkdir(parents=True, exist_ok=True)
-    stack = EmbeddedStack(data_dir, port_override=0, model=BuiltinAdapter())
+    stack = _stack(data_dir, database)
     async with _serving(stack, stack.start()):
         gateway_channel = authorized_channel(stack.addresses["gateway"], stack.token())
         log_channel = stack.channel("sessionlog")
@@ -175,19 +177,31 @@ async def running_stack(data_dir: Path) -> AsyncIterator[Stack]:
 
 
 @asynccontextmanager
-async def session_log_alone(data_dir: Path) -> AsyncIterator[SessionLogClient]:
+async def session_log_alone(
+    data_dir: Path, database: Database | None = None
+) -> AsyncIterator[SessionLogClient]:
     """The session log service as the stack runs it, with no other service
     started: nothing follows its appends, so set beside the stack's figure
     it shows what the followers sharing the stack's loop (the projection
     service and the gateway's hub) take from it."""
     await asyncio.to_thread(data_dir.mkdir, parents=True, exist_ok=True)
-    stack = EmbeddedStack(data_dir, port_override=0, model=BuiltinAdapter())
+    stack = _stack(data_dir, database)
     async with _serving(stack, stack.start_service("sessionlog")):
         channel = stack.channel("sessionlog")
         try:
             yield SessionLogClient(channel)
         finally:
             await channel.close()
+
+
+def _stack(data_dir: Path, database: Database | None) -> EmbeddedStack:
+    # Never the environment's AGENTHOST_DATABASE_URL: a figure says its store.
+    return EmbeddedStack(
+        data_dir,
+        port_override=0,
+        model=BuiltinAdapter(),
+        database=database or Database.sqlite(data_dir),
+    )
 
 
 @asynccontextmanager

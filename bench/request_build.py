@@ -68,13 +68,22 @@ def _builder(log: SessionLogClient, session_id: str) -> Callable[[], Awaitable[o
     return build
 
 
+session_log = session_log_alone
+
+
+async def prepared(sizes: Sizes, log: SessionLogClient) -> Callable[[], Awaitable[object]]:
+    """The compacted session written through `log`; a build of its request."""
+    await _compacted_session(log, "compacted", sizes.compacted_session)
+    return _builder(log, "compacted")
+
+
 async def run(sizes: Sizes, data_dir: Path) -> Figure:
     async with session_log_alone(data_dir) as log:
-        await _compacted_session(log, "compacted", sizes.compacted_session)
+        big = await prepared(sizes, log)
         await log.create_session("small", "/bench")
         await append_all(log, "small", conversation(sizes.small_session))
         big_s, small_s = await interleaved(
-            _builder(log, "compacted"), _builder(log, "small"), sizes.rounds, sizes.per_round // 4
+            big, _builder(log, "small"), sizes.rounds, sizes.per_round // 4
         )
     compacted_at = int(sizes.compacted_session * COMPACTED_SHARE)
     return Figure(

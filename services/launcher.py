@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -133,15 +134,12 @@ def up(
     """Start every service on loopback: all in this process (the embedded
     default), or each in its own with --processes."""
     # Imported here: the client commands need none of the services.
-    import psycopg
-
     from services.agentruntime.defaults import ENV_APPROVALS, ENV_NETWORK, ENV_SANDBOX
     from services.agentruntime.models.catalog import ModelsFileError
     from services.common.config import LOOPBACK, WEB_ORIGINS_ENV, split_origins
     from services.common.database import InvalidDatabaseUrl
     from services.common.errors import StorageUnavailable
     from services.common.logs import configure_logging
-    from services.common.postgres import SchemaTooNew
     from services.common.server import PortInUse
     from services.supervisor import StackFailed
 
@@ -176,10 +174,18 @@ def up(
         _fail(f"port {error.port} is in use; is agenthost already running? use --free-ports")
     except StackFailed as error:
         _fail(f"error: {error}; the other services are stopped")
-    except (InvalidDatabaseUrl, SchemaTooNew) as error:
+    except _errors(InvalidDatabaseUrl, ("services.common.postgres", "SchemaTooNew")) as error:
         _fail(f"error: {error}")
-    except (StorageUnavailable, psycopg.OperationalError) as error:
+    except _errors(StorageUnavailable, ("psycopg", "OperationalError")) as error:
         _fail(f"error: the database cannot be reached: {str(error).strip()}")
+
+
+def _errors(error: type[BaseException], maybe: tuple[str, str]) -> tuple[type[BaseException], ...]:
+    """`error`, and the exception `maybe` names (module, name) if the stack
+    loaded its module (psycopg loads only for a PostgreSQL database): a
+    start that never imported it cannot have raised it, nor need import it."""
+    module = sys.modules.get(maybe[0])
+    return (error,) if module is None else (error, getattr(module, maybe[1]))
 
 
 def _use_models_file(given: Path | None, data_dir: Path) -> None:

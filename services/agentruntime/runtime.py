@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
@@ -28,7 +29,7 @@ from .capability import Capability, Command, CommandResult, Release, Resource
 from .compaction import CompactionPolicy
 from .defaults import SessionDefaults, apply_defaults
 from .leases import DEFAULT_LEASE_S, SessionLeases
-from .live import LiveDelta, LiveFeed
+from .live import LiveDelta, LiveFeed, frame_from_env
 from .mcp import McpServers
 from .models.base import ModelAdapter
 from .models.catalog import ModelCatalog, ModelSpec
@@ -153,7 +154,7 @@ class AgentRuntime:
         self._catalog = ToolCatalog(
             [*workspace_tools(), *plan_tools, *capability_tools, *(extra_tools or [])]
         )
-        self.live = LiveFeed()
+        self.live = LiveFeed(frame_from_env(os.environ))
         self._agents: dict[str, Agent] = {}
         self._loading: dict[str, asyncio.Task[Agent]] = {}
         # A None ends the watch (the runtime is stopping).

@@ -13,7 +13,8 @@ start-up with InvalidDatabaseUrl rather than quietly falling back to SQLite.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+import sys
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
@@ -98,3 +99,15 @@ def checked_schema(schema: str) -> str:
             "not starting with a digit"
         )
     return schema
+
+
+def postgres_probe(store: object) -> Callable[[], Awaitable[None]] | None:
+    """The store's probe if it is a PostgreSQL store (services/common/postgres.py),
+    else None (SQLite is a local file: nothing to probe). Imports nothing: a
+    process that never made a PostgreSQL store never loaded psycopg, and
+    need not load it to learn that."""
+    module = sys.modules.get("services.common.postgres")
+    if module is None or not isinstance(store, module.PostgresStore):
+        return None
+    probe: Callable[[], Awaitable[None]] = store.probe
+    return probe

@@ -17,8 +17,11 @@ INVALID_ARGUMENT after authentication and logs one rate-limited warning.
 from __future__ import annotations
 
 import asyncio
+import importlib
 import inspect
 import logging
+import sys
+import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -31,7 +34,6 @@ from .deadlines import set_deadline
 from .errors import DomainError, NotReady, PeerUnavailable
 from .logs import RepeatLimit
 from .status import bad_request_status, clip, domain_error_status
-from .validation import violations_of
 
 log = logging.getLogger("agenthost.rpc")
 # Refused bytes cost a caller nothing to send: one line per kind per window.
@@ -193,9 +195,31 @@ class ServiceInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
             self.authenticate(context)
 
 
+RULES_MODULE = "services.common.validation"
+_warming: list[threading.Thread] = []
+
+
+def warm_request_rules() -> None:
+    """Load the request rules in a thread of their own, once: a service
+    calls this when it serves, so start-up does not wait for them, and the
+    first request mostly finds them loaded (else its import waits for this
+    one, as the import lock has it)."""
+    if RULES_MODULE in sys.modules or _warming:
+        return
+    thread = threading.Thread(
+        target=importlib.import_module, args=(RULES_MODULE,), name="rules", daemon=True
+    )
+    _warming.append(thread)
+    thread.start()
+
+
 def _invalid(request: object) -> grpc.Status | None:
     if not isinstance(request, Message):
         return None  # a raw-bytes method carries no rules
+    # The rules (protovalidate and its runtime) load with the first request,
+    # or as the stack's start warms them (warm_later), not before it serves.
+    from .validation import violations_of
+
     violations = violations_of(request)
     if not violations:
         return None

@@ -30,7 +30,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from .config import ServiceConfig
 from .errors import DomainError, StorageUnavailable
 from .guarded import guarded_handlers
-from .interceptors import Authenticate, ServiceInterceptor
+from .interceptors import Authenticate, ServiceInterceptor, warm_request_rules
 from .internal_auth import require_token
 from .local import LocalEndpoint, LocalEndpoints
 from .reflection import enable_reflection
@@ -217,6 +217,7 @@ class ServiceHost:
         self._serving = True
         await self._set_health(health_pb2.HealthCheckResponse.SERVING)
         log.info("serving", extra={"address": self.address})
+        warm_request_rules()
 
     async def _serve_browsers(self) -> None:
         """Serve the definition to browsers at web_listen, if it is public

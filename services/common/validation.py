@@ -14,6 +14,7 @@ decoded) is checked in place as before: no rule is ever skipped.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from typing import Any
 
@@ -38,12 +39,19 @@ def _files_in_order(file: FileDescriptor | Any, seen: set[str]) -> Iterator[File
     yield file
 
 
-def _protobuf_py_type(descriptor: Descriptor | Any) -> type[protobuf.Message]:
+@functools.cache
+def _registry(file: FileDescriptor | Any) -> protobuf.Registry:
+    """The protobuf-py types of a proto file and of what it imports, made
+    once per file (the requests of one service share it: a start-up that
+    calls a service twice builds its file's types once)."""
     files = descriptor_pb2.FileDescriptorSet()
-    for file in _files_in_order(descriptor.file, set()):
-        file.CopyToProto(files.file.add())
-    registry = FileDescriptorSet.from_binary(files.SerializeToString()).to_registry()
-    found = registry.message(descriptor.full_name)
+    for each in _files_in_order(file, set()):
+        each.CopyToProto(files.file.add())
+    return FileDescriptorSet.from_binary(files.SerializeToString()).to_registry()
+
+
+def _protobuf_py_type(descriptor: Descriptor | Any) -> type[protobuf.Message]:
+    found = _registry(descriptor.file).message(descriptor.full_name)
     if found is None:  # the file set above declares it
         raise LookupError(descriptor.full_name)
     return found.type

@@ -12,16 +12,15 @@ someone pages moves to the top instead of shifting every page after it.
 
 from __future__ import annotations
 
-import base64
 import contextlib
-import json
 from collections.abc import Iterable, Mapping, Sequence
 
 from agenthost.sessionlog.v1 import session_log_pb2 as sl
 from agenthost.workspace.v1 import workspace_pb2 as ws
 
 from services.agentruntime.capabilities.subagents.children import SUBAGENTS_UNIT, child_ids
-from services.common.errors import BadPageToken, SessionNotFound
+from services.common import page_tokens
+from services.common.errors import SessionNotFound
 from services.projection.client import ProjectionClient
 from services.sessionlog.port import SessionLogPort
 
@@ -68,31 +67,15 @@ def page(
     size = size or DEFAULT_PAGE_SIZE
     start = 0
     if token:
-        after = _decode(token)
+        after = page_tokens.decode(token)
         start = next((i for i, row in enumerate(rows) if _order(row) > after), len(rows))
     shown = list(rows[start : start + size])
     more = start + size < len(rows)
-    return shown, _encode(_order(shown[-1])) if more and shown else ""
+    return shown, page_tokens.encode(_order(shown[-1])) if more and shown else ""
 
 
-def _order(summary: sl.SessionSummary) -> tuple[int, str]:
+def _order(summary: sl.SessionSummary) -> page_tokens.Place:
     return (-summary.updated_at.ToMicroseconds(), summary.id)
-
-
-def _encode(position: tuple[int, str]) -> str:
-    raw = json.dumps([position[0], position[1]]).encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
-
-
-def _decode(token: str) -> tuple[int, str]:
-    try:
-        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
-        first, second = json.loads(raw)
-    except (ValueError, TypeError) as error:
-        raise BadPageToken(token) from error
-    if not isinstance(first, int) or not isinstance(second, str):
-        raise BadPageToken(token)
-    return first, second
 
 
 # Session ids per list request to the session log (its limit).

@@ -8,8 +8,7 @@ import grpc
 from agenthost.gateway.v1 import gateway_pb2_grpc as gw_grpc
 from agenthost.projection.v1 import projection_pb2_grpc as pj_grpc
 
-from services.common.database import Backend, Database
-from services.common.postgres import PostgresStore
+from services.common.database import Backend, Database, postgres_probe
 from services.common.server import ServiceDefinition
 from services.planmode.client import PlanModeClient
 from services.sessionlog.port import SessionLogPort
@@ -18,7 +17,6 @@ from services.workspace.client import WorkspaceClient
 from .accounts import TokenStore, current_account
 from .fence_store import FenceStore, MemoryFenceStore
 from .fencing import Fences
-from .postgres_fences import PostgresFenceStore
 from .runtimes import RuntimeReplicas
 from .servicer import HEARTBEAT_S, SERVICE_NAME, GatewayServicer
 
@@ -68,7 +66,7 @@ def gateway_service(
         before_stop=[servicer.hub.stop],
         authenticate=authenticate,
         # PostgreSQL: NOT_SERVING while the fences cannot be reached.
-        probe=store.probe if isinstance(store, PostgresStore) else None,
+        probe=postgres_probe(store),
         web=True,
         servicer=servicer,
     )
@@ -77,6 +75,8 @@ def gateway_service(
 def fence_store(database: Database | None) -> FenceStore:
     """Shared by the gateways of a stack on PostgreSQL; else this one's own."""
     if database is not None and database.backend is Backend.POSTGRES:
+        from .postgres_fences import PostgresFenceStore  # psycopg only when it is used
+
         return PostgresFenceStore(database.postgres_dsn(), database.schema)
     return MemoryFenceStore()
 

@@ -7,15 +7,13 @@ from pathlib import Path
 import grpc
 from agenthost.projection.v1 import projection_pb2_grpc as pb_grpc
 
-from services.common.database import Backend, Database
-from services.common.postgres import PostgresStore
+from services.common.database import Backend, Database, postgres_probe
 from services.common.server import ServiceDefinition
 from services.planmode.projection_unit import PlanProjectionUnit
 from services.sessionlog.port import SessionLogPort
 
 from .checkpoint_store import CheckpointStore, SqliteCheckpointStore
 from .engine import ProjectionEngine
-from .postgres_checkpoint_store import PostgresCheckpointStore
 from .registry import UnitRegistry
 from .servicer import SERVICE_NAME, ProjectionServicer
 from .session_units import SESSION_UNITS
@@ -53,7 +51,7 @@ class ProjectionServiceDefinition(ServiceDefinition):
             close=self._close,
             before_stop=[self._stop_engine],
             # PostgreSQL: NOT_SERVING while the server is away (see workspace).
-            probe=store.probe if isinstance(store, PostgresStore) else None,
+            probe=postgres_probe(store),
         )
 
     @property
@@ -101,5 +99,7 @@ def projection_service(
 
 def checkpoint_store(database: Database) -> CheckpointStore:
     if database.backend is Backend.POSTGRES:
+        from .postgres_checkpoint_store import PostgresCheckpointStore  # psycopg when used
+
         return PostgresCheckpointStore(database.postgres_dsn(), database.schema)
     return SqliteCheckpointStore(database.sqlite_file("projection.db"))

@@ -19,15 +19,14 @@ from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, 
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 from agenthost.sessionlog.v1 import events_pb2, session_log_pb2
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from agenthost_core import folds, images
-from services.common import ranges
+from services.common import page_tokens, ranges
 from services.common.errors import (
-    BadPageToken,
     ImageNotFound,
     ImageRefused,
     InvalidArgument,
@@ -62,6 +61,7 @@ from .sqlite_store import SqliteSessionStore
 from .store import (
     EVERY_SESSION,
     Event,
+    PageKey,
     PendingSessions,
     SessionHeader,
     SessionStore,
@@ -157,11 +157,13 @@ class SessionLog:
         self._headers = Recent[str, SessionHeader](
             0 if isinstance(store, SharedStore) else HEADERS_CACHED
         )
-        # Likewise: where another replica may append, delete or reuse an id
-        # behind our back, the store is asked every time.
-        self._kept_folds = Recent[str, folds.SessionState](
-            0 if isinstance(store, SharedStore) else FOLDS_KEPT
-        )
+        # Folds kept, each with the position of the last event it folded.
+        # Where another replica may append, delete or reuse an id behind our
+        # back (a shared store), a kept fold is only where the next load
+        # starts: it reads on from the fold's last event, which must still be
+        # the one folded (positions are never reused), else folds afresh.
+        self._shared = isinstance(store, SharedStore)
+        self._kept_folds = Recent[str, KeptFold](FOLDS_KEPT)
 
     # -- sessions ----------------------------------------------------------------
 
@@ -193,9 +195,15 @@ class SessionLog:
     ) -> tuple[list[SessionSummary], str]:
         # The store asks for one row more than the page to learn whether more follow.
         size = ranges.page_size(page_size, "page_size", INT64_MAX - 1)
-        offset = _decode_page_token(page_token)
-        sessions, more = await self._store.list_sessions(size, offset, session_ids, running_only)
-        return sessions, str(min(offset + size, INT64_MAX)) if more else ""
+        after = None
+        if page_token:
+            neg_updated_us, last_id = page_tokens.decode(page_token)
+            after = PageKey(-neg_updated_us, last_id)
+        sessions, more = await self._store.list_sessions(size, after, session_ids, running_only)
+        if not (more and sessions):
+            return sessions, ""
+        last = sessions[-1]
+        return sessions, page_tokens.encode((-last.updated_at.ToMicroseconds(), last.id))
 
     async def search_sessions(
         self, request: session_log_pb2.SearchSessionsRequest
@@ -355,9 +363,20 @@ class SessionLog:
         if from_seq is not None:
             ranges.int64(from_seq, "from_seq")
         ranges.page_size(limit, "limit")
-        if await self._is_lazy(session_id):
+
+        async def stored(session_id: str) -> ReadResult | None:
+            # No header check first (as tail_page): the read asks the row anyway.
+            try:
+                return await self._store.read(session_id, from_seq, direction, limit)
+            except SessionNotFound:
+                return None
+
+        found = await self._locate(session_id, stored)
+        if found is None:
+            raise SessionNotFound(session_id)
+        if isinstance(found, Lazy):
             return ReadResult([], -1)
-        return self._counted(await self._store.read(session_id, from_seq, direction, limit))
+        return self._counted(found)
 
     async def tail_page(
         self,
@@ -391,9 +410,17 @@ class SessionLog:
     async def load_state(self, session_id: str) -> folds.SessionState:
         """The session's fold as of its last event: its checkpoint, if any,
         and the events after it (never the whole log of a long session)."""
-        if await self._is_lazy(session_id):
-            return folds.SessionState()
-        return await self._fold_tail(session_id, save_after=CHECKPOINT_EVERY)
+
+        async def stored(session_id: str) -> folds.SessionState | None:
+            try:
+                return await self._fold_tail(session_id, save_after=CHECKPOINT_EVERY)
+            except SessionNotFound:
+                return None
+
+        found = await self._locate(session_id, stored)
+        if found is None:
+            raise SessionNotFound(session_id)
+        return folds.SessionState() if isinstance(found, Lazy) else found
 
     async def maintain_checkpoints(self) -> None:
         """Renew the checkpoints appends made due, off the append path (runs
@@ -408,11 +435,12 @@ class SessionLog:
             session_id = next(iter(self._checkpoints_due))
             del self._checkpoints_due[session_id]
             try:
-                kept = self._kept_folds.recall(session_id)
+                kept = None if self._shared else self._kept_folds.recall(session_id)
                 if kept is None:
-                    await self._fold_tail(session_id, save_after=1)
+                    # A shared store's kept fold lags its appends: read on, and save.
+                    await self._fold_tail(session_id, save_after=0 if self._shared else 1)
                 else:
-                    await self._save_checkpoint(session_id, kept)
+                    await self._save_checkpoint(session_id, kept.state)
             except SessionNotFound:
                 pass  # deleted since: nothing to keep
             except Exception as error:  # the next due renewal tries again
@@ -422,22 +450,41 @@ class SessionLog:
         """The kept fold, else the checkpoint, and the events after it; saved
         again when at least `save_after` events were folded. The result is
         kept, to be folded on as appends come."""
-        state = self._kept_folds.recall(session_id)
-        if state is None:
-            state = await self._checkpointed(session_id)
+        kept = self._kept_folds.recall(session_id)
+        if kept is None:
+            kept = KeptFold(await self._checkpointed(session_id), 0)
+            check = False
+        else:
+            check = self._shared
+        state, position = kept
+        # A shared store's read starts at the fold's last event: its position
+        # checks a kept fold, and tells a loaded one's.
+        overlap = self._shared and state.last_seq >= 0
         folded = 0
         while True:
-            result = await self._store.read(
-                session_id, state.last_seq + 1, Direction.FORWARD, CATCH_UP_BATCH
-            )
+            start = state.last_seq if overlap else state.last_seq + 1
+            result = await self._store.read(session_id, start, Direction.FORWARD, CATCH_UP_BATCH)
             self._counted(result)
-            state = folds.fold_events(state, result.events)
-            folded += len(result.events)
+            events = result.events
+            if overlap:
+                overlap = False
+                same = bool(events) and events[0].seq == state.last_seq
+                if check and not (same and events[0].position == position):
+                    # Deleted and made again through another replica since.
+                    self._kept_folds.pop(session_id, None)
+                    return await self._fold_tail(session_id, save_after)
+                if same:
+                    position, events = events[0].position, events[1:]
+            state = folds.fold_events(state, events)
+            folded += len(events)
+            if events:
+                position = events[-1].position
             if len(result.events) < CATCH_UP_BATCH:
                 break
         if folded >= save_after:
             await self._save_checkpoint(session_id, state)
-        self._kept_folds.remember(session_id, state)
+        if position or not self._shared:
+            self._kept_folds.remember(session_id, KeptFold(state, position))
         return state
 
     async def _checkpointed(self, session_id: str) -> folds.SessionState:
@@ -455,11 +502,13 @@ class SessionLog:
         """Fold an append just committed into the session's kept fold, if
         one is kept and the append follows it; else the fold is no longer
         the log's (its appends came back out of their order), and is dropped."""
+        if self._shared:
+            return  # kept as it is: the next load reads on from its last event
         kept = self._kept_folds.pop(session_id, None)
-        if kept is None or seqs[0] != kept.last_seq + 1:
+        if kept is None or seqs[0] != kept.state.last_seq + 1:
             return
         try:
-            self._kept_folds[session_id] = folds.fold_events(kept, events, seqs)
+            self._kept_folds[session_id] = KeptFold(folds.fold_events(kept.state, events, seqs), 0)
         except Exception:
             # The append is committed: its caller must not see this. The
             # next renewal folds from the checkpoint and meets it there.
@@ -625,6 +674,14 @@ class SessionLog:
         return (await self._found(session_id))[1]
 
 
+class KeptFold(NamedTuple):
+    """A session's fold kept by the log, and the position of the last event
+    it folded (0: not known, never for a fold a shared store's log keeps)."""
+
+    state: folds.SessionState
+    position: int
+
+
 @dataclass(frozen=True)
 class Lazy:
     """A session found pending, not stored (_locate)."""
@@ -708,16 +765,6 @@ def _lazy_summary(header: SessionHeader) -> SessionSummary:
     summary.created_at.FromMicroseconds(header.created_at_us)
     summary.updated_at.FromMicroseconds(header.created_at_us)
     return summary
-
-
-def _decode_page_token(token: str) -> int:
-    """An offset we handed out: ASCII digits only (str.isdigit also takes
-    '²', which int() refuses) that fit a store's integer."""
-    if not token:
-        return 0
-    if not (token.isascii() and token.isdigit()) or int(token) > INT64_MAX:
-        raise BadPageToken(token)
-    return int(token)
 
 
 @asynccontextmanager

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
@@ -20,9 +21,7 @@ from services.common.server import ServiceDefinition
 from services.common.tasks import spawn
 
 from .domain import SessionLog, now_us
-from .postgres_store import PostgresSessionStore
 from .search import SearchStore
-from .search_postgres import PostgresSearchStore
 from .search_sqlite import SqliteSearchStore
 from .servicer import SERVICE_NAME, SessionLogServicer
 from .sqlite_store import SqliteSessionStore
@@ -76,7 +75,11 @@ def search_store(store: SessionStore) -> SearchStore | None:
     file, or tables in its PostgreSQL schema (none for another store)."""
     if isinstance(store, SqliteSessionStore):
         return SqliteSearchStore(store.path.parent / "search.db")
-    if isinstance(store, PostgresSessionStore):
+    # Only a process that made a PostgreSQL store has loaded it (and psycopg).
+    postgres = sys.modules.get("services.sessionlog.postgres_store")
+    if postgres is not None and isinstance(store, postgres.PostgresSessionStore):
+        from .search_postgres import PostgresSearchStore
+
         return PostgresSearchStore(store.dsn, store.schema)
     return None
 
@@ -99,5 +102,7 @@ def store_from_env(data_dir: Path, env: Mapping[str, str]) -> SessionStore:
 
 def session_store(database: Database) -> SessionStore:
     if database.backend is Backend.POSTGRES:
+        from .postgres_store import PostgresSessionStore  # psycopg only when it is used
+
         return PostgresSessionStore(database.postgres_dsn(), database.schema)
     return SqliteSessionStore(database.sqlite_file("sessionlog.db"))

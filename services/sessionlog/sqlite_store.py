@@ -42,6 +42,7 @@ from .store import (
     READ_IMAGE,
     UNLINK_IMAGES,
     Event,
+    PageKey,
     SessionHeader,
     SessionSummary,
     StateCheckpoint,
@@ -112,6 +113,8 @@ TOUCH_SESSION = (
     "title = COALESCE(?, title), preview = COALESCE(?, preview), "
     "running = COALESCE(?, running), waiting = COALESCE(?, waiting) WHERE id = ?"
 )
+# The rows after a page's last (sessions_by_update's order: a keyset, not an offset).
+AFTER_PAGE = "(updated_at_us < ? OR (updated_at_us = ? AND id > ?))"
 # Host parameters one statement binds at most (SQLite's old default limit is 999).
 CHUNK = 500
 # Columns added to `sessions` after its first release, for files made before.
@@ -249,16 +252,24 @@ class SqliteSessionStore:
         return await self._read(lambda db: _summary_or_none(db, session_id))
 
     async def list_sessions(
-        self, limit: int, offset: int, session_ids: Sequence[str], running_only: bool = False
+        self,
+        limit: int,
+        after: PageKey | None,
+        session_ids: Sequence[str],
+        running_only: bool = False,
     ) -> tuple[list[SessionSummary], bool]:
         def query(db: sqlite3.Connection) -> tuple[list[SessionSummary], bool]:
-            conditions, args = ["running = 1"] if running_only else [], [*session_ids]
+            conditions = ["running = 1"] if running_only else []
+            args: list[object] = [*session_ids]
             if session_ids:
                 conditions.append(f"id IN ({','.join('?' * len(session_ids))})")
+            if after is not None:
+                conditions.append(AFTER_PAGE)
+                args += [after.updated_at_us, after.updated_at_us, after.id]
             where = f"WHERE {' AND '.join(conditions)}" if conditions else ""
             rows = db.execute(
-                f"SELECT * FROM sessions {where} ORDER BY updated_at_us DESC, id LIMIT ? OFFSET ?",
-                (*args, limit + 1, offset),
+                f"SELECT * FROM sessions {where} ORDER BY updated_at_us DESC, id LIMIT ?",
+                (*args, limit + 1),
             ).fetchall()
             return [summary_from_row(r) for r in rows[:limit]], len(rows) > limit
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from agenthost.sessionlog.v1 import events_pb2, session_log_pb2
 
@@ -38,6 +38,14 @@ class SessionHeader:
     cwd: str
     created_at_us: int
     forked_from: str = ""
+
+
+class PageKey(NamedTuple):
+    """Where a page of sessions ends: its last row's update time and id
+    (the next page starts after it, in the order of `sessions_by_update`)."""
+
+    updated_at_us: int
+    id: str
 
 
 def summary_from_row(row: Mapping[str, Any]) -> SessionSummary:
@@ -219,11 +227,16 @@ class SessionStore(Protocol):
     async def last_position(self) -> int: ...
 
     async def list_sessions(
-        self, limit: int, offset: int, session_ids: Sequence[str], running_only: bool = False
+        self,
+        limit: int,
+        after: PageKey | None,
+        session_ids: Sequence[str],
+        running_only: bool = False,
     ) -> tuple[list[SessionSummary], bool]:
-        """Most recently updated first; the bool says whether more follow.
-        Only `session_ids` when given; only sessions with an open turn when
-        `running_only`."""
+        """Most recently updated first, then by id, from the first after
+        `after` (the last row of the page before) on; the bool says whether
+        more follow. Only `session_ids` when given; only sessions with an
+        open turn when `running_only`."""
         ...
 
     async def fork(

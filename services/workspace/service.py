@@ -7,13 +7,11 @@ from pathlib import Path
 import grpc
 from agenthost.workspace.v1 import workspace_pb2_grpc as pb_grpc
 
-from services.common.database import Backend, Database
-from services.common.postgres import PostgresStore
+from services.common.database import Backend, Database, postgres_probe
 from services.common.server import ServiceDefinition
 from services.sessionlog.port import SessionLogPort
 
 from .domain import Clock, Workspaces, now_us
-from .postgres_store import PostgresWorkspaceStore
 from .servicer import SERVICE_NAME, WorkspaceServicer
 from .store import SqliteWorkspaceStore, WorkspaceStore
 
@@ -37,7 +35,7 @@ def workspace_service(
 
     # PostgreSQL: health turns NOT_SERVING while the server is away and back
     # once a probe reaches it (SQLite is a local file: no probe).
-    probe = store.probe if isinstance(store, PostgresStore) else None
+    probe = postgres_probe(store)
     return ServiceDefinition(
         [SERVICE_NAME], register, open=store.open, close=store.close, probe=probe
     )
@@ -45,5 +43,7 @@ def workspace_service(
 
 def workspace_store(database: Database) -> WorkspaceStore:
     if database.backend is Backend.POSTGRES:
+        from .postgres_store import PostgresWorkspaceStore  # psycopg only when it is used
+
         return PostgresWorkspaceStore(database.postgres_dsn(), database.schema)
     return SqliteWorkspaceStore(database.sqlite_file("workspace.db"))

@@ -26,7 +26,7 @@ from services.sessionlog.postgres_store import (
     PostgresSessionStore,
 )
 from tests.support.clocks import ManualClock
-from tests.support.events import user
+from tests.support.events import title, user
 from tests.support.postgres import POSTGRES_DSN, drop_schema
 
 WAIT_S = 10.0
@@ -250,6 +250,31 @@ async def test_a_pending_session_deleted_through_the_other_replica_is_gone_from_
         # The id is free again, on either replica.
         await first.create_session("s", "/other")
         assert (await second.get_session("s")).cwd == "/other"
+
+
+async def test_a_fold_kept_on_one_replica_follows_what_the_other_does_to_the_session(
+    tmp_path: Path,
+) -> None:
+    """A replica keeps the folds it loaded, and a later load folds on from
+    them (reading only what came since); appends through the other replica,
+    and the session deleted and made again there under its id, are in it."""
+    async with two_replicas(tmp_path, "keptfold") as (first, second):
+        await first.create_session("s", "/w")
+        await first.append("s", [title("first"), user("one"), user("two")])
+        assert (await first.load_state("s")).title == "first"
+
+        await second.append("s", [title("second")])
+        read_before = first.stats.events_read
+        state = await first.load_state("s")
+        assert (state.title, state.last_seq) == ("second", 3)
+        assert first.stats.events_read - read_before == 2  # its own last event, and the new one
+
+        await second.delete_session("s")
+        await second.create_session("s", "/w")
+        await second.append("s", [user("a"), user("b"), user("c"), title("made again")])
+        state = await first.load_state("s")
+        assert (state.title, state.last_seq) == ("made again", 3)
+        assert state == (await second.load_state("s"))
 
 
 async def pending_table_persistence(schema: str) -> str:

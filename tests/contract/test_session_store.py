@@ -8,11 +8,12 @@ tests/support/stores.BACKENDS.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 
 import pytest
 from agenthost.sessionlog.v1 import events_pb2 as ev
 
+from services.common import page_tokens
 from services.common.errors import (
     BadPageToken,
     EventIdConflict,
@@ -479,14 +480,79 @@ async def test_limits_below_one_or_past_the_range_are_a_bad_page_size(
     assert refused.value.metadata["field"] == field
 
 
-@pytest.mark.parametrize("token", [str(INT64_MAX + 1), "9" * 200, "\u00b2", "\u0663", "-1", "1 "])
+@pytest.mark.parametrize(
+    "token",
+    [
+        str(INT64_MAX + 1),
+        "9" * 200,
+        "\u00b2",
+        "\u0663",
+        "-1",
+        "1 ",
+        page_tokens.encode((INT64_MAX + 1, "s")),  # no store holds the time
+        page_tokens.encode((INT64_MIN, "s")),  # nor its negation
+        page_tokens.encode((True, "s")),
+    ],
+)
 async def test_a_page_token_we_never_issued_is_refused(log: SessionLog, token: str) -> None:
     with pytest.raises(BadPageToken) as refused:
         await log.list_sessions(page_token=token)
     assert refused.value.metadata["field"] == "page_token"
 
 
-async def test_the_last_page_token_a_store_can_hold_reads_an_empty_page(log: SessionLog) -> None:
+async def test_a_token_past_every_session_reads_an_empty_page(log: SessionLog) -> None:
     await log.create_session("s", "/w")
     await log.append("s", [user("a")])
-    assert await log.list_sessions(page_size=1000, page_token=str(INT64_MAX)) == ([], "")
+    past_all = page_tokens.encode((INT64_MAX, "~"))  # updated at -INT64_MAX: below every row
+    assert await log.list_sessions(page_size=1000, page_token=past_all) == ([], "")
+
+
+async def listed_ids(log: SessionLog, page_size: int, session_ids: Sequence[str] = ()) -> list[str]:
+    """Every id of the list, page after page."""
+    ids: list[str] = []
+    token = ""
+    while True:
+        page, token = await log.list_sessions(page_size, token, session_ids)
+        ids += [s.id for s in page]
+        if not token:
+            return ids
+
+
+async def test_sessions_made_while_someone_pages_neither_repeat_nor_hide_a_row(
+    reopen: OpenLog,
+) -> None:
+    """Pages are cut after the last row shown (a keyset), not at an offset:
+    sessions made while a client pages go to the top, and the pages it has
+    yet to read show every older row once."""
+    await reopen()
+    clock = ManualClock()
+    log = SessionLog(reopen.store, clock)
+    for n in range(7):
+        await log.create_session(f"s{n}", "/w")
+        await log.append(f"s{n}", [user(f"hi {n}")])
+        clock.advance()
+
+    seen: list[str] = []
+    page, token = await log.list_sessions(page_size=3)
+    seen += [s.id for s in page]
+    newer = 7
+    while token:  # before each page, a newer session pushes every row down
+        await log.create_session(f"s{newer}", "/w")
+        await log.append(f"s{newer}", [user(f"hi {newer}")])
+        clock.advance()
+        newer += 1
+        page, token = await log.list_sessions(page_size=3, page_token=token)
+        seen += [s.id for s in page]
+    assert newer == 9
+    assert seen == [f"s{n}" for n in reversed(range(7))]
+    assert await listed_ids(log, 3) == [f"s{n}" for n in reversed(range(9))]
+
+
+async def test_sessions_updated_in_the_same_microsecond_page_by_id(reopen: OpenLog) -> None:
+    await reopen()
+    log = SessionLog(reopen.store, ManualClock())  # every one updated at the same time
+    for n in range(5):
+        await log.create_session(f"t{n}", "/w")
+        await log.append(f"t{n}", [user("same time")])
+    assert await listed_ids(log, 2) == [f"t{n}" for n in range(5)]
+    assert await listed_ids(log, 2, ["t4", "t1", "t3"]) == ["t1", "t3", "t4"]

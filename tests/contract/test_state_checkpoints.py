@@ -127,7 +127,9 @@ async def test_without_renewals_a_load_saves_the_checkpoint_the_next_load_starts
 
     log = await reopen()
     second = await log.load_state("s")
-    assert log.stats.events_read == 5
+    # A shared store's load reads from the checkpoint's own last event on
+    # (its position is what a kept fold is checked by): one more.
+    assert log.stats.events_read == 5 + isinstance(log._store, SharedStore)
     assert second == folds.fold_events(first, (await log.read("s", from_seq=3000)).events)
     assert second == await whole_fold(log, "s")
 

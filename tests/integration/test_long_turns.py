@@ -913,3 +913,64 @@ async def test_a_client_that_opens_the_session_mid_step_gets_the_text_so_far(
     assert "".join(u.delta for u in late_streamed) == REST
     assert [u.text for u in late_streamed][-1:] == [SO_FAR + REST]
     assert late_recorder.streamed(REASONING) == []
+
+
+# -- 5. many small chunks, and a cancel mid-stream ------------------------------------------------
+
+BURST = 300
+
+
+async def test_a_burst_of_small_chunks_reaches_every_client_exactly_in_fewer_frames(
+    tmp_path: Path, provider: FakeProvider
+) -> None:
+    """The model's chunks come faster than a reader reads: clients get its
+    text exactly, in order, merged into fewer frames than chunks."""
+    pieces = [f"w{i}{'ü' if i % 7 == 0 else ''} " for i in range(BURST)]
+    provider.enqueue(reply_of(*(text_chunk(p) for p in pieces)))
+    async with (
+        gateway_stack(tmp_path / "stack", adapter(provider)) as address,
+        sdk_client(address) as client,
+        raw_client(address, "raw-burst") as raw,
+    ):
+        await raw.connect()
+        session = await new_session(client, tmp_path / "project")
+        async with recording(session) as recorder:
+            await session.prompt("hi")
+            end = await recorder.turn_end()
+        await raw.until(lambda: has(raw.received, "turn_end"))
+    assert end.reason == ev.TURN_END_REASON_COMPLETED, end
+    for steps in (sdk_steps(recorder.updates), frame_steps(raw.received, session.id)):
+        assert [s.message.text for s in steps] == ["".join(pieces)]
+        assert_each_message_is_its_deltas(steps)
+    assert 1 <= len(deltas_of(raw.received)) < BURST
+
+
+async def test_a_cancel_mid_stream_leaves_clients_the_text_the_model_sent(
+    tmp_path: Path, provider: FakeProvider
+) -> None:
+    """Cancelled while pieces wait for their frame: every client still gets
+    the text the model sent before the cancel, once, before the logged
+    (partial) message, and nothing after it."""
+    never = asyncio.Event()
+    sent = ["Once ", "upon ", "a ", "time, ", "a ", "cancel."]
+    provider.enqueue(reply_of(*(text_chunk(p) for p in sent), never))
+    async with (
+        gateway_stack(tmp_path / "stack", adapter(provider)) as address,
+        sdk_client(address) as client,
+        raw_client(address, "raw-cancel") as raw,
+    ):
+        await raw.connect()
+        session = await new_session(client, tmp_path / "project")
+        async with recording(session) as recorder:
+            await session.prompt("a story")
+            await recorder.until(lambda: recorder.text_so_far().startswith("Once "))
+            assert await session.cancel()
+            end = await recorder.turn_end()
+        await raw.until(lambda: has(raw.received, "turn_end"))
+    assert end.reason == ev.TURN_END_REASON_CANCELLED, end
+    (kept,) = [e.assistant_message.text for e in recorder.events("assistant_message")]
+    # What the runtime had read of the model when the cancel came (all of it, mostly).
+    assert kept.startswith("Once ") and "".join(sent).startswith(kept), kept
+    for steps in (sdk_steps(recorder.updates), frame_steps(raw.received, session.id)):
+        assert [s.message.text for s in steps] == [kept]
+        assert_each_message_is_its_deltas(steps)

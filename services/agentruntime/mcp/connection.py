@@ -12,12 +12,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import enum
 import logging
 import os
 import tempfile
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +34,7 @@ from ..tools import ToolOutcome
 from .config import HTTP, ServerConfig
 from .launch import ServerUnconfinable, stdio_environment, stdio_launch
 from .results import outcome_of
+from .state import ServerState, State
 from .stdio import MessageTooLarge, stdio_transport
 
 log = logging.getLogger("agenthost.runtime.mcp")
@@ -46,19 +45,6 @@ BACKOFF_S = (0.5, 30.0)
 CALL_GRACE_S = 2.0
 # How much of a failed stdio server's stderr its reason quotes.
 STDERR_TAIL = 500
-
-
-class State(enum.Enum):
-    CONNECTING = "connecting"
-    READY = "ready"
-    FAILED = "failed"
-
-
-@dataclass(frozen=True)
-class ServerState:
-    state: State
-    tools: tuple[types.Tool, ...] = ()
-    error: str = ""
 
 
 class _ConnectionLost(Exception):

@@ -20,8 +20,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from mcp.client.stdio import get_default_environment
-
 from ..confinement import BWRAP, Jail, Prepared, Unconfinable, prepare
 from ..gates import WORKSPACE_WRITE
 from .config import UNCONFINED, ServerConfig
@@ -78,5 +76,8 @@ def own_folders_in_tmp(program: Sequence[str]) -> tuple[Path, ...]:
 
 def stdio_environment(server: ServerConfig) -> dict[str, str]:
     """The SDK's safe inherited variables (PATH, HOME, ...; no secrets of the
-    runtime's) and the entry's own."""
+    runtime's) and the entry's own. The SDK is imported here, when a stdio
+    server starts: the hooks import this module at start, and need no SDK."""
+    from mcp.client.stdio import get_default_environment
+
     return get_default_environment() | dict(server.env)

@@ -19,8 +19,7 @@ import re
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-
-import mcp_types as types
+from typing import TYPE_CHECKING
 
 from agenthost_core.folds import Approval, McpServerView
 from services.common.tasks import spawn
@@ -30,7 +29,12 @@ from ..gates import Effect
 from ..tools import Args, Tool, ToolContext, ToolOutcome
 from . import config
 from .config import McpConfig, ServerConfig
-from .connection import McpConnection, State
+from .state import State
+
+if TYPE_CHECKING:
+    import mcp_types as types
+
+    from .connection import McpConnection
 
 PREFIX = "mcp"
 # Tool names the model providers accept.
@@ -95,6 +99,9 @@ class McpServers:
         for server in configured.servers:
             connection = self._connections.get((cwd, server))
             if connection is None:
+                # The MCP SDK loads with the first server configured, not at start.
+                from .connection import McpConnection
+
                 connection = McpConnection(server, cwd, hidden, self._bwrap)
                 self._connections[(cwd, server)] = connection
                 connection.start()

@@ -14,8 +14,6 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-import httpx
-
 from services.agentruntime.models.base import ModelAdapter
 from services.agentruntime.models.builtin import BUILTIN_CONTEXT_WINDOW, BuiltinAdapter
 from services.agentruntime.models.openai_compat import (
@@ -45,6 +43,8 @@ async def unreachable_reason(base_url: str, timeout_s: float = 5.0) -> str | Non
     """Why the model server at `base_url` cannot be reached (None: it answered,
     whatever its status: a 401 or a 404 still proves the address), so that a
     wrong base URL shows when the stack starts, not when a turn fails."""
+    import httpx  # only where a model server is configured
+
     url = f"{base_url.rstrip('/')}/models"
     try:
         async with httpx.AsyncClient(timeout=timeout_s) as client:

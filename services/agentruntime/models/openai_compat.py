@@ -57,10 +57,11 @@ import os
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Iterable, Mapping, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
-import httpx
-from httpx_sse import EventSource, ServerSentEvent, SSEError
+if TYPE_CHECKING:
+    import httpx
+    from httpx_sse import EventSource, ServerSentEvent
 
 from services.agentruntime.models.base import (
     FINISH_STOP,
@@ -345,6 +346,10 @@ class OpenAICompatAdapter:
         self.limits = TimeLimits.of(config)
         # Sent with every request, so a client passed in gets the same limits:
         # httpx connects within the connect limit and never times out reads.
+        # The HTTP client loads with the first adapter (a model configured),
+        # not with the runtime: the built-in model needs none of it.
+        import httpx
+
         self._timeout = httpx.Timeout(None, connect=config.connect_timeout_s)
         self._owns_client = client is None
         self._client = client or httpx.AsyncClient(timeout=self._timeout)
@@ -387,6 +392,9 @@ class OpenAICompatAdapter:
         self, body: dict[str, Any], clock: _Clock
     ) -> AsyncGenerator[ModelChunk, None]:
         """One HTTP exchange; transport failures become `_RetryableFailure`."""
+        import httpx  # loaded already by __init__
+        from httpx_sse import EventSource, SSEError
+
         started = clock.now()
         try:
             response = await clock.within(self.limits.first_byte, self._send(body), since=started)

@@ -14,7 +14,6 @@ the text was typed, within a timeout.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import fcntl
 import os
 import re
@@ -24,14 +23,16 @@ import termios
 import time
 from dataclasses import dataclass
 from pathlib import Path
-
-import pyte
+from typing import TYPE_CHECKING
 
 from agenthost_core.folds import TERMINAL
 
 from ...confinement import Jail, Prepared, prepare
 from ...shell import KILL_GRACE_S, NotStarted, shell_environment, shell_program, signal_group
 from .live import Job
+
+if TYPE_CHECKING:
+    import pyte
 
 SETSID = "/usr/bin/setsid"
 COLUMNS, ROWS = 120, 32
@@ -42,19 +43,6 @@ SINCE_ROWS = 500
 SETTLE_S = 0.5
 READ_BYTES = 65536
 TERM = "xterm-256color"
-
-
-class _Screen(pyte.HistoryScreen):
-    """The terminal's screen; it answers the program's queries (where is
-    the cursor?) as a terminal would, so a program that asks never hangs."""
-
-    def __init__(self, columns: int, lines: int, reply: int) -> None:
-        super().__init__(columns, lines, history=SCROLLBACK, ratio=0.5)
-        self._reply = reply
-
-    def write_process_input(self, data: str) -> None:
-        with contextlib.suppress(OSError):  # the program is gone
-            os.write(self._reply, data.encode())
 
 
 @dataclass(frozen=True)
@@ -86,7 +74,12 @@ class Terminal(Job):
         self._master = master
         self._prepared = prepared
         self.columns, self.rows = size
-        self.screen = _Screen(self.columns, self.rows, master)
+        # pyte loads with the first terminal, not with the runtime.
+        import pyte
+
+        from .screen import Screen
+
+        self.screen = Screen(self.columns, self.rows, master, SCROLLBACK)
         self._stream = pyte.ByteStream(self.screen)
         self._since = pyte.Screen(self.columns, SINCE_ROWS)
         self._since_stream = pyte.ByteStream(self._since)

@@ -10,7 +10,8 @@ import sys
 from pathlib import Path
 
 from services.agentruntime.mcp.config import UNCONFINED, ServerConfig
-from services.agentruntime.mcp.connection import McpConnection, State
+from services.agentruntime.mcp.connection import McpConnection
+from services.agentruntime.mcp.state import State
 
 WAIT_S = 30.0
 

@@ -20,7 +20,7 @@ from agenthost.sessionlog.v1 import events_pb2 as ev
 
 from agenthost_core.folds import Question
 from services.agentruntime.mcp import McpServers
-from services.agentruntime.mcp.connection import State
+from services.agentruntime.mcp.state import State
 from services.agentruntime.models.builtin import BuiltinAdapter, ScriptedReply, ScriptedToolCall
 from services.agentruntime.models.openai_compat import OpenAICompatAdapter, OpenAICompatConfig
 from services.agentruntime.models.tests.fake_provider import (
