@@ -448,7 +448,14 @@ TIME_FILTERS: tuple[TimeFilter, ...] = (
 
 def query_from_proto(request: session_log_pb2.SearchSessionsRequest) -> SearchQuery:
     def micros(name: TimeFilter) -> int | None:
-        return getattr(request, name).ToMicroseconds() if request.HasField(name) else None
+        if not request.HasField(name):
+            return None
+        try:
+            # Out of a Timestamp's range (years 1 to 9999) it cannot be read.
+            getattr(request, name).ToDatetime()
+        except (ValueError, OverflowError):
+            raise InvalidRequest(name, "is not a time between the years 1 and 9999") from None
+        return int(getattr(request, name).ToMicroseconds())
 
     return SearchQuery(
         text=request.query,

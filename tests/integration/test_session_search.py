@@ -12,7 +12,9 @@ from datetime import UTC, timedelta
 from pathlib import Path
 
 import pytest
+from agenthost.gateway.v1 import gateway_pb2 as gw
 from agenthost.sessionlog.v1 import session_log_pb2 as sl
+from google.protobuf.timestamp_pb2 import Timestamp
 
 from clients.sdk import AgentHostClient
 from clients.sdk.errors import InvalidArgumentError
@@ -108,6 +110,14 @@ async def test_bad_queries_and_page_tokens_are_typed_errors(gateway: GatewayHarn
         with pytest.raises(InvalidArgumentError) as bad_token:
             await alice.search_sessions("anything", page_token="not-ours")
         assert bad_token.value.reason == "BAD_PAGE_TOKEN"
+        # A time no calendar holds (a raw request: the SDK takes datetimes).
+        past_the_calendar = Timestamp(seconds=2**63 - 1)
+        with pytest.raises(InvalidArgumentError) as bad_time:
+            await alice.call(
+                alice.stub.SearchSessions,
+                gw.SearchSessionsRequest(query="anything", updated_after=past_the_calendar),
+            )
+        assert bad_time.value.reason == "INVALID_REQUEST"
 
 
 async def test_workspace_archived_and_time_filters_narrow_the_search_and_pages_follow(
