@@ -28,13 +28,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.browser import SCREENSHOTS, WEB_DIR, built_web_client, page_test
 from tests.support.hosts import REPO
-from tests.support.node import INSTALL_TIMEOUT_S, agenthost_up, assert_passed, run, tool
+from tests.support.node import INSTALL_TIMEOUT_S, agenthost_up
 
-WEB_DIR = REPO / "clients" / "web"
 BUILTIN_SCRIPT = WEB_DIR / "test" / "builtin-script.json"
-SCREENSHOTS = REPO / "build" / "screenshots"
-CHROMIUM = Path("/usr/bin/chromium")
 BROWSER_TESTS = (
     "the page takes its token from the fragment and locks the composer until a workspace is chosen",
     "New Session opens one reusable blank session per workspace",
@@ -85,14 +83,6 @@ TIMEOUT_S = 60
 BROWSER_TIMEOUT_S = 240
 
 
-def _need_chromium() -> None:
-    """Fails (never skips) without the browser the machine should have."""
-    assert CHROMIUM.is_file(), (
-        f"{CHROMIUM} is missing: the web client's test needs Debian's chromium "
-        "(run .ci/prepare-chromium, or apt-get install chromium)"
-    )
-
-
 def _page_html(url: str) -> str:
     with urllib.request.urlopen(url, timeout=TIMEOUT_S) as reply:  # loopback only
         return str(reply.read().decode())
@@ -100,11 +90,7 @@ def _page_html(url: str) -> str:
 
 @pytest.mark.timeout(INSTALL_TIMEOUT_S * 2 + BROWSER_TIMEOUT_S + TIMEOUT_S)
 async def test_web_client_in_chromium(tmp_path: Path) -> None:
-    _need_chromium()
-    node = tool("node")
-    tool("npm")
-    code, output = await run([tool("make"), "web"], REPO, None, INSTALL_TIMEOUT_S * 2)
-    assert code == 0, f"make web (the SDK, npm ci, tsc --noEmit, vite build) failed:\n{output}"
+    await built_web_client()
     workspace = tmp_path / "project"
     (workspace / ".agenthost" / "commands").mkdir(parents=True)
     (workspace / ".agenthost" / "commands" / "review.md").write_text(REVIEW_COMMAND)
@@ -114,14 +100,8 @@ async def test_web_client_in_chromium(tmp_path: Path) -> None:
         token = (data_dir / "token").read_text().strip()
         assert page == f"{up['web']}/#token={token}"
         assert '<div id="root">' in await asyncio.to_thread(_page_html, str(up["web"]))
-        env = {
-            **os.environ,
-            "AGENTHOST_PAGE_URL": page,
-            "AGENTHOST_WORKSPACE": str(workspace.resolve()),
-            "SCREENSHOT_DIR": str(SCREENSHOTS),
-        }
-        argv = [node, "--test", "--test-reporter=tap", "test/browser.test.mjs"]
-        assert_passed(*await run(argv, WEB_DIR, env, BROWSER_TIMEOUT_S), BROWSER_TESTS)
+        env = {"AGENTHOST_PAGE_URL": page, "AGENTHOST_WORKSPACE": str(workspace.resolve())}
+        await page_test("browser.test.mjs", env, BROWSER_TESTS, BROWSER_TIMEOUT_S)
         for name in SCREENSHOT_NAMES:
             assert (SCREENSHOTS / f"{name}.png").stat().st_size > 0
         assert (workspace / "notes.txt").read_text() == "notes\n"
@@ -180,11 +160,7 @@ async def _chat(workspace: Path, data_dir: Path, gateway: str, line: str) -> str
 async def test_web_client_renders_markdown_diffs_and_tool_rows_in_chromium(tmp_path: Path) -> None:
     """Markdown, code and tables formatted; a hostile reply inert; an edit's
     approval with its context; denied and kept-planning calls told apart."""
-    _need_chromium()
-    node = tool("node")
-    tool("npm")
-    code, output = await run([tool("make"), "web"], REPO, None, INSTALL_TIMEOUT_S * 2)
-    assert code == 0, f"make web failed:\n{output}"
+    await built_web_client()
     for chunk in (WEB_DIR / "dist" / "assets").glob("*.js"):
         size = len(gzip.compress(chunk.read_bytes()))
         assert size < MAX_CHUNK_GZIP_BYTES, f"{chunk.name} is {size} bytes gzipped"
@@ -195,13 +171,11 @@ async def test_web_client_renders_markdown_diffs_and_tool_rows_in_chromium(tmp_p
         tmp_path / "data", {"AGENTHOST_BUILTIN_SCRIPT": str(RENDERING_SCRIPT)}
     ) as up:
         env = {
-            **os.environ,
             "AGENTHOST_PAGE_URL": str(up["page"]),
             "AGENTHOST_WORKSPACE": str(workspace.resolve()),
             "DOCS_DIR": str(DOCS),
         }
-        argv = [node, "--test", "--test-reporter=tap", "test/rendering.test.mjs"]
-        assert_passed(*await run(argv, WEB_DIR, env, BROWSER_TIMEOUT_S), RENDERING_TESTS)
+        await page_test("rendering.test.mjs", env, RENDERING_TESTS, BROWSER_TIMEOUT_S)
     for name in DOCS_SCREENSHOTS:
         assert (DOCS / name).stat().st_size > 0
     assert "return 2" in (workspace / "app.py").read_text()

@@ -5,20 +5,16 @@ Chromium while the built-in model plays clients/web/test/context-script.json
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
-from tests.support.hosts import REPO
-from tests.support.node import INSTALL_TIMEOUT_S, agenthost_up, assert_passed, run, tool
+from tests.support.browser import SCREENSHOTS, WEB_DIR, built_web_client, page_test
+from tests.support.node import agenthost_up
 
-WEB_DIR = REPO / "clients" / "web"
 SCRIPT = WEB_DIR / "test" / "context-script.json"
-SCREENSHOTS = REPO / "build" / "screenshots"
 BROWSER_TIMEOUT_S = 180
 
 
 def _project(tmp_path: Path) -> Path:
-    assert Path("/usr/bin/chromium").is_file(), "needs Debian's chromium (.ci/prepare-chromium)"
     workspace = tmp_path / "project"
     (workspace / "src").mkdir(parents=True)
     (workspace / "src" / "app.py").write_text("def answer():\n    return 41\n")
@@ -28,28 +24,19 @@ def _project(tmp_path: Path) -> Path:
 
 async def test_the_task_list_strip_and_at_paths_in_chromium(tmp_path: Path) -> None:
     workspace = _project(tmp_path)
-    node = tool("node")
-    code, output = await run([tool("make"), "web"], REPO, None, INSTALL_TIMEOUT_S)
-    assert code == 0, output
+    await built_web_client()
     async with agenthost_up(tmp_path / "data", {"AGENTHOST_BUILTIN_SCRIPT": str(SCRIPT)}) as up:
         env = {
-            **os.environ,
             "AGENTHOST_PAGE_URL": str(up["page"]),
             "AGENTHOST_WORKSPACE": str(workspace.resolve()),
-            "SCREENSHOT_DIR": str(SCREENSHOTS),
         }
-        argv = [
-            node,
-            "--test",
-            "--test-concurrency=1",
-            "--test-reporter=tap",
-            "test/context.test.mjs",
-        ]
-        assert_passed(
-            *await run(argv, WEB_DIR, env, BROWSER_TIMEOUT_S),
+        await page_test(
+            "context.test.mjs",
+            env,
             (
                 "the task list shows as a strip above the transcript as the turn changes it",
                 "typing @ offers the folder's paths and the file taken is attached",
             ),
+            BROWSER_TIMEOUT_S,
         )
     assert (SCREENSHOTS / "todos-strip.png").stat().st_size > 0

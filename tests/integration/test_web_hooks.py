@@ -6,22 +6,19 @@ model plays clients/web/test/hooks-script.json in a project whose
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
 
 from services.agentruntime.confinement import probe
-from tests.support.hosts import REPO
-from tests.support.node import INSTALL_TIMEOUT_S, agenthost_up, assert_passed, run, tool
+from tests.support.browser import SCREENSHOTS, WEB_DIR, built_web_client, page_test
+from tests.support.node import agenthost_up
 
 pytestmark = pytest.mark.skipif(
     probe() is not None, reason=f"commands cannot be confined here: {probe()}"
 )
 
-WEB_DIR = REPO / "clients" / "web"
 SCRIPT = WEB_DIR / "test" / "hooks-script.json"
-SCREENSHOTS = REPO / "build" / "screenshots"
 BROWSER_TIMEOUT_S = 180
 GUARD = """\
 import json, sys
@@ -33,7 +30,6 @@ if "rm -rf" in command:
 
 
 def _project(tmp_path: Path) -> Path:
-    assert Path("/usr/bin/chromium").is_file(), "needs Debian's chromium (.ci/prepare-chromium)"
     workspace = tmp_path / "project"
     (workspace / ".claude" / "hooks").mkdir(parents=True)
     (workspace / ".claude" / "hooks" / "guard.py").write_text(GUARD)
@@ -49,19 +45,16 @@ def _project(tmp_path: Path) -> Path:
 
 async def test_hook_runs_are_rows_of_the_transcript_in_chromium(tmp_path: Path) -> None:
     workspace = _project(tmp_path)
-    node = tool("node")
-    code, output = await run([tool("make"), "web"], REPO, None, INSTALL_TIMEOUT_S)
-    assert code == 0, output
+    await built_web_client()
     async with agenthost_up(tmp_path / "data", {"AGENTHOST_BUILTIN_SCRIPT": str(SCRIPT)}) as up:
         env = {
-            **os.environ,
             "AGENTHOST_PAGE_URL": str(up["page"]),
             "AGENTHOST_WORKSPACE": str(workspace.resolve()),
-            "SCREENSHOT_DIR": str(SCREENSHOTS),
         }
-        argv = [node, "--test", "--test-reporter=tap", "test/hooks.test.mjs"]
-        assert_passed(
-            *await run(argv, WEB_DIR, env, BROWSER_TIMEOUT_S),
+        await page_test(
+            "hooks.test.mjs",
+            env,
             ("each hook's run is a row of the transcript where it ran, and stays there",),
+            BROWSER_TIMEOUT_S,
         )
     assert (SCREENSHOTS / "hook-rows.png").stat().st_size > 0

@@ -7,16 +7,15 @@ it. Needs node, npm and chromium; never skipped."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
 from services.agentruntime.models.tests.fake_provider import FakeProvider
-from tests.integration.test_web_client import CHROMIUM, SCREENSHOTS, WEB_DIR
+from tests.support.browser import built_web_client, page_test
 from tests.support.images import image_parts, images_provider, images_stack, png
-from tests.support.node import INSTALL_TIMEOUT_S, assert_passed, run, tool
+from tests.support.node import INSTALL_TIMEOUT_S
 
 BROWSER_TESTS = (
     "a pasted and a dropped image show as thumbnails, and one can be taken out",
@@ -36,10 +35,7 @@ async def provider() -> AsyncIterator[FakeProvider]:
 async def test_an_image_pasted_in_the_browser_reaches_the_model(
     tmp_path: Path, provider: FakeProvider
 ) -> None:
-    assert CHROMIUM.is_file(), f"{CHROMIUM} is missing (apt-get install chromium)"
-    node = tool("node")
-    code, output = await run([tool("make"), "web"], WEB_DIR.parents[1], None, INSTALL_TIMEOUT_S * 2)
-    assert code == 0, f"make web failed:\n{output}"
+    await built_web_client()
     workspace = (tmp_path / "project").resolve()
     workspace.mkdir()
     pictures = tmp_path / "images"
@@ -49,13 +45,10 @@ async def test_an_image_pasted_in_the_browser_reaches_the_model(
     (pictures / "dropped.png").write_bytes(dropped)
     async with images_stack(tmp_path, provider) as stack:
         env = {
-            **os.environ,
             "AGENTHOST_PAGE_URL": f"{stack.web_url}/#token={stack.token()}",
             "AGENTHOST_WORKSPACE": str(workspace),
             "IMAGES_DIR": str(pictures),
-            "SCREENSHOT_DIR": str(SCREENSHOTS),
         }
-        argv = [node, "--test", "--test-reporter=tap", "test/images.test.mjs"]
-        assert_passed(*await run(argv, WEB_DIR, env, BROWSER_TIMEOUT_S), BROWSER_TESTS)
+        await page_test("images.test.mjs", env, BROWSER_TESTS, BROWSER_TIMEOUT_S)
     (request,) = provider.requests
     assert image_parts(request.body) == [pasted]

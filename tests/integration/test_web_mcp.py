@@ -6,22 +6,19 @@ the reference test server (tests/mcp, `make mcp-test-servers`)."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from pathlib import Path
 
+from tests.support.browser import SCREENSHOTS, WEB_DIR, built_web_client, page_test
 from tests.support.hosts import REPO
-from tests.support.node import INSTALL_TIMEOUT_S, agenthost_up, assert_passed, run, tool
+from tests.support.node import INSTALL_TIMEOUT_S, agenthost_up, run, tool
 
-WEB_DIR = REPO / "clients" / "web"
 SCRIPT = WEB_DIR / "test" / "mcp-script.json"
 EVERYTHING = REPO / "tests/mcp/node_modules/@modelcontextprotocol/server-everything/dist/index.js"
-SCREENSHOTS = REPO / "build" / "screenshots"
 BROWSER_TIMEOUT_S = 180
 
 
 def _workspace_with_the_server(tmp_path: Path) -> Path:
-    assert Path("/usr/bin/chromium").is_file(), "needs Debian's chromium (.ci/prepare-chromium)"
     workspace = tmp_path / "project"
     (workspace / ".agenthost").mkdir(parents=True)
     server = {"command": shutil.which("node"), "args": [str(EVERYTHING)]}
@@ -33,21 +30,15 @@ def _workspace_with_the_server(tmp_path: Path) -> Path:
 
 async def test_the_mcp_panel_in_chromium(tmp_path: Path) -> None:
     workspace = _workspace_with_the_server(tmp_path)
-    node = tool("node")
-    code, output = await run(
-        [tool("make"), "web", "mcp-test-servers"], REPO, None, INSTALL_TIMEOUT_S
-    )
+    await built_web_client()
+    code, output = await run([tool("make"), "mcp-test-servers"], REPO, None, INSTALL_TIMEOUT_S)
     assert code == 0, output
     async with agenthost_up(tmp_path / "data", {"AGENTHOST_BUILTIN_SCRIPT": str(SCRIPT)}) as up:
-        env = {
-            **os.environ,
-            "AGENTHOST_PAGE_URL": str(up["page"]),
-            "AGENTHOST_WORKSPACE": str(workspace),
-            "SCREENSHOT_DIR": str(SCREENSHOTS),
-        }
-        argv = [node, "--test", "--test-reporter=tap", "test/mcp.test.mjs"]
-        assert_passed(
-            *await run(argv, WEB_DIR, env, BROWSER_TIMEOUT_S),
+        env = {"AGENTHOST_PAGE_URL": str(up["page"]), "AGENTHOST_WORKSPACE": str(workspace)}
+        await page_test(
+            "mcp.test.mjs",
+            env,
             ("an MCP tool is approved in the page and the panel shows its server",),
+            BROWSER_TIMEOUT_S,
         )
     assert (SCREENSHOTS / "mcp-panel.png").stat().st_size > 0

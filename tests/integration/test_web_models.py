@@ -10,7 +10,6 @@ never skipped."""
 
 from __future__ import annotations
 
-import os
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
@@ -36,8 +35,8 @@ from services.agentruntime.models.tests.fake_provider import (
 )
 from services.embedded import EmbeddedStack
 from services.sessionlog.client import SessionLogClient
-from tests.integration.test_web_client import CHROMIUM, SCREENSHOTS, WEB_DIR
-from tests.support.node import INSTALL_TIMEOUT_S, assert_passed, run, tool
+from tests.support.browser import built_web_client, page_test
+from tests.support.node import INSTALL_TIMEOUT_S
 
 ALT_REPLY = "Alt model here."
 BROWSER_TESTS = (
@@ -80,10 +79,7 @@ def turn_ended(session: Session, turns: int) -> bool:
 async def test_the_web_client_shows_usage_and_switches_models(
     tmp_path: Path, provider: FakeProvider
 ) -> None:
-    assert CHROMIUM.is_file(), f"{CHROMIUM} is missing (apt-get install chromium)"
-    node = tool("node")
-    code, output = await run([tool("make"), "web"], WEB_DIR.parents[1], None, INSTALL_TIMEOUT_S * 2)
-    assert code == 0, f"make web failed:\n{output}"
+    await built_web_client()
     # Two requests as the provider reports them: the context is the last
     # one's (52.5k of 128k), the cost (60000 x $1 + 3000 x $6) / 1M = $0.078.
     provider.enqueue(answer(10_000, 500), answer(50_000, 2_500))
@@ -105,14 +101,11 @@ async def test_the_web_client_shows_usage_and_switches_models(
                 await opened.prompt(text)
                 await opened.wait_until(partial(turn_ended, turns=turns), WAIT_S)
         env = {
-            **os.environ,
             "AGENTHOST_PAGE_URL": f"{stack.web_url}/?session={session.id}#token={token}",
             "ALT_REPLY": ALT_REPLY,
-            "SCREENSHOT_DIR": str(SCREENSHOTS),
             "SETTINGS_FILE": str(settings_file),
         }
-        argv = [node, "--test", "--test-reporter=tap", "test/models.test.mjs"]
-        assert_passed(*await run(argv, WEB_DIR, env, BROWSER_TIMEOUT_S), BROWSER_TESTS)
+        await page_test("models.test.mjs", env, BROWSER_TESTS, BROWSER_TIMEOUT_S)
         assert (len(alt.requests), len(provider.requests)) == (1, 2)
         log = SessionLogClient(stack.channel("sessionlog"))
         events = (await log.read(session.id, limit=1000)).events

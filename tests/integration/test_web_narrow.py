@@ -8,14 +8,12 @@ leaves the last reply in view. Needs node, npm and chromium; never skipped."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
-from tests.integration.test_web_client import CHROMIUM, SCREENSHOTS, WEB_DIR
-from tests.support.hosts import REPO
-from tests.support.node import INSTALL_TIMEOUT_S, agenthost_up, assert_passed, run, tool
+from tests.support.browser import WEB_DIR, built_web_client, page_test
+from tests.support.node import INSTALL_TIMEOUT_S, agenthost_up
 
 SCRIPT = WEB_DIR / "test" / "narrow-script.json"
 BROWSER_TESTS = (
@@ -30,19 +28,12 @@ BROWSER_TIMEOUT_S = 180
 
 @pytest.mark.timeout(INSTALL_TIMEOUT_S * 2 + BROWSER_TIMEOUT_S + 60)
 async def test_the_web_client_reads_well_800_px_wide(tmp_path: Path) -> None:
-    assert CHROMIUM.is_file(), f"{CHROMIUM} is missing (apt-get install chromium)"
-    node = tool("node")
-    tool("npm")
-    code, output = await run([tool("make"), "web"], REPO, None, INSTALL_TIMEOUT_S * 2)
-    assert code == 0, f"make web failed:\n{output}"
+    await built_web_client()
     workspace = tmp_path / "project"
     workspace.mkdir()
     async with agenthost_up(tmp_path / "data", {"AGENTHOST_BUILTIN_SCRIPT": str(SCRIPT)}) as up:
         env = {
-            **os.environ,
             "AGENTHOST_PAGE_URL": str(up["page"]),
             "AGENTHOST_WORKSPACE": str(workspace.resolve()),
-            "SCREENSHOT_DIR": str(SCREENSHOTS),
         }
-        argv = [node, "--test", "--test-reporter=tap", "test/narrow.test.mjs"]
-        assert_passed(*await run(argv, WEB_DIR, env, BROWSER_TIMEOUT_S), BROWSER_TESTS)
+        await page_test("narrow.test.mjs", env, BROWSER_TESTS, BROWSER_TIMEOUT_S)

@@ -6,14 +6,12 @@ brings the workspace lists back. Needs node, npm and chromium; never skipped."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
-from tests.integration.test_web_client import CHROMIUM, SCREENSHOTS, WEB_DIR
-from tests.support.hosts import REPO
-from tests.support.node import INSTALL_TIMEOUT_S, agenthost_up, assert_passed, run, tool
+from tests.support.browser import built_web_client, page_test
+from tests.support.node import INSTALL_TIMEOUT_S, agenthost_up
 
 BROWSER_TESTS = (
     "two sessions are worked in, the second prompt of the first naming a quokka",
@@ -27,19 +25,12 @@ BROWSER_TIMEOUT_S = 180
 
 @pytest.mark.timeout(INSTALL_TIMEOUT_S * 2 + BROWSER_TIMEOUT_S + 60)
 async def test_the_web_client_searches_sessions(tmp_path: Path) -> None:
-    assert CHROMIUM.is_file(), f"{CHROMIUM} is missing (apt-get install chromium)"
-    node = tool("node")
-    tool("npm")
-    code, output = await run([tool("make"), "web"], REPO, None, INSTALL_TIMEOUT_S * 2)
-    assert code == 0, f"make web failed:\n{output}"
+    await built_web_client()
     workspace = tmp_path / "project"
     workspace.mkdir()
     async with agenthost_up(tmp_path / "data", {}) as up:
         env = {
-            **os.environ,
             "AGENTHOST_PAGE_URL": str(up["page"]),
             "AGENTHOST_WORKSPACE": str(workspace.resolve()),
-            "SCREENSHOT_DIR": str(SCREENSHOTS),
         }
-        argv = [node, "--test", "--test-reporter=tap", "test/search.test.mjs"]
-        assert_passed(*await run(argv, WEB_DIR, env, BROWSER_TIMEOUT_S), BROWSER_TESTS)
+        await page_test("search.test.mjs", env, BROWSER_TESTS, BROWSER_TIMEOUT_S)

@@ -5,27 +5,23 @@ that writes a file; a task call whose subagent runs a command, which asks)."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
 from services.agentruntime.confinement import probe
-from tests.support.hosts import REPO
-from tests.support.node import INSTALL_TIMEOUT_S, agenthost_up, assert_passed, run, tool
+from tests.support.browser import SCREENSHOTS, WEB_DIR, built_web_client, page_test
+from tests.support.node import agenthost_up
 
 pytestmark = pytest.mark.skipif(
     probe() is not None, reason=f"commands cannot be confined here: {probe()}"
 )
 
-WEB_DIR = REPO / "clients" / "web"
 SCRIPT = WEB_DIR / "test" / "undo-script.json"
-SCREENSHOTS = REPO / "build" / "screenshots"
 BROWSER_TIMEOUT_S = 180
 
 
 def _project(tmp_path: Path) -> Path:
-    assert Path("/usr/bin/chromium").is_file(), "needs Debian's chromium (.ci/prepare-chromium)"
     workspace = tmp_path / "project"
     workspace.mkdir()
     (workspace / "a.txt").write_text("a\n")
@@ -34,24 +30,21 @@ def _project(tmp_path: Path) -> Path:
 
 async def test_undo_and_subagents_in_chromium(tmp_path: Path) -> None:
     workspace = _project(tmp_path)
-    node = tool("node")
-    code, output = await run([tool("make"), "web"], REPO, None, INSTALL_TIMEOUT_S)
-    assert code == 0, output
+    await built_web_client()
     async with agenthost_up(tmp_path / "data", {"AGENTHOST_BUILTIN_SCRIPT": str(SCRIPT)}) as up:
         env = {
-            **os.environ,
             "AGENTHOST_PAGE_URL": str(up["page"]),
             "AGENTHOST_WORKSPACE": str(workspace.resolve()),
-            "SCREENSHOT_DIR": str(SCREENSHOTS),
         }
-        argv = [node, "--test", "--test-reporter=tap", "test/undo.test.mjs"]
-        assert_passed(
-            *await run(argv, WEB_DIR, env, BROWSER_TIMEOUT_S),
+        await page_test(
+            "undo.test.mjs",
+            env,
             (
                 "a turn's files show with their diff and undo; redo asks before overwriting",
                 "a subagent's approval is answered in the page and its transcript opens "
                 "from its task call",
             ),
+            BROWSER_TIMEOUT_S,
         )
     for shot in ("turn-changes.png", "subagent-row.png"):
         assert (SCREENSHOTS / shot).stat().st_size > 0
