@@ -10,9 +10,12 @@ either adapter's context window (a script's `context_window` wins).
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import Mapping
+from contextlib import suppress
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from services.agentruntime.models.base import ModelAdapter
 from services.agentruntime.models.builtin import BUILTIN_CONTEXT_WINDOW, BuiltinAdapter
@@ -40,19 +43,30 @@ def adapter_from_env(
 
 
 async def unreachable_reason(base_url: str, timeout_s: float = 5.0) -> str | None:
-    """Why the model server at `base_url` cannot be reached (None: it answered,
-    whatever its status: a 401 or a 404 still proves the address), so that a
-    wrong base URL shows when the stack starts, not when a turn fails."""
-    import httpx  # only where a model server is configured
-
-    url = f"{base_url.rstrip('/')}/models"
+    """Why the model server at `base_url` cannot be reached (None: it accepts a
+    connection, and for https a TLS handshake), so that a wrong base URL shows
+    when the stack starts, not when a turn fails. A connection, not a request:
+    the HTTP client loads with the first turn, not with a stack that only
+    started."""
     try:
-        async with httpx.AsyncClient(timeout=timeout_s) as client:
-            await client.get(url)
-    except httpx.InvalidURL as error:
+        url = urlsplit(base_url)
+        port = url.port or (443 if url.scheme == "https" else 80)
+    except ValueError as error:
         return f"not a URL ({error})"
-    except httpx.UnsupportedProtocol:
+    if url.scheme not in ("http", "https"):
         return "not an http:// or https:// URL"
-    except httpx.HTTPError as error:
+    if not url.hostname:
+        return "not a URL (it names no host)"
+    try:
+        async with asyncio.timeout(timeout_s):
+            _, writer = await asyncio.open_connection(
+                url.hostname, port, ssl=True if url.scheme == "https" else None
+            )
+    except TimeoutError:
+        return f"no connection within {timeout_s:g} s"
+    except OSError as error:  # refused, unknown host, TLS refused (ssl.SSLError)
         return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+    writer.close()
+    with suppress(OSError):
+        await writer.wait_closed()
     return None

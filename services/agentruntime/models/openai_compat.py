@@ -1,7 +1,7 @@
 """OpenAI-compatible streaming chat-completions adapter (DeepSeek API and peers).
 
-POSTs `{base_url}/chat/completions` with `stream: true` and reads the
-server-sent events with httpx-sse. Reasoning (`reasoning_content`, as DeepSeek's
+POSTs `{base_url}/chat/completions` with `stream: true` (aiohttp) and reads the
+server-sent events as they arrive (sse.py). Reasoning (`reasoning_content`, as DeepSeek's
 `deepseek-reasoner` streams it before the answer) and text deltas are yielded as
 they arrive; tool calls are assembled from their indexed fragments and yielded,
 complete, at the end of the stream (`[DONE]`, or the stream closing after a
@@ -18,7 +18,7 @@ Time limits (config field, environment variable, default):
 - `total_timeout_s`, AGENTHOST_MODEL_TOTAL_TIMEOUT_S, 900: the whole `stream()`
   call, retries and backoff included.
 
-They are asyncio timeouts around each wait; httpx only enforces the connect
+They are asyncio timeouts around each wait; aiohttp only enforces the connect
 limit. A limit that trips raises a `ModelError` naming it and its variable, e.g.
 "the model sent nothing for 60 s (idle limit, AGENTHOST_MODEL_IDLE_TIMEOUT_S)".
 
@@ -54,14 +54,13 @@ import json
 import logging
 import math
 import os
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Iterable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Iterable, Mapping, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 if TYPE_CHECKING:
-    import httpx
-    from httpx_sse import EventSource, ServerSentEvent
+    import aiohttp
 
 from services.agentruntime.models.base import (
     FINISH_STOP,
@@ -82,6 +81,7 @@ from services.agentruntime.models.base import (
     UserMessage,
     estimate_tokens,
 )
+from services.agentruntime.models.sse import EventDataDecoder
 
 log = logging.getLogger(__name__)
 
@@ -335,28 +335,20 @@ class _RetryableFailure(ModelError):
 class OpenAICompatAdapter:
     name = OPENAI_COMPAT_NAME
 
-    def __init__(
-        self, config: OpenAICompatConfig, *, client: httpx.AsyncClient | None = None
-    ) -> None:
+    def __init__(self, config: OpenAICompatConfig) -> None:
         self.config = config
         self.model = config.model
         self.context_window = config.context_window
         # A small window keeps most of itself for the conversation.
         self.max_output_tokens = min(config.max_output_tokens, config.context_window // 4)
         self.limits = TimeLimits.of(config)
-        # Sent with every request, so a client passed in gets the same limits:
-        # httpx connects within the connect limit and never times out reads.
-        # The HTTP client loads with the first adapter (a model configured),
-        # not with the runtime: the built-in model needs none of it.
-        import httpx
-
-        self._timeout = httpx.Timeout(None, connect=config.connect_timeout_s)
-        self._owns_client = client is None
-        self._client = client or httpx.AsyncClient(timeout=self._timeout)
+        self._http: aiohttp.ClientSession | None = None
+        self._http_loop: asyncio.AbstractEventLoop | None = None
 
     async def aclose(self) -> None:
-        if self._owns_client:
-            await self._client.aclose()
+        if self._http is not None:
+            await self._http.close()
+            self._http = None
 
     async def stream(self, request: ModelRequest) -> AsyncGenerator[ModelChunk, None]:
         body = request_body(request, request.model or self.model, images=self.config.images)
@@ -392,75 +384,84 @@ class OpenAICompatAdapter:
         self, body: dict[str, Any], clock: _Clock
     ) -> AsyncGenerator[ModelChunk, None]:
         """One HTTP exchange; transport failures become `_RetryableFailure`."""
-        import httpx  # loaded already by __init__
-        from httpx_sse import EventSource, SSEError
+        import aiohttp  # loaded already by _client
 
         started = clock.now()
         try:
             response = await clock.within(self.limits.first_byte, self._send(body), since=started)
             try:
-                await clock.within(
-                    self.limits.first_byte, _raise_for_status(response), since=started
-                )
-                events = self._events(EventSource(response), clock, started)
-                async with aclosing(events) as chunks:
+                if response.status != 200:
+                    raise await clock.within(
+                        self.limits.first_byte, _refusal(response), since=started
+                    )
+                _require_event_stream(response)
+                async with aclosing(self._events(response.content, clock, started)) as chunks:
                     async for chunk in chunks:
                         yield chunk
-            finally:
-                await response.aclose()
-        except SSEError as error:
-            raise ModelError(
-                f"not an event stream: {error}", retryable=False, status=None
-            ) from error
-        except httpx.ConnectTimeout as error:
+            except BaseException:
+                response.close()  # not back to the pool: the server may be mid-stream
+                raise
+            response.release()
+        except aiohttp.ConnectionTimeoutError as error:
             raise _RetryableFailure(
                 self.limits.connect.message, status=None, retry_after_s=None
             ) from error
-        except httpx.TransportError as error:
+        except aiohttp.InvalidURL as error:
+            raise ModelError(
+                f"the model's address is not a URL: {error}", retryable=False
+            ) from error
+        except aiohttp.ClientError as error:
             raise _RetryableFailure(
                 f"connection to the model failed: {error!r}", status=None, retry_after_s=None
             ) from error
 
     async def _events(
-        self, source: EventSource, clock: _Clock, started: float
+        self, body: aiohttp.StreamReader, clock: _Clock, started: float
     ) -> AsyncGenerator[ModelChunk, None]:
         """The chunks of a 200 stream: the first data event within the first-byte
-        limit of `started`, each later one within the idle limit."""
+        limit of `started`, each later one within the idle limit of the one before
+        (comments and empty events, such as keep-alives, do not count)."""
         assembler = _StreamAssembler()
-        async with aclosing(source.aiter_sse()) as events:
-            data = await clock.within(self.limits.first_byte, _next_data(events), since=started)
-            while data is not None:
+        events = EventDataDecoder()
+        limit, since = self.limits.first_byte, started
+        while block := await clock.within(limit, body.readany(), since=since):
+            for data in events.feed(block):
+                if not data.strip():
+                    continue
+                limit, since = self.limits.idle, clock.now()
                 for chunk in assembler.feed(data):
                     yield chunk
                 if assembler.done:
                     return
-                data = await clock.within(self.limits.idle, _next_data(events))
         for chunk in assembler.close():
             yield chunk
 
-    async def _send(self, body: dict[str, Any]) -> httpx.Response:
-        request = self._client.build_request(
-            "POST",
-            self.config.completions_url,
-            json=body,
-            headers=self._headers(),
-            timeout=self._timeout,
+    async def _send(self, body: dict[str, Any]) -> aiohttp.ClientResponse:
+        return await self._client().post(
+            self.config.completions_url, json=body, headers=self._headers()
         )
-        return await self._client.send(request, stream=True)
+
+    def _client(self) -> aiohttp.ClientSession:
+        """The HTTP client, made on first use in the running loop: the import
+        waits too, so a stack whose model is never asked carries none of it."""
+        loop = asyncio.get_running_loop()
+        if self._http is None or self._http.closed or self._http_loop is not loop:
+            import aiohttp
+
+            self._http = aiohttp.ClientSession(
+                # Only the connect limit: reads are bounded by the limits above.
+                timeout=aiohttp.ClientTimeout(total=None, connect=self.config.connect_timeout_s),
+                # One stream per session that asks: no pool to wait for.
+                connector=aiohttp.TCPConnector(limit=0),
+            )
+            self._http_loop = loop
+        return self._http
 
     def _headers(self) -> dict[str, str]:
         headers = {"Accept": "text/event-stream", "Cache-Control": "no-store"}
         if self.config.api_key is not None:
             headers["Authorization"] = f"Bearer {self.config.api_key}"
         return headers
-
-
-async def _next_data(events: AsyncIterator[ServerSentEvent]) -> str | None:
-    """The next event's data, skipping events without any; None at the stream's end."""
-    async for event in events:
-        if event.data.strip():
-            return event.data
-    return None
 
 
 # --- request mapping -------------------------------------------------------
@@ -609,27 +610,50 @@ def function_tool(name: str, description: str, parameters_json: str) -> dict[str
 # --- response handling -----------------------------------------------------
 
 
-async def _raise_for_status(response: httpx.Response) -> None:
-    if response.status_code == 200:
-        return
-    await response.aread()
-    status = response.status_code
-    message = f"model server answered {status}: {_server_message(response)}"
+async def _refusal(response: aiohttp.ClientResponse) -> ModelError:
+    body = (await response.read()).decode("utf-8", errors="replace")
+    return refusal_error(
+        response.status, response.reason or "", body, response.headers.get("retry-after")
+    )
+
+
+def refusal_error(status: int, reason: str, body: str, retry_after: str | None) -> ModelError:
+    """What a status other than 200 means: 429 and 5xx are retried (after the
+    server's Retry-After, when it gives seconds), a "too long" 400 or 413 is a
+    context overflow, anything else is final."""
+    message = f"model server answered {status}: {_server_message(body, reason)}"
     if status == 429 or status >= 500:
-        raise _RetryableFailure(message, status=status, retry_after_s=_retry_after_s(response))
-    overflow = status in (400, 413) and _says_too_long(response)
-    raise ModelError(message, retryable=False, status=status, context_overflow=overflow)
+        return _RetryableFailure(message, status=status, retry_after_s=_retry_after_s(retry_after))
+    overflow = status in (400, 413) and _says_too_long(body, reason)
+    return ModelError(message, retryable=False, status=status, context_overflow=overflow)
 
 
-def _says_too_long(response: httpx.Response) -> bool:
-    """Whether a refusal says the request exceeds the model's context window."""
+def _require_event_stream(response: aiohttp.ClientResponse) -> None:
+    """A 200 that is not an event stream (a wrong base URL that serves a page)
+    is final: asking again gets the same."""
+    if response.content_type != "text/event-stream":
+        raise ModelError(
+            "not an event stream: the model server answered with "
+            f"{response.content_type!r} (is the base URL an OpenAI-compatible API?)",
+            retryable=False,
+        )
+
+
+def _error_object(body: str) -> dict[str, Any] | None:
+    """The OpenAI-style `error` object of a refusal's body, if it has one."""
     try:
-        error = response.json().get("error")
+        error = json.loads(body).get("error")
     except (ValueError, AttributeError):
-        error = None
-    if isinstance(error, dict) and error.get("code") == OVERFLOW_CODE:
+        return None
+    return error if isinstance(error, dict) else None
+
+
+def _says_too_long(body: str, reason: str) -> bool:
+    """Whether a refusal says the request exceeds the model's context window."""
+    error = _error_object(body)
+    if error is not None and error.get("code") == OVERFLOW_CODE:
         return True
-    return _names_overflow(_server_message(response))
+    return _names_overflow(_server_message(body, reason))
 
 
 def _names_overflow(message: str) -> bool:
@@ -637,20 +661,17 @@ def _names_overflow(message: str) -> bool:
     return any(phrase in text for phrase in OVERFLOW_PHRASES)
 
 
-def _server_message(response: httpx.Response) -> str:
+def _server_message(body: str, reason: str) -> str:
     """The OpenAI-style `error.message`, else the raw body (shortened)."""
-    try:
-        error = response.json().get("error")
-    except (ValueError, AttributeError):
-        error = None
-    if isinstance(error, dict) and isinstance(error.get("message"), str):
+    error = _error_object(body)
+    if error is not None and isinstance(error.get("message"), str):
         return str(error["message"])
-    return response.text[:MAX_ERROR_TEXT] or response.reason_phrase
+    return body[:MAX_ERROR_TEXT] or reason
 
 
-def _retry_after_s(response: httpx.Response) -> float | None:
+def _retry_after_s(retry_after: str | None) -> float | None:
     try:
-        return max(0.0, float(response.headers.get("retry-after", "")))
+        return max(0.0, float(retry_after or ""))
     except ValueError:
         return None  # absent, or an HTTP date: use our own backoff
 

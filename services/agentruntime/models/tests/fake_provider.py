@@ -63,6 +63,9 @@ class ProviderReply:
     drop: bool = False
     error_code: str | None = None
     error_param: str | None = None
+    # A 200's content type (a server that is not an OpenAI-compatible API
+    # answers with another).
+    content_type: str = "text/event-stream; charset=utf-8"
 
 
 @dataclass(frozen=True)
@@ -124,7 +127,7 @@ class FakeProvider:
         return await self._serve_stream(request, reply)
 
     async def _serve_stream(self, request: web.Request, reply: ProviderReply) -> web.StreamResponse:
-        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        response = web.StreamResponse(headers={"Content-Type": reply.content_type})
         await response.prepare(request)
         try:
             for item in reply.stream:

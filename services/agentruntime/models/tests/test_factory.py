@@ -67,12 +67,15 @@ async def test_builtin_script_from_env_or_argument(tmp_path: Path, via_env: bool
 async def test_a_server_that_answers_is_reachable_whatever_its_status(
     provider: FakeProvider,
 ) -> None:
-    assert await unreachable_reason(provider.url) is None  # GET /models: 404 here
+    assert await unreachable_reason(provider.url) is None
 
 
 async def test_an_unreachable_model_server_says_why() -> None:
     closed = await unreachable_reason("http://127.0.0.1:9/v1", timeout_s=2)
-    assert closed is not None and closed.startswith("ConnectError")
+    assert closed is not None and closed.startswith("ConnectionRefusedError")
     assert await unreachable_reason("ftp://example.invalid/v1") == (
         "not an http:// or https:// URL"
+    )
+    assert await unreachable_reason("http://127.0.0.1:port/v1") == (
+        "not a URL (Port could not be cast to integer value as 'port')"
     )

@@ -408,6 +408,22 @@ async def test_connection_refused_fails_after_max_attempts() -> None:
     assert (raised.value.retryable, raised.value.status) == (True, None)
 
 
+async def test_a_200_that_is_not_an_event_stream_is_a_final_error(
+    provider: FakeProvider, adapter: OpenAICompatAdapter
+) -> None:
+    provider.enqueue(ProviderReply(stream=["<html>"], content_type="text/html"))
+
+    with pytest.raises(ModelError) as raised:
+        await collect(adapter, simple_request())
+
+    assert raised.value.message == (
+        "not an event stream: the model server answered with 'text/html' "
+        "(is the base URL an OpenAI-compatible API?)"
+    )
+    assert raised.value.retryable is False
+    assert len(provider.requests) == 1
+
+
 async def test_in_band_stream_error_is_raised(
     provider: FakeProvider, adapter: OpenAICompatAdapter
 ) -> None:

@@ -7,10 +7,12 @@ each test waits on the adapter's result with a bound (support.TIMEOUT_S).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+import logging
+import socket
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, suppress
 from typing import Any
 
-import httpx
 import pytest
 
 from services.agentruntime.models.base import (
@@ -220,39 +222,52 @@ async def test_total_limit_fails_at_once_when_the_backoff_would_outlast_it(
 # --- connect limit ---------------------------------------------------------
 
 
-async def test_connect_limit_comes_from_config_and_reads_have_no_httpx_timeout() -> None:
-    sent: list[httpx.Request] = []
+@contextmanager
+def full_accept_queue() -> Iterator[str]:
+    """A base URL whose port never accepts: its listener's queue is full, so the
+    kernel drops every further connection's SYN and connecting hangs."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(0)
+    address = listener.getsockname()
+    waiting: list[socket.socket] = []
+    for _ in range(4):  # more than a backlog of 0 queues
+        waiting.append(socket.socket())
+        waiting[-1].setblocking(False)
+        with suppress(BlockingIOError):
+            waiting[-1].connect(address)
+    try:
+        yield f"http://127.0.0.1:{address[1]}/v1"
+    finally:
+        for held in [*waiting, listener]:
+            held.close()
 
-    async def refuse(sent_request: httpx.Request) -> httpx.Response:
-        sent.append(sent_request)
-        raise httpx.ConnectTimeout("timed out", request=sent_request)
 
-    # A client of the caller's with other timeouts still gets the adapter's.
-    client = httpx.AsyncClient(transport=httpx.MockTransport(refuse), timeout=1.0)
-    config = OpenAICompatConfig(
-        base_url="http://model.invalid/v1",
-        model=MODEL,
-        max_attempts=2,
-        backoff_initial_s=0.0,
-        connect_timeout_s=LIMIT_S,
-    )
-    adapter = OpenAICompatAdapter(config, client=client)
-
-    _, error = await collect_until_error(adapter, request())
-    await client.aclose()
+async def test_connect_limit_is_retried_then_names_itself(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with full_accept_queue() as base_url:
+        config = OpenAICompatConfig(
+            base_url=base_url,
+            model=MODEL,
+            max_attempts=2,
+            backoff_initial_s=0.0,
+            connect_timeout_s=LIMIT_S,
+        )
+        adapter = OpenAICompatAdapter(config)
+        with caplog.at_level(logging.WARNING):
+            _, error = await collect_until_error(adapter, request())
+        await adapter.aclose()
 
     assert error.message == (
         "could not connect to the model within 0.3 s "
         "(connect limit, AGENTHOST_MODEL_CONNECT_TIMEOUT_S)"
     )
     assert (error.retryable, error.status) == (True, None)
-    assert len(sent) == 2
-    assert sent[0].extensions["timeout"] == {
-        "connect": LIMIT_S,
-        "read": None,
-        "write": None,
-        "pool": None,
-    }
+    assert [r.getMessage() for r in caplog.records if "retry" in r.getMessage()] == [
+        "model request failed (could not connect to the model within 0.3 s "
+        "(connect limit, AGENTHOST_MODEL_CONNECT_TIMEOUT_S)), retry 1 in 0.00s"
+    ]
 
 
 # --- configuration ---------------------------------------------------------
