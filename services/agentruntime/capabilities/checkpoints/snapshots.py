@@ -60,6 +60,10 @@ class ShadowRepo:
         self.git_dir = git_dir
         self.work_tree = work_tree
         self._lock = asyncio.Lock()
+        # The tree the index held when written last, with the index file's
+        # stat then: while neither the folder nor the index changed since,
+        # a snapshot is that tree again without running write-tree.
+        self._written: tuple[tuple[int, int, int], str] | None = None
 
     async def _git(
         self, *args: str, index: Path | None = None, stdin: bytes | None = None
@@ -115,7 +119,20 @@ class ShadowRepo:
                 await self._git(
                     "add", "--all", "--pathspec-from-file=-", "--pathspec-file-nul", stdin=listed
                 )
-            return (await self._git("write-tree")).decode().strip()
+            elif self._written is not None and self._written[0] == self._index_stamp():
+                return self._written[1]
+            tree = (await self._git("write-tree")).decode().strip()
+            self._written = (self._index_stamp(), tree)
+            return tree
+
+    def _index_stamp(self) -> tuple[int, int, int]:
+        """The index file's identity: git replaces the file on every write (so
+        another process's `add` shows here too)."""
+        try:
+            found = (self.git_dir / "index").stat()
+        except FileNotFoundError:
+            return (0, 0, 0)  # nothing added yet: the empty tree
+        return (found.st_ino, found.st_mtime_ns, found.st_size)
 
     async def _changed(self) -> list[str]:
         """What differs from the last snapshot: new, changed and deleted
@@ -133,6 +150,8 @@ class ShadowRepo:
 
     async def changes(self, before: str, after: str) -> list[Change]:
         """The files that differ between two snapshots, with line counts."""
+        if before == after:
+            return []
         async with self._lock:
             status = await self._git(
                 "diff-tree", "-r", "-z", "--no-renames", "--name-status", before, after
