@@ -9,9 +9,9 @@ The services reach each other in-process (services/common/local.py): the
 same stubs, clients, guard and errors as over gRPC, without the loopback
 hop, which cost each call between them about one bare gRPC call of CPU on
 the one event loop they share. Their ports still serve everyone else (the
-CLI, browsers, tests, another process). Only the gateway's calls to the
-agent runtime go through its port: the gateway reaches runtimes by address,
-as it reaches the replicas of a deployment."""
+CLI, browsers, tests, another process). The gateway reaches runtimes by
+address, as it reaches the replicas of a deployment: this stack's own
+runtime in-process, any other over gRPC."""
 
 from __future__ import annotations
 
@@ -197,6 +197,14 @@ class EmbeddedStack:
         """A channel to one replica's address, as peers call it."""
         return open_channel(address, self.internal_token)
 
+    def _dial_runtime(self, address: str) -> grpc.aio.Channel:
+        """How the gateway reaches a runtime replica: this stack's own
+        in-process (its live text then crosses no socket), any other by its
+        address."""
+        if address == self.addresses.get("agentruntime"):
+            return self._channel("gateway", "agentruntime")
+        return self.dial(address)
+
     def _channel(self, owner: str, target: str) -> grpc.aio.Channel:
         """How `owner` calls `target`: in-process, with the internal token."""
         channel = LocalChannel(self.peers, target, ((METADATA_KEY, self.internal_token),))
@@ -251,7 +259,7 @@ class EmbeddedStack:
             self.tokens,
             self._log(name),
             WorkspaceClient(self._channel(name, "workspace")),
-            RuntimeReplicas(self.addresses["agentruntime"], self.dial),
+            RuntimeReplicas(self.addresses["agentruntime"], self._dial_runtime),
             projection_pb2_grpc.ProjectionServiceStub(self._channel(name, "projection")),
             self._plan_client(name),
             heartbeat_s=self.gateway_heartbeat_s,
