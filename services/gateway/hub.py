@@ -75,21 +75,87 @@ class Connection:
         default_factory=lambda: asyncio.Queue(CONNECTION_BUFFER)
     )
     overflowed: bool = False
+    # The text frame of each live stream still waiting in `frames`: the
+    # stream's next text joins it, so a client reading slower than text
+    # arrives gets fewer, longer frames (nothing lost, nothing reordered).
+    _joinable: dict[tuple[str, ...], Frame] = field(default_factory=dict)
 
     def push(self, frame: Frame) -> None:
         if self.overflowed:
             return
+        key = _live_key(frame)
+        if key is None:
+            self._end_joins(frame)  # what follows it must not move ahead of it
+        elif (waiting := self._joinable.get(key)) is not None and _join(waiting, frame):
+            return
+        else:  # a frame of its own, since later text changes it (others got this one)
+            frame = _copy(frame)
         try:
             self.frames.put_nowait(frame)
         except asyncio.QueueFull:
             self.close()
+            return
+        if key is not None:
+            self._joinable[key] = frame
+
+    async def next_frame(self, within_s: float) -> Frame | None:
+        """The next frame (None: the stream ends), or TimeoutError after
+        `within_s`. Not asyncio.wait_for: on Python 3.11 it runs every get as
+        a task of its own (a cost per frame per stream, which the fan-out to
+        many streams felt), and it can lose a cancel that lands as the frame
+        arrives."""
+        if self.frames.empty():
+            async with asyncio.timeout(within_s):
+                frame = await self.frames.get()
+        else:
+            frame = self.frames.get_nowait()
+        key = None if frame is None else _live_key(frame)
+        if key is not None and self._joinable.get(key) is frame:
+            del self._joinable[key]  # on its way: it no longer changes
+        return frame
 
     def close(self) -> None:
         """End the stream (None); a client resumes from its cursors."""
         self.overflowed = True
+        self._joinable.clear()
         if self.frames.full():
             self.frames = asyncio.Queue(1)
         self.frames.put_nowait(None)
+
+    def _end_joins(self, frame: Frame) -> None:
+        """No later text of `frame`'s session joins a frame queued before it."""
+        kind = frame.WhichOneof("frame")
+        session_id = getattr(getattr(frame, kind), "session_id", None) if kind else None
+        for key in [k for k in self._joinable if session_id is None or k[0] == session_id]:
+            del self._joinable[key]
+
+
+def _live_key(frame: Frame) -> tuple[str, ...] | None:
+    """The live stream a text frame belongs to (None: not live text)."""
+    kind = frame.WhichOneof("frame")
+    if kind == "assistant_delta":
+        text = frame.assistant_delta
+        return (text.session_id, text.turn_id, str(text.step), str(text.kind))
+    if kind == "tool_output":
+        output = frame.tool_output
+        return (output.session_id, output.turn_id, output.call_id)
+    return None
+
+
+def _copy(frame: Frame) -> Frame:
+    copied = Frame()
+    copied.CopyFrom(frame)
+    return copied
+
+
+def _join(waiting: Frame, later: Frame) -> bool:
+    """Append `later`'s text to the queued `waiting` when it follows on."""
+    old = waiting.assistant_delta if waiting.HasField("assistant_delta") else waiting.tool_output
+    new = later.assistant_delta if later.HasField("assistant_delta") else later.tool_output
+    if old.offset + len(old.text) != new.offset:
+        return False
+    old.text += new.text
+    return True
 
 
 def projection_frame(session_id: str, key: str, value: struct_pb2.Value, seq: int) -> Frame:

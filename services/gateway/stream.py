@@ -10,7 +10,6 @@ the log, so the client gets every event once and in order."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
@@ -27,17 +26,6 @@ from .opening import Projections
 # A reconnect whose cursor is further behind than this reopens the session.
 MAX_CATCH_UP = 10_000
 READ_BATCH = 1000
-
-
-async def next_frame(frames: asyncio.Queue[Frame | None], within_s: float) -> Frame | None:
-    """The next queued frame, or TimeoutError after `within_s`. Not
-    asyncio.wait_for: on Python 3.11 it runs every get as a task of its own
-    (a cost per frame per stream, which the fan-out to many streams felt),
-    and it can lose a cancel that lands as the frame arrives."""
-    if not frames.empty():
-        return frames.get_nowait()
-    async with asyncio.timeout(within_s):
-        return await frames.get()
 
 
 def heartbeat() -> Frame:
@@ -128,7 +116,7 @@ class StreamFrames:
         skipped, one past a gap comes after the events of the gap."""
         while True:
             try:
-                frame = await next_frame(connection.frames, self.heartbeat_s)
+                frame = await connection.next_frame(self.heartbeat_s)
             except TimeoutError:
                 yield heartbeat()
                 continue
