@@ -308,20 +308,66 @@ class _Clock:
     ) -> _T:
         """Await under `limit` counted from `since` (default now) and the total:
         `_RetryableFailure` when `limit` trips, the total's ModelError when it does."""
-        limit_at = (self.now() if since is None else since) + limit.seconds
+        since = self.now() if since is None else since
         try:
-            async with asyncio.timeout_at(min(limit_at, self._total_at)) as scope:
+            async with asyncio.timeout_at(self.deadline(limit, since)) as scope:
                 return await awaitable
         except TimeoutError:
             if not scope.expired():
                 raise
-            if limit_at < self._total_at:
-                raise _RetryableFailure(limit.message, status=None, retry_after_s=None) from None
-            raise self.total_error() from None
+            raise self.expired(limit, since) from None
+
+    def deadline(self, limit: TimeLimit, since: float) -> float:
+        return min(since + limit.seconds, self._total_at)
+
+    def expired(self, limit: TimeLimit, since: float) -> ModelError:
+        """The error of a wait under `limit` from `since` that its deadline ended."""
+        if since + limit.seconds < self._total_at:
+            return _RetryableFailure(limit.message, status=None, retry_after_s=None)
+        return self.total_error()
 
     def total_error(self) -> ModelError:
         last = f"; last failure: {self.last_failure}" if self.last_failure else ""
         return ModelError(self._total.message + last, retryable=False)
+
+
+class _Silence:
+    """How long a stream may stay silent: until its next data event comes
+    within `limit` of `since`, and within the total. One timer a stream, not
+    one a read: a data event moves `since` (and the timer only when that
+    brings the deadline nearer), and the timer, when it fires before the
+    deadline, waits for it. When the deadline passes, the
+    body's pending read fails with the limit's error."""
+
+    # A timer that fires this close to the deadline counts as at it.
+    SLACK_S = 1e-3
+
+    def __init__(
+        self, clock: _Clock, body: aiohttp.StreamReader, limit: TimeLimit, since: float
+    ) -> None:
+        self._clock, self._body = clock, body
+        self._limit, self._since = limit, since
+        self._timer = asyncio.get_running_loop().call_at(self._deadline(), self._check)
+
+    def data(self, limit: TimeLimit) -> None:
+        """A data event arrived: the next must come within `limit` of now."""
+        self._limit, self._since = limit, self._clock.now()
+        if self._deadline() < self._timer.when():  # the first: idle may be shorter
+            self._timer.cancel()
+            self._timer = asyncio.get_running_loop().call_at(self._deadline(), self._check)
+
+    def cancel(self) -> None:
+        self._timer.cancel()
+
+    def _deadline(self) -> float:
+        return self._clock.deadline(self._limit, self._since)
+
+    def _check(self) -> None:
+        deadline = self._deadline()
+        if deadline - self._clock.now() > self.SLACK_S:
+            self._timer = asyncio.get_running_loop().call_at(deadline, self._check)
+        else:
+            self._body.set_exception(self._clock.expired(self._limit, self._since))
 
 
 class _RetryableFailure(ModelError):
@@ -423,16 +469,19 @@ class OpenAICompatAdapter:
         (comments and empty events, such as keep-alives, do not count)."""
         assembler = _StreamAssembler()
         events = EventDataDecoder()
-        limit, since = self.limits.first_byte, started
-        while block := await clock.within(limit, body.readany(), since=since):
-            for data in events.feed(block):
-                if not data.strip():
-                    continue
-                limit, since = self.limits.idle, clock.now()
-                for chunk in assembler.feed(data):
-                    yield chunk
-                if assembler.done:
-                    return
+        silence = _Silence(clock, body, self.limits.first_byte, started)
+        try:
+            while block := await body.readany():
+                for data in events.feed(block):
+                    if not data.strip():
+                        continue
+                    silence.data(self.limits.idle)
+                    for chunk in assembler.feed(data):
+                        yield chunk
+                    if assembler.done:
+                        return
+        finally:
+            silence.cancel()
         for chunk in assembler.close():
             yield chunk
 
