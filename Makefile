@@ -44,10 +44,10 @@ $(STAMP_GEN): $(STAMP_DEPS) $(PROTOS) tools/gen_protos.py
 gen: $(STAMP_GEN)
 
 # Our own packages and the generated code byte-compiled, as pip compiles the
-# packages it installs: with PYTHONDONTWRITEBYTECODE set (as on some machines
-# and in the image) Python would otherwise compile them from source at every
-# start, about a fifth of `agenthost up`'s start-up. Each run recompiles only
-# what changed since; a module edited later is compiled from source until then.
+# packages it installs: with PYTHONDONTWRITEBYTECODE set (as on some machines)
+# Python would otherwise compile them from source at every start, about a
+# fifth of `agenthost up`'s start-up. Each run recompiles only what changed
+# since; a module edited later is compiled from source until then.
 PACKAGES := agenthost_core services clients
 bytecode: $(STAMP_GEN)
 	$(PY) -m compileall -q $(PACKAGES) gen
