@@ -133,6 +133,10 @@ def up(
 ) -> None:
     """Start every service on loopback: all in this process (the embedded
     default), or each in its own with --processes."""
+    from services.common.heap import hold_collections
+
+    # Until the stack serves (services/common/heap.py).
+    hold_collections()
     # Imported here: the client commands need none of the services.
     from services.agentruntime.defaults import ENV_APPROVALS, ENV_NETWORK, ENV_SANDBOX
     from services.agentruntime.models.catalog import ModelsFileError
