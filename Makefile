@@ -50,7 +50,7 @@ gen: $(STAMP_GEN)
 # since; a module edited later is compiled from source until then.
 PACKAGES := agenthost_core services clients
 bytecode: $(STAMP_GEN)
-	$(PY) -m compileall -q $(PACKAGES) gen
+	$(PY) -m compileall -q -x /node_modules/ $(PACKAGES) gen
 
 $(TS_STAMP_DEPS): $(TS)/package.json $(TS)/package-lock.json
 	cd $(TS) && npm ci --no-audit --no-fund --loglevel=error
