@@ -24,9 +24,9 @@ WEB_BUILT := $(WEB)/dist/index.html
 MCP_TEST := tests/mcp
 MCP_TEST_STAMP := $(MCP_TEST)/node_modules/.package-lock.json
 
-.PHONY: all venv gen ts-gen ts web acp-tests mcp-test-servers run test lint fmt bench bench-smoke bench-peers clean install
+.PHONY: all venv gen bytecode ts-gen ts web acp-tests mcp-test-servers run test lint fmt bench bench-smoke bench-peers clean install
 
-all: gen
+all: gen bytecode
 
 $(STAMP_DEPS): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -42,6 +42,15 @@ $(STAMP_GEN): $(STAMP_DEPS) $(PROTOS) tools/gen_protos.py
 	touch $@
 
 gen: $(STAMP_GEN)
+
+# Our own packages and the generated code byte-compiled, as pip compiles the
+# packages it installs: with PYTHONDONTWRITEBYTECODE set (as on some machines)
+# Python would otherwise compile them from source at every start, about a
+# fifth of `agenthost up`'s start-up. Each run recompiles only what changed
+# since; a module edited later is compiled from source until then.
+PACKAGES := agenthost_core services clients
+bytecode: $(STAMP_GEN)
+	$(PY) -m compileall -q -x /node_modules/ $(PACKAGES) gen
 
 $(TS_STAMP_DEPS): $(TS)/package.json $(TS)/package-lock.json
 	cd $(TS) && npm ci --no-audit --no-fund --loglevel=error
@@ -91,10 +100,10 @@ mcp-test-servers: $(MCP_TEST_STAMP)
 
 # UP_FLAGS: e.g. --free-ports, --base-port N, --data-dir DIR, --processes (see `agenthost up --help`).
 # The page is at the web address it prints (its token in the fragment).
-run: gen web
+run: gen bytecode web
 	$(PY) -m clients.cli up $(UP_FLAGS)
 
-test: gen ts web acp-tests mcp-test-servers
+test: gen bytecode ts web acp-tests mcp-test-servers
 	@tools/need-postgres
 	@tools/need-docker
 	@tools/need-bubblewrap
@@ -107,7 +116,7 @@ lint: gen
 	$(PY) tools/buf_check.py
 
 # The CLI on your PATH: ~/.local/bin/agenthost links to this checkout's.
-install: gen
+install: gen bytecode
 	mkdir -p $(HOME)/.local/bin
 	ln -sf $(abspath $(BIN))/agenthost $(HOME)/.local/bin/agenthost
 	@echo "agenthost is in ~/.local/bin (put that folder on your PATH if it is not)"
@@ -119,10 +128,10 @@ fmt: $(STAMP_DEPS)
 # Reports in build/bench/report.md and report.json (see bench/README.md);
 # fails when a target is missed. bench-smoke: every figure at tiny sizes,
 # targets not enforced (CI runs it so the bench keeps working).
-bench: gen
+bench: gen bytecode
 	$(PY) -m bench
 
-bench-smoke: gen
+bench-smoke: gen bytecode
 	$(PY) -m bench --smoke
 	$(PY) -m bench.processes --smoke
 
@@ -131,7 +140,7 @@ bench-smoke: gen
 # network namespace with only loopback (unshare: needs root). Report in
 # build/bench/peers.md and peers.json. About 6 minutes; PEERS_FLAGS=--smoke
 # for a quick one, PEERS_FLAGS="--hosts agenthost codex" for some hosts.
-bench-peers: gen
+bench-peers: gen bytecode
 	cd bench/peers && npm ci --no-audit --no-fund
 	unshare --net sh -c 'ip link set lo up && exec $(PY) -m bench.peers $(PEERS_FLAGS)'
 
@@ -144,3 +153,4 @@ clean:
 	rm -rf $(WEB)/node_modules $(WEB)/dist
 	rm -rf $(ACP_TESTS)/node_modules
 	rm -rf $(MCP_TEST)/node_modules
+	find $(PACKAGES) -name __pycache__ -type d -prune -exec rm -rf {} +

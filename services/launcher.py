@@ -133,6 +133,10 @@ def up(
 ) -> None:
     """Start every service on loopback: all in this process (the embedded
     default), or each in its own with --processes."""
+    from services.common.heap import hold_collections
+
+    # Until the stack serves (services/common/heap.py).
+    hold_collections()
     # Imported here: the client commands need none of the services.
     from services.agentruntime.defaults import ENV_APPROVALS, ENV_NETWORK, ENV_SANDBOX
     from services.agentruntime.models.catalog import ModelsFileError
@@ -141,7 +145,6 @@ def up(
     from services.common.errors import StorageUnavailable
     from services.common.logs import configure_logging
     from services.common.server import PortInUse
-    from services.supervisor import StackFailed
 
     configure_logging("agenthost", "WARNING")
     # The stack (and the services --processes starts) read the model from the environment.
@@ -172,20 +175,23 @@ def up(
         asyncio.run(_run_stack(data_dir.resolve(), host, free_ports, base_port, processes, origins))
     except PortInUse as error:
         _fail(f"port {error.port} is in use; is agenthost already running? use --free-ports")
-    except StackFailed as error:
+    except _errors(maybe=("services.supervisor", "StackFailed")) as error:
         _fail(f"error: {error}; the other services are stopped")
-    except _errors(InvalidDatabaseUrl, ("services.common.postgres", "SchemaTooNew")) as error:
+    except _errors(InvalidDatabaseUrl, maybe=("services.common.postgres", "SchemaTooNew")) as error:
         _fail(f"error: {error}")
-    except _errors(StorageUnavailable, ("psycopg", "OperationalError")) as error:
+    except _errors(StorageUnavailable, maybe=("psycopg", "OperationalError")) as error:
         _fail(f"error: the database cannot be reached: {str(error).strip()}")
 
 
-def _errors(error: type[BaseException], maybe: tuple[str, str]) -> tuple[type[BaseException], ...]:
-    """`error`, and the exception `maybe` names (module, name) if the stack
-    loaded its module (psycopg loads only for a PostgreSQL database): a
-    start that never imported it cannot have raised it, nor need import it."""
+def _errors(
+    *errors: type[BaseException], maybe: tuple[str, str]
+) -> tuple[type[BaseException], ...]:
+    """`errors`, and the exception `maybe` names (module, name) if the stack
+    loaded its module (psycopg loads only for a PostgreSQL database, the
+    supervisor only with --processes): a start that never imported it cannot
+    have raised it, nor need import it."""
     module = sys.modules.get(maybe[0])
-    return (error,) if module is None else (error, getattr(module, maybe[1]))
+    return errors if module is None else (*errors, getattr(module, maybe[1]))
 
 
 def _use_models_file(given: Path | None, data_dir: Path) -> None:

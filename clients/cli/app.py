@@ -7,7 +7,7 @@ import os
 import sys
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from agenthost.sessionlog.v1.session_log_pb2 import SessionSummary
@@ -15,7 +15,6 @@ from agenthost.workspace.v1.workspace_pb2 import Workspace
 from rich.text import Text
 
 from agenthost_core.choices import ApprovalsName, OnOff, SandboxName
-from clients.sdk import AgentHostClient
 
 from .chat_commands import chat_help
 from .common import (
@@ -32,8 +31,11 @@ from .common import (
     workspace_session,
 )
 from .config import DEFAULT_DATA_DIR
-from .exec_turn import EXIT_CODES
+from .exit_codes import EXIT_CODES, ExitCode
 from .sessions import hit_text, row, sessions_app
+
+if TYPE_CHECKING:
+    from clients.sdk import AgentHostClient
 
 app = typer.Typer(help="agenthost: run the stack and talk to it.", no_args_is_help=True)
 workspace_app = typer.Typer(help="Workspaces: the folders sessions are grouped by.")
@@ -293,7 +295,7 @@ def exec_(
     says how to allow it. A new session of the folder's workspace, unless
     --session or --continue. With no stack running, it starts one for the
     call (data in --data-dir) and stops it after."""
-    from .exec_turn import ExecOptions, ExitCode, run_exec
+    from .exec_turn import ExecOptions, run_exec
 
     if session is not None and (workspace is not None or continue_last):
         errors.print("[red]error:[/] --session goes alone")

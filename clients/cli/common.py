@@ -7,14 +7,12 @@ import asyncio
 import json
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Annotated, TypeVar
+from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
 from agenthost.sessionlog.v1.session_log_pb2 import SessionSummary
 from rich.console import Console
 from rich.text import Text
-
-from clients.sdk import AgentHostClient, AgentHostError
 
 from .config import (
     ENV_DATA_DIR,
@@ -27,6 +25,9 @@ from .config import (
     token_source,
     unexpected_answer,
 )
+
+if TYPE_CHECKING:
+    from clients.sdk import AgentHostClient
 
 console = Console()
 errors = Console(stderr=True)
@@ -71,6 +72,10 @@ def run_client(
 ) -> T:
     """Run `work` with a client of the gateway (`gateway`, else the one `up`
     recorded, else the default); errors as one line and exit 1."""
+    # The SDK loads with the first client command, not with the command line
+    # (`agenthost up` needs none of it).
+    from clients.sdk import AgentHostClient, AgentHostError
+
     found = find_gateway(gateway, data_dir)
     try:
         bearer = resolve_token(token, data_dir)
@@ -107,7 +112,7 @@ def print_json(data: object) -> None:
 
 # Picks a session among the workspace's recent ones (most recent first),
 # given the client and the workspace's id (to search it); None: none.
-Chooser = Callable[[AgentHostClient, str, list[SessionSummary]], Awaitable[str | None]]
+Chooser = Callable[["AgentHostClient", str, list[SessionSummary]], Awaitable[str | None]]
 
 
 async def workspace_session(

@@ -6,14 +6,16 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 # Named here too: the CLI's modules and tests import them from this module.
 from agenthost_core.locations import ENV_DATA_DIR as ENV_DATA_DIR
 from agenthost_core.locations import GATEWAY_FILE, recorded_gateway_address
 from agenthost_core.locations import TOKEN_FILE as TOKEN_FILE
 from agenthost_core.locations import default_data_dir as default_data_dir
-from clients.sdk import AgentHostError, TransportError, UnauthenticatedError
-from clients.sdk.errors import CUT_OFF
+
+if TYPE_CHECKING:
+    from clients.sdk import AgentHostError
 
 DEFAULT_GATEWAY = "127.0.0.1:7100"
 ENV_GATEWAY = "AGENTHOST_GATEWAY"
@@ -61,6 +63,10 @@ def unexpected_answer(
     """What to tell the user when the gateway's answer shows the address or the
     token is wrong: which address was reached and where it came from (None:
     an ordinary error of the call, said as it is)."""
+    # The SDK raised `error`: loaded already.
+    from clients.sdk import TransportError, UnauthenticatedError
+    from clients.sdk.errors import CUT_OFF
+
     where = f"{gateway.address} (from {gateway.source})"
     if isinstance(error, UnauthenticatedError):
         return (

@@ -8,14 +8,13 @@ there to answer questions: a tool approval or a plan review is answered by
 denying it, with a reason that says how to allow such calls, and stderr
 says so. With no stack running it starts one in this process for the call
 (the `agenthost.stacks` entry point: the client imports no service) and
-stops it after. The exit code says how the turn ended (EXIT_CODES)."""
+stops it after. The exit code says how the turn ended (exit_codes.py)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import dataclasses
-import enum
 import json
 import os
 import signal
@@ -59,30 +58,10 @@ from .config import (
     token_source,
     unexpected_answer,
 )
+from .exit_codes import ExitCode
 from .reach import WrongGateway, answers
 from .render import call_line, hook_line, result_line
 
-
-class ExitCode(enum.IntEnum):
-    COMPLETED = 0
-    # The turn ended with an error (the model or a tool failed).
-    TURN_FAILED = 1
-    # A usage error or bad input (an unknown model or session, an empty prompt).
-    USAGE = 2
-    # Cancelled (Ctrl-C, recorded in the log) or interrupted.
-    CANCELLED = 3
-    # The stack could not be reached or started.
-    NO_STACK = 4
-
-
-EXIT_CODES = (
-    "Exit codes:\n"
-    "  0  the turn completed\n"
-    "  1  the turn ended with an error (the model or a tool failed)\n"
-    "  2  usage error or bad input (e.g. an unknown model or session)\n"
-    "  3  cancelled (Ctrl-C cancels the turn, recorded) or interrupted\n"
-    "  4  the stack could not be reached or started"
-)
 REASONS = {
     ev.TURN_END_REASON_COMPLETED: ("completed", ExitCode.COMPLETED),
     ev.TURN_END_REASON_ERROR: ("error", ExitCode.TURN_FAILED),

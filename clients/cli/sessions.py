@@ -5,14 +5,12 @@ from __future__ import annotations
 import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from agenthost.gateway.v1 import gateway_pb2 as gw
 from agenthost.sessionlog.v1 import session_log_pb2 as sl
 from rich.text import Text
-
-from clients.sdk import AgentHostClient
 
 from .common import (
     AsJson,
@@ -26,6 +24,9 @@ from .common import (
     run_client,
 )
 from .config import DEFAULT_DATA_DIR
+
+if TYPE_CHECKING:
+    from clients.sdk import AgentHostClient
 
 sessions_app = typer.Typer(help="Sessions of your workspaces.")
 

@@ -3,9 +3,9 @@ protovalidate annotations in the protos) before the SDK uses them."""
 
 from __future__ import annotations
 
-from typing import Any
+import functools
+from typing import TYPE_CHECKING, Any
 
-import protovalidate
 from agenthost.gateway.v1 import gateway_pb2 as gw
 from agenthost.planmode.v1 import plan_mode_pb2 as pm
 from agenthost.sessionlog.v1 import events_pb2
@@ -18,12 +18,23 @@ from .errors import INVALID_REPLY, InvalidReplyError
 from .history import well_formed
 from .plan import UNAVAILABLE, PlanState, PlanValue
 
-_validator = protovalidate.Validator()
+if TYPE_CHECKING:
+    import protovalidate
+
+
+@functools.cache
+def _validator() -> protovalidate.Validator:
+    # protovalidate loads with the first message checked, not with the SDK:
+    # a command that checks none (`agenthost workspace list`) never loads it.
+    import protovalidate
+
+    return protovalidate.Validator()
 
 
 def violations(message: Message) -> list[str]:
     """The contract rules `message` breaks, as text."""
-    return [f"{v.proto.rule_id}: {v.proto.message}" for v in _validator.collect_violations(message)]
+    found = _validator().collect_violations(message)
+    return [f"{v.proto.rule_id}: {v.proto.message}" for v in found]
 
 
 def plan_value(value: gw.PlanModeValue) -> PlanValue:

@@ -16,6 +16,7 @@ import grpc
 
 from .client import open_channel
 from .config import ServiceConfig
+from .heap import hold_collections
 from .logs import configure_logging
 from .server import PortInUse, ServiceDefinition, ServiceHost
 from .topology import ABSENT, ADDRESS_ENV, default_address
@@ -37,6 +38,7 @@ def run_service(name: str, build: Build, peers: Sequence[str] = ()) -> None:
 
     Each peer's address comes from `--<peer>`, its AGENTHOST_<PEER>_ADDR
     variable, or the embedded default port on loopback."""
+    hold_collections()  # until it serves (heap.py)
     _stop_with_supervisor()
     parser = argparse.ArgumentParser(description=f"agenthost {name} service")
     parser.add_argument("--listen", help="host:port (env AGENTHOST_LISTEN)")

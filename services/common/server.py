@@ -23,6 +23,7 @@ import socket
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -36,7 +37,9 @@ from .local import LocalEndpoint, LocalEndpoints
 from .reflection import enable_reflection
 from .tasks import serve_until_signalled, spawn
 from .topology import reachable_address
-from .web import PortTaken, WebServer, bind, expand_origins, service_apps, web_app
+
+if TYPE_CHECKING:
+    from .web import WebServer
 
 log = logging.getLogger("agenthost.server")
 # Logged when a graceful stop's grace period ends with calls still running
@@ -225,6 +228,11 @@ class ServiceHost:
         listen = self.web_listen
         if listen is None:
             return
+        # The web stack (hypercorn, starlette, connect-python) loads with the
+        # first host that serves browsers: a service that serves none never
+        # loads it.
+        from .web import PortTaken, WebServer, bind, expand_origins, service_apps, web_app
+
         assert self._interceptor is not None
         try:
             sock = bind(listen)

@@ -82,9 +82,10 @@ async def serve_until_signalled(
         loop.add_signal_handler(signum, signalled.set)
     try:
         if await run_unless(signalled, start()):
-            freeze_what_serving_built()
             if on_up is not None:
                 on_up()
+            # After the announcement, which need not wait for its collection.
+            freeze_what_serving_built()
             await (serve(signalled) if serve is not None else signalled.wait())
     finally:
         await stop()

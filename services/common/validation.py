@@ -7,15 +7,16 @@ two dozen bodies) costs about 40 µs and an `Append` of 100 events about
 protobuf runtime, which protovalidate is built on), the same request is
 checked by the same engine against the same rules 3-4x faster, parse
 included. The type is made once per message from the descriptors the
-generated code registered, so it always matches what the servicer receives.
-A request that protobuf-py cannot read (it should read every one upb
-decoded) is checked in place as before: no rule is ever skipped.
+generated code registered, so it always matches what the servicer receives;
+each proto file's protobuf-py descriptor is made once per process, whichever
+services' files import it. A request that protobuf-py cannot read (it should
+read every one upb decoded) is checked in place as before: no rule is ever
+skipped.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator
 from typing import Any
 
 import protobuf
@@ -24,35 +25,36 @@ from buf.validate import validate_pb2
 from google.protobuf import descriptor_pb2
 from google.protobuf.descriptor import Descriptor, FileDescriptor
 from google.protobuf.message import Message
-from protobuf.wkt import FileDescriptorSet
+
+# How protobuf-py's generated modules make each file's descriptor from its
+# imports' (the one way to make a file's without remaking them; a private
+# module, so pinned with the protobuf-py version in constraints.txt).
+from protobuf._codegen import file_desc
 
 _validator = protovalidate.Validator()
 
 
-def _files_in_order(file: FileDescriptor | Any, seen: set[str]) -> Iterator[FileDescriptor]:
-    """`file` and what it imports, each after its imports."""
-    if file.name in seen:
-        return
-    seen.add(file.name)
-    for dependency in file.dependencies:
-        yield from _files_in_order(dependency, seen)
-    yield file
+@functools.cache
+def _file(file: FileDescriptor | Any) -> protobuf.DescFile:
+    """A proto file's protobuf-py descriptor, made once, after its imports':
+    the services' files share theirs (descriptor.proto, validate.proto, the
+    events), so a start-up whose services each call another makes those once."""
+    dependencies = [_file(dependency) for dependency in file.dependencies]
+    proto = descriptor_pb2.FileDescriptorProto()
+    file.CopyToProto(proto)
+    return file_desc(proto.SerializeToString(), dependencies, {})
 
 
 @functools.cache
 def _registry(file: FileDescriptor | Any) -> protobuf.Registry:
     """The protobuf-py types of a proto file and of what it imports, made
-    once per file (the requests of one service share it: a start-up that
-    calls a service twice builds its file's types once)."""
-    files = descriptor_pb2.FileDescriptorSet()
-    for each in _files_in_order(file, set()):
-        each.CopyToProto(files.file.add())
-    return FileDescriptorSet.from_binary(files.SerializeToString()).to_registry()
+    once per file (the requests of one service share it)."""
+    return protobuf.Registry(_file(file))
 
 
 def _protobuf_py_type(descriptor: Descriptor | Any) -> type[protobuf.Message]:
     found = _registry(descriptor.file).message(descriptor.full_name)
-    if found is None:  # the file set above declares it
+    if found is None:  # the file declares it
         raise LookupError(descriptor.full_name)
     return found.type
 

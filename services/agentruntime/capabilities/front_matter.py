@@ -13,9 +13,10 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import yaml
+if TYPE_CHECKING:
+    import yaml
 
 # Larger files are refused: a prompt or a skill's instructions, not data.
 MAX_FILE_BYTES = 256 * 1024
@@ -54,6 +55,9 @@ def parse(text: str) -> Document:
     end = next((i for i, line in enumerate(lines[1:], 1) if line.rstrip() == FENCE), None)
     if end is None:
         raise FrontMatterError("the front matter has no closing --- line")
+    # PyYAML loads with the first front matter read, not with the runtime.
+    import yaml
+
     try:
         fields = yaml.safe_load("".join(lines[1:end]))
     except yaml.YAMLError as error:
@@ -84,6 +88,8 @@ def text_field(fields: dict[str, Any], name: str, *, required: bool) -> str:
 def _yaml_problem(error: yaml.YAMLError) -> str:
     """PyYAML's complaint in one line, its line counted in the file (the
     front matter starts on the file's second line)."""
+    import yaml
+
     if isinstance(error, yaml.MarkedYAMLError):
         problem = error.problem or error.context or "malformed"
         mark = error.problem_mark or error.context_mark
