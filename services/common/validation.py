@@ -32,6 +32,10 @@ from google.protobuf.message import Message
 from protobuf._codegen import file_desc
 
 _validator = protovalidate.Validator()
+# Requests this small are checked in place: reading them as protobuf-py costs
+# about what it saves, and their proto file's types (tens of ms to make, once)
+# then wait for a request worth reading so, not for the start-up's own calls.
+IN_PLACE_BYTES = 256
 
 
 @functools.cache
@@ -62,13 +66,16 @@ def _protobuf_py_type(descriptor: Descriptor | Any) -> type[protobuf.Message]:
 class RequestRules:
     """The protovalidate violations of requests, as `(field path, reason)`."""
 
-    def __init__(self) -> None:
+    def __init__(self, in_place_bytes: int = IN_PLACE_BYTES) -> None:
         self._types: dict[str, type[protobuf.Message]] = {}
+        self._in_place_bytes = in_place_bytes
 
     def violations(self, request: Message) -> list[tuple[str, str]]:
         return described(self._collect(request))
 
     def _collect(self, request: Message) -> list[protovalidate.Violation]:
+        if request.ByteSize() <= self._in_place_bytes:
+            return _validator.collect_violations(request)
         name = request.DESCRIPTOR.full_name
         kind = self._types.get(name)
         if kind is None:

@@ -38,7 +38,9 @@ REQUESTS: dict[str, Descriptor] = {
     for method in service.methods
 }
 in_place = protovalidate.Validator()
-rules = RequestRules()
+# Every request read as protobuf-py, however small (the service reads small
+# ones in place).
+rules = RequestRules(in_place_bytes=-1)
 
 
 def found_in_place(request: Message) -> list[tuple[str, str]]:
