@@ -502,6 +502,8 @@ class OpenAICompatAdapter:
                 timeout=aiohttp.ClientTimeout(total=None, connect=self.config.connect_timeout_s),
                 # One stream per session that asks: no pool to wait for.
                 connector=aiohttp.TCPConnector(limit=0),
+                # HTTP(S)_PROXY, NO_PROXY and ~/.netrc apply, as they do for curl.
+                trust_env=True,
             )
             self._http_loop = loop
         return self._http

@@ -25,6 +25,7 @@ from services.agentruntime.models.base import (
     UserMessage,
 )
 from services.agentruntime.models.openai_compat import OpenAICompatAdapter, OpenAICompatConfig
+from services.agentruntime.models.tests.conftest import MakeAdapter
 from services.agentruntime.models.tests.fake_provider import (
     DONE,
     FakeProvider,
@@ -221,6 +222,19 @@ async def test_request_body_sections_tools_model_and_bearer(
             },
         },
     ]
+
+
+async def test_requests_go_through_the_proxy_the_environment_names(
+    provider: FakeProvider, make_adapter: MakeAdapter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The provider plays the proxy: the model's own host does not resolve.
+    monkeypatch.setenv("HTTP_PROXY", provider.url.removesuffix("/v1"))
+    provider.enqueue(text_reply("proxied"))
+    adapter = make_adapter(base_url="http://model.example.invalid/v1")
+
+    assert answer(await collect(adapter, simple_request())).text == "proxied"
+    [sent] = provider.requests
+    assert (sent.path, sent.headers["host"]) == ("/v1/chat/completions", "model.example.invalid")
 
 
 async def test_request_model_overrides_and_no_tools_or_system_when_empty(
