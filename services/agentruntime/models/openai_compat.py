@@ -336,8 +336,8 @@ class _Silence:
     within `limit` of `since`, and within the total. One timer a stream, not
     one a read: a data event moves `since` (and the timer only when that
     brings the deadline nearer), and the timer, when it fires before the
-    deadline, waits for it. When the deadline passes, the
-    body's pending read fails with the limit's error."""
+    deadline, waits for it. When the deadline passes, the body's pending
+    read fails with the limit's error."""
 
     # A timer that fires this close to the deadline counts as at it.
     SLACK_S = 1e-3
