@@ -58,9 +58,11 @@ from collections.abc import AsyncGenerator, Awaitable, Iterable, Mapping, Sequen
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
+from urllib.parse import urlsplit
 
 if TYPE_CHECKING:
     import aiohttp
+    import yarl
 
 from services.agentruntime.models.base import (
     FINISH_STOP,
@@ -390,6 +392,7 @@ class OpenAICompatAdapter:
         self.limits = TimeLimits.of(config)
         self._http: aiohttp.ClientSession | None = None
         self._http_loop: asyncio.AbstractEventLoop | None = None
+        self._proxy: yarl.URL | None = None
 
     async def aclose(self) -> None:
         if self._http is not None:
@@ -486,8 +489,16 @@ class OpenAICompatAdapter:
             yield chunk
 
     async def _send(self, body: dict[str, Any]) -> aiohttp.ClientResponse:
-        return await self._client().post(
-            self.config.completions_url, json=body, headers=self._headers()
+        import aiohttp  # loaded already by _client
+
+        client = self._client()
+        proxy = self._proxy
+        return await client.post(
+            self.config.completions_url,
+            json=body,
+            headers=self._headers(),
+            proxy=proxy,
+            proxy_auth=aiohttp.BasicAuth.from_url(proxy) if proxy is not None else None,
         )
 
     def _client(self) -> aiohttp.ClientSession:
@@ -502,10 +513,9 @@ class OpenAICompatAdapter:
                 timeout=aiohttp.ClientTimeout(total=None, connect=self.config.connect_timeout_s),
                 # One stream per session that asks: no pool to wait for.
                 connector=aiohttp.TCPConnector(limit=0),
-                # HTTP(S)_PROXY, NO_PROXY and ~/.netrc apply, as they do for curl.
-                trust_env=True,
             )
             self._http_loop = loop
+            self._proxy = environment_proxy(self.config.completions_url)
         return self._http
 
     def _headers(self) -> dict[str, str]:
@@ -513,6 +523,22 @@ class OpenAICompatAdapter:
         if self.config.api_key is not None:
             headers["Authorization"] = f"Bearer {self.config.api_key}"
         return headers
+
+
+def environment_proxy(url: str) -> yarl.URL | None:
+    """The proxy the environment names for `url` (HTTP_PROXY, HTTPS_PROXY,
+    NO_PROXY, as curl and httpx read them), with its credentials if it has
+    any. Not aiohttp's trust_env: it would also take ~/.netrc's login for the
+    model's host, which aiohttp refuses beside our bearer token."""
+    import urllib.request
+
+    import yarl
+
+    parts = urlsplit(url)
+    if urllib.request.proxy_bypass(parts.hostname or ""):
+        return None
+    proxy = urllib.request.getproxies().get(parts.scheme)
+    return yarl.URL(proxy) if proxy else None
 
 
 # --- request mapping -------------------------------------------------------

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 from contextlib import aclosing
+from pathlib import Path
 
 import pytest
 from agenthost.sessionlog.v1 import events_pb2
@@ -235,6 +236,30 @@ async def test_requests_go_through_the_proxy_the_environment_names(
     assert answer(await collect(adapter, simple_request())).text == "proxied"
     [sent] = provider.requests
     assert (sent.path, sent.headers["host"]) == ("/v1/chat/completions", "model.example.invalid")
+
+
+async def test_hosts_no_proxy_names_are_reached_directly(
+    provider: FakeProvider, adapter: OpenAICompatAdapter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:9")  # nothing listens there
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+    provider.enqueue(text_reply("direct"))
+
+    assert answer(await collect(adapter, simple_request())).text == "direct"
+
+
+async def test_a_netrc_login_for_the_host_leaves_the_bearer_token_alone(
+    provider: FakeProvider,
+    adapter: OpenAICompatAdapter,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    (tmp_path / ".netrc").write_text("default login someone password secret\n")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    provider.enqueue(text_reply("ok"))
+
+    assert answer(await collect(adapter, simple_request())).text == "ok"
+    assert provider.requests[0].headers["authorization"] == f"Bearer {API_KEY}"
 
 
 async def test_request_model_overrides_and_no_tools_or_system_when_empty(
