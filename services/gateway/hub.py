@@ -75,10 +75,11 @@ class Connection:
         default_factory=lambda: asyncio.Queue(CONNECTION_BUFFER)
     )
     overflowed: bool = False
-    # The text frame of each live stream still waiting in `frames`: the
-    # stream's next text joins it, so a client reading slower than text
-    # arrives gets fewer, longer frames (nothing lost, nothing reordered).
-    _joinable: dict[tuple[str, ...], Frame] = field(default_factory=dict)
+    # By session, the text frame of each live stream still waiting in
+    # `frames`: the stream's next text joins it, so a client reading slower
+    # than text arrives gets fewer, longer frames (nothing lost, nothing
+    # reordered).
+    _joinable: dict[str, dict[tuple[str, ...], Frame]] = field(default_factory=dict)
 
     def push(self, frame: Frame) -> None:
         if self.overflowed:
@@ -86,17 +87,18 @@ class Connection:
         key = _live_key(frame)
         if key is None:
             self._end_joins(frame)  # what follows it must not move ahead of it
-        elif (waiting := self._joinable.get(key)) is not None and _join(waiting, frame):
-            return
-        else:  # a frame of its own, since later text changes it (others got this one)
-            frame = _copy(frame)
+        else:
+            waiting = self._joinable.get(key[0], {}).get(key)
+            if waiting is not None and _join(waiting, frame):
+                return
+            frame = _copy(frame)  # its own: later text changes it (others got this one)
         try:
             self.frames.put_nowait(frame)
         except asyncio.QueueFull:
             self.close()
             return
         if key is not None:
-            self._joinable[key] = frame
+            self._joinable.setdefault(key[0], {})[key] = frame
 
     async def next_frame(self, within_s: float) -> Frame | None:
         """The next frame (None: the stream ends), or TimeoutError after
@@ -110,8 +112,11 @@ class Connection:
         else:
             frame = self.frames.get_nowait()
         key = None if frame is None else _live_key(frame)
-        if key is not None and self._joinable.get(key) is frame:
-            del self._joinable[key]  # on its way: it no longer changes
+        session = None if key is None else self._joinable.get(key[0])
+        if session is not None and key is not None and session.get(key) is frame:
+            del session[key]  # on its way: it no longer changes
+            if not session:
+                del self._joinable[key[0]]
         return frame
 
     def close(self) -> None:
@@ -126,8 +131,10 @@ class Connection:
         """No later text of `frame`'s session joins a frame queued before it."""
         kind = frame.WhichOneof("frame")
         session_id = getattr(getattr(frame, kind), "session_id", None) if kind else None
-        for key in [k for k in self._joinable if session_id is None or k[0] == session_id]:
-            del self._joinable[key]
+        if session_id is None:
+            self._joinable.clear()
+        else:
+            self._joinable.pop(session_id, None)
 
 
 def _live_key(frame: Frame) -> tuple[str, ...] | None:
