@@ -39,7 +39,9 @@ from .tasks import serve_until_signalled, spawn
 from .topology import reachable_address
 
 if TYPE_CHECKING:
-    from .web import WebServer
+    from starlette.types import ASGIApp
+
+    from .web_port import WebPort
 
 log = logging.getLogger("agenthost.server")
 # Logged when a graceful stop's grace period ends with calls still running
@@ -151,7 +153,7 @@ class ServiceHost:
         self._started = False  # the server runs (and `open` may have begun)
         self._interceptor: ServiceInterceptor | None = None
         self._recovery: asyncio.Task[None] | None = None
-        self.web: WebServer | None = None
+        self.web: WebPort | None = None
 
     @property
     def address(self) -> str:
@@ -224,28 +226,32 @@ class ServiceHost:
 
     async def _serve_browsers(self) -> None:
         """Serve the definition to browsers at web_listen, if it is public
-        and one is configured: its servicers behind this host's interceptor."""
+        and one is configured: its servicers behind this host's interceptor.
+        The port is bound now; the web stack loads with its first
+        connection (web_port.py)."""
         listen = self.web_listen
         if listen is None:
             return
-        # The web stack (hypercorn, starlette, connect-python) loads with the
-        # first host that serves browsers: a service that serves none never
-        # loads it.
-        from .web import PortTaken, WebServer, bind, expand_origins, service_apps, web_app
+        from .web_port import PortTaken, WebPort, bind
 
-        assert self._interceptor is not None
         try:
             sock = bind(listen)
         except PortTaken as error:  # taken since we asked
             raise PortInUse(listen) from error
-        self.web = WebServer(sock, self.config.tls, self.config.grace_s)
+        self.web = WebPort(sock, self.config.tls, self.config.grace_s, self._web_app)
+        self.web.open()
+        log.info("web listening", extra={"address": self.web.url})
+
+    async def _web_app(self) -> ASGIApp:
+        from .web import expand_origins, service_apps, web_app
+
+        assert self._interceptor is not None and self.health is not None and self.web is not None
         apps = await service_apps(
             self.definition.service_names, self.definition.register, self._interceptor
         )
         # Health's Check over HTTP too (Connect: a JSON POST), so a load
         # balancer that cannot speak gRPC (haproxy) still asks the service
         # whether it serves, and sees a draining one say NOT_SERVING.
-        assert self.health is not None
         servicer = self.health
         apps |= await service_apps(
             [health.SERVICE_NAME],
@@ -254,8 +260,8 @@ class ServiceHost:
             only=("Check",),
         )
         origins = expand_origins(self.config.web_origins, self.web.port, self.web.scheme)
-        self.web.start(web_app(apps, origins, self.config.web_files))
-        log.info("web listening", extra={"address": self.web.url, "origins": origins})
+        log.info("web serving", extra={"address": self.web.url, "origins": origins})
+        return web_app(apps, origins, self.config.web_files)
 
     async def _serve_locally(self) -> None:
         if self.local is None:

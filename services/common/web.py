@@ -34,9 +34,7 @@ CORSMiddleware for the configured origins.
 from __future__ import annotations
 
 import asyncio
-import errno
 import logging
-import socket
 from collections.abc import (
     AsyncIterator,
     Awaitable,
@@ -112,10 +110,6 @@ _CONNECT_CODES = {
     for code in grpc.StatusCode
     if code != grpc.StatusCode.OK
 }
-
-
-class PortTaken(OSError):
-    """The web port is in use (ServiceHost raises its PortInUse for it)."""
 
 
 # -- the servicer's handlers, guarded ----------------------------------------------------
@@ -334,50 +328,20 @@ def web_app(
 # -- the HTTP server ---------------------------------------------------------------------
 
 
-def bind(listen: str) -> socket.socket:
-    """A listening socket on host:port (port 0: a free one); PortTaken when
-    the port is in use."""
-    host, _, port = listen.rpartition(":")
-    family, kind, proto, _, address = socket.getaddrinfo(
-        host.strip("[]") or None, int(port), type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
-    )[0]
-    sock = socket.socket(family, kind, proto)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        # Frames are small and must go out as they come (accepted sockets
-        # inherit it).
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        try:
-            sock.bind(address)
-        except OSError as error:
-            if error.errno == errno.EADDRINUSE:
-                raise PortTaken(errno.EADDRINUSE, f"port {port} is in use", listen) from error
-            raise
-        sock.listen(1024)
-    except BaseException:
-        sock.close()
-        raise
-    return sock
-
-
 class WebServer:
-    """Serves an ASGI application on a bound socket until stopped."""
+    """Serves an ASGI application on a listening socket (whose descriptor it
+    takes over) until stopped."""
 
-    def __init__(self, sock: socket.socket, tls: TlsFiles | None, grace_s: float) -> None:
-        self.sock = sock
+    def __init__(self, fd: int, tls: TlsFiles | None, grace_s: float) -> None:
+        self.fd = fd
         self.tls = tls
         self.grace_s = grace_s
-        host, port = sock.getsockname()[:2]
-        self.scheme = "https" if tls is not None else "http"
-        self.port: int = port
-        self.url = f"{self.scheme}://{f'[{host}]' if ':' in host else host}:{port}"
         self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
     def start(self, app: ASGIApp) -> None:
         config = HypercornConfig()
-        # hypercorn takes the socket over (and closes it).
-        config.bind = [f"fd://{self.sock.detach()}"]
+        config.bind = [f"fd://{self.fd}"]  # hypercorn closes it when it stops
         config.graceful_timeout = self.grace_s
         config.errorlog = logging.getLogger("agenthost.web")  # JSON lines, as every log
         config.accesslog = None
