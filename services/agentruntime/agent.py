@@ -253,14 +253,41 @@ class Agent(ToolCalls):
         those of plan mode and other writers, in log order)."""
         async with self._reading:
             async for event in self._events_after(self._state.last_seq):
-                self._state = fold(self._state, event)
-                self._mcp_seen = fold_mcp(self._mcp_seen, event)
-                if self._view_read is None:
-                    continue
-                if event.HasField("compaction") or event.HasField("rewind"):
-                    self._view_read = None  # a new view, read from the log when needed
-                else:
-                    self._view_read.add(event)
+                self._fold_in(event)
+
+    def _fold_in(self, event: ev.Event) -> None:
+        """One event of the log, next after those folded, into the state and
+        the view."""
+        self._state = fold(self._state, event)
+        self._mcp_seen = fold_mcp(self._mcp_seen, event)
+        if self._view_read is None:
+            return
+        if event.HasField("compaction") or event.HasField("rewind"):
+            self._view_read = None  # a new view, read from the log when needed
+        else:
+            self._view_read.add(event)
+
+    async def _fold_written(self, events: Sequence[ev.Event], written: AppendResult) -> None:
+        """Fold what we just appended and anything recorded before it. When
+        the log put our batch right after the last event we folded, nobody
+        wrote in between and our own copy is what it stored (with its seqs;
+        the time and position it stamped are the log's, which no fold of
+        ours reads), so no read is needed; otherwise read the log."""
+        async with self._reading:
+            own = (
+                not written.duplicate
+                and len(written.seqs) == len(events)
+                and written.seqs[:1] == [self._state.last_seq + 1]
+                and all(event.id for event in events)
+            )
+            if own:
+                for event, seq in zip(events, written.seqs, strict=True):
+                    stored = ev.Event()
+                    stored.CopyFrom(event)
+                    stored.seq, stored.session_id = seq, self.session_id
+                    self._fold_in(stored)
+        if not own:
+            await self._catch_up()
 
     async def _view(self) -> ModelView:
         """The view up to the folded state (its caller has caught up), read
@@ -383,8 +410,7 @@ class Agent(ToolCalls):
             # A session is named after its first message until someone renames it.
             title = ev.SessionTitle(title=title_from_message(message.text))
             events.append(ev.Event(id=f"{input_id}-title", session_title=title))
-        await self._write(events)
-        await self._catch_up()
+        await self._fold_written(events, await self._write(events))
         return self._state.turn.open
 
     async def _apply_pending_plan(self) -> None:
@@ -881,8 +907,7 @@ class Agent(ToolCalls):
         return await self._neighbours.hidden_from(self.cwd) if self._neighbours else ()
 
     async def _append(self, events: list[ev.Event]) -> None:
-        await self._write(events)
-        await self._catch_up()
+        await self._fold_written(events, await self._write(events))
 
     async def record(self, events: list[ev.Event]) -> int:
         """Append `events` under the agent's lease (a command's record); the
