@@ -1,12 +1,15 @@
 """A session's turns and what each changed in its folder, folded from the
 whole log: the turns in order (number, prompt, where each ended), the
 checkpoints of the turns that changed files, and which of those the user
-undid, redid or rewound. The undo, redo and rewind commands read it, and it
-is the `checkpoints` projection clients show (web: undo on a turn).
+undid, redid or rewound. The undo, redo and rewind commands read it
+(History, every turn); the `checkpoints` projection clients show (web: undo
+on a turn) folds only what its view shows (ChangedTurns), so that a long
+session's projection stays small to fold, store and load.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -74,7 +77,7 @@ def fold_history(state: History, event: ev.Event) -> History:
     kind = event.WhichOneof("body")
     turns = list(state.turns)
     if kind == "turn_start":
-        number = sum(1 for t in turns) + 1
+        number = len(turns) + 1
         turns.append(TurnRecord(event.turn_start.turn_id, number, start_seq=event.seq))
     elif kind == "user_message" and turns and not turns[-1].prompt:
         if event.user_message.source.kind == ev.SOURCE_KIND_USER:
@@ -126,6 +129,10 @@ def history_view(state: History) -> dict[str, Any]:
     """The `checkpoints` projection value: the turns of the conversation
     that changed files, each with its files and whether the user undid it
     (a turn that changed nothing changes no view: no frame per turn)."""
+    return _turns_view(state.turns)
+
+
+def _turns_view(turns: tuple[TurnRecord, ...]) -> dict[str, Any]:
     return {
         "turns": [
             {
@@ -144,21 +151,143 @@ def history_view(state: History) -> dict[str, Any]:
                     for f in t.files
                 ],
             }
-            for t in state.live()
-            if t.changed
+            for t in turns
+            if t.changed and not t.rewound
         ]
     }
 
 
+def _record(data: dict[str, Any]) -> TurnRecord:
+    return TurnRecord(**{**data, "files": tuple(FileRecord(**f) for f in data["files"])})
+
+
 def load_history(data: dict[str, Any]) -> History:
-    return History(
-        tuple(
-            TurnRecord(**{**t, "files": tuple(FileRecord(**f) for f in t["files"])})
-            for t in data["turns"]
+    return History(tuple(_record(t) for t in data["turns"]))
+
+
+@dataclass(frozen=True)
+class ChangedTurns:
+    """What the `checkpoints` view is folded from: the records of the turns
+    with a checkpoint (oldest first) and of the latest turn, whose prompt a
+    checkpoint takes; every turn's id only, in order, for the numbers (a
+    turn's is its index + 1) that undo-by-rewind and rewind compare. Its view
+    is history_view's of the same events; its cost grows with the turns that
+    changed files, not with every turn."""
+
+    ids: tuple[str, ...] = ()
+    current: TurnRecord | None = None
+    checkpointed: tuple[TurnRecord, ...] = ()
+
+    def number(self, turn_id: str) -> int:
+        """A turn's number (0: none, as for a rewind to before the first)."""
+        try:
+            return self.ids.index(turn_id) + 1
+        except ValueError:
+            return 0
+
+
+def fold_changed_turns(state: ChangedTurns, event: ev.Event) -> ChangedTurns:
+    kind = event.WhichOneof("body")
+    current = state.current
+    if kind == "turn_start":
+        turn_id = event.turn_start.turn_id
+        ids = (*state.ids, turn_id)
+        return replace(state, ids=ids, current=TurnRecord(turn_id, len(ids), start_seq=event.seq))
+    if kind == "user_message":
+        if current is None or current.prompt:
+            return state
+        if event.user_message.source.kind != ev.SOURCE_KIND_USER:
+            return state
+        prompt = one_line(event.user_message.text, PROMPT_CHARS)
+        return _changed(state, current.turn_id, lambda t: replace(t, prompt=prompt))
+    if kind == "checkpoint":
+        checkpoint = event.checkpoint
+        files = tuple(
+            FileRecord(f.path, f.change, f.lines_added, f.lines_removed, f.binary)
+            for f in checkpoint.files
         )
+        return _changed(
+            state,
+            checkpoint.turn_id,
+            lambda t: replace(t, before=checkpoint.before, after=checkpoint.after, files=files),
+            add=True,
+        )
+    if kind == "files_restored":
+        restored = event.files_restored
+        if restored.kind in ("undo", "redo"):
+            if not restored.restored:
+                return state  # every file was left alone: the turn is as it was
+            undone = restored.kind == "undo"
+            return _changed(state, restored.turn_id, lambda t: replace(t, undone=undone))
+        # A rewind of the files undoes every turn after the one kept.
+        kept = state.number(restored.turn_id)
+        return _later(state, kept, lambda t: replace(t, undone=True) if t.changed else t)
+    if kind == "rewind":
+        kept = state.number(event.rewind.turn_id)
+        return _later(state, kept, lambda t: replace(t, rewound=True))
+    return state
+
+
+def _changed(
+    state: ChangedTurns,
+    turn_id: str,
+    change: Callable[[TurnRecord], TurnRecord],
+    add: bool = False,
+) -> ChangedTurns:
+    """`change` made to the turn's record, where it is kept (the latest turn,
+    the checkpointed ones); `add`: a turn not checkpointed yet is from now on."""
+    current = state.current
+    if current is not None and current.turn_id == turn_id:
+        current = change(current)
+    records = list(state.checkpointed)
+    found = next((i for i, t in enumerate(records) if t.turn_id == turn_id), None)
+    if found is not None:
+        records[found] = change(records[found])
+    elif add and current is not None and current.turn_id == turn_id:
+        records.append(current)
+    elif add and (number := state.number(turn_id)):
+        # An earlier turn's (not seen here: the log writes a turn's checkpoints
+        # within it): its prompt and seqs are not kept, its number is.
+        records.append(change(TurnRecord(turn_id, number)))
+        records.sort(key=lambda t: t.number)
+    new = ChangedTurns(state.ids, current, tuple(records))
+    return state if new == state else new
+
+
+def _later(
+    state: ChangedTurns, kept: int, change: Callable[[TurnRecord], TurnRecord]
+) -> ChangedTurns:
+    """`change` made to every kept record of a turn numbered after `kept`."""
+    current = state.current
+    if current is not None and current.number > kept:
+        current = change(current)
+    records = tuple(change(t) if t.number > kept else t for t in state.checkpointed)
+    new = ChangedTurns(state.ids, current, records)
+    return state if new == state else new
+
+
+def changed_turns_view(state: ChangedTurns) -> dict[str, Any]:
+    return _turns_view(state.checkpointed)
+
+
+def load_changed_turns(data: dict[str, Any]) -> ChangedTurns:
+    current = data["current"]
+    return ChangedTurns(
+        tuple(data["ids"]),
+        None if current is None else _record(current),
+        tuple(_record(t) for t in data["checkpointed"]),
     )
 
 
+# What can change the view (a turn's end cannot).
+CHANGED_TURNS_KINDS = HISTORY_KINDS - {"turn_end"}
+
 CHECKPOINTS_UNIT = FoldUnit(
-    "checkpoints", 2, History, fold_history, history_view, load_history, HISTORY_KINDS
+    "checkpoints",
+    3,
+    ChangedTurns,
+    fold_changed_turns,
+    changed_turns_view,
+    load_changed_turns,
+    CHANGED_TURNS_KINDS,
 )
