@@ -96,11 +96,15 @@ def fold_history(state: History, event: ev.Event) -> History:
     return state if new == state else new
 
 
-def _checkpointed(turns: list[TurnRecord], checkpoint: ev.Checkpoint) -> list[TurnRecord]:
-    files = tuple(
+def _files(checkpoint: ev.Checkpoint) -> tuple[FileRecord, ...]:
+    return tuple(
         FileRecord(f.path, f.change, f.lines_added, f.lines_removed, f.binary)
         for f in checkpoint.files
     )
+
+
+def _checkpointed(turns: list[TurnRecord], checkpoint: ev.Checkpoint) -> list[TurnRecord]:
+    files = _files(checkpoint)
     return [
         replace(t, before=checkpoint.before, after=checkpoint.after, files=files)
         if t.turn_id == checkpoint.turn_id
@@ -202,10 +206,7 @@ def fold_changed_turns(state: ChangedTurns, event: ev.Event) -> ChangedTurns:
         return _changed(state, current.turn_id, lambda t: replace(t, prompt=prompt))
     if kind == "checkpoint":
         checkpoint = event.checkpoint
-        files = tuple(
-            FileRecord(f.path, f.change, f.lines_added, f.lines_removed, f.binary)
-            for f in checkpoint.files
-        )
+        files = _files(checkpoint)
         return _changed(
             state,
             checkpoint.turn_id,
