@@ -26,6 +26,7 @@ from clients.sdk import (
     NotFoundError,
     OutputStreamed,
     PlanState,
+    Session,
     Settings,
     Update,
     assistant_texts,
@@ -614,15 +615,21 @@ async def test_plan_mode_offers_the_same_tools_and_an_approved_plan_edits_in_the
 # -- 7. settings are log events --------------------------------------------------------------------
 
 
+def _settings_events(session: Session) -> list[ev.SessionSettings]:
+    return [e.session_settings for e in session.events if e.HasField("session_settings")]
+
+
 async def test_settings_are_log_events_kept_by_a_fork_and_a_runtime_restart(
     coding: Coding,
 ) -> None:
     session = await coding.session()
     wanted = Settings("read-only", "never")
+    # The reply shows them at once; the log's event reaches the session's
+    # stream on its own time.
     assert await session.set_settings(sandbox="read-only", approvals="never") == wanted
-    await session.wait_until(lambda s: s.settings == wanted, WAIT_S)
-    recorded = [e.session_settings for e in session.events if e.HasField("session_settings")]
-    assert recorded == [
+    assert session.settings == wanted
+    await session.wait_until(lambda s: bool(_settings_events(s)), WAIT_S)
+    assert _settings_events(session) == [
         ev.SessionSettings(
             sandbox=ev.SANDBOX_READ_ONLY,
             approvals=ev.APPROVAL_POLICY_NEVER,
