@@ -84,7 +84,7 @@ async def serve_until_signalled(
         if await run_unless(signalled, start()):
             if on_up is not None:
                 on_up()
-            # After the announcement, which need not wait for its collection.
+            # What start-up built stays out of later collections (heap.py).
             freeze_what_serving_built()
             await (serve(signalled) if serve is not None else signalled.wait())
     finally:
