@@ -4,7 +4,9 @@ process (the embedded default) or each in its own (--processes). The
 into it through the `agenthost.commands` entry point, so the client never
 imports the services."""
 
-from __future__ import annotations
+# Not `from __future__ import annotations`: typer reads every command's
+# parameters at each start of `agenthost`, and string annotations cost it an
+# eval apiece (about 20 ms of every command's start).
 
 import asyncio
 import json
@@ -30,6 +32,7 @@ from agenthost_core.locations import (
 )
 
 if TYPE_CHECKING:
+    from services.common.config import TlsFiles
     from services.embedded import EmbeddedStack
     from services.supervisor import Supervisor
 
@@ -261,17 +264,7 @@ async def _run_stack(
     # The gateway over TLS when AGENTHOST_TLS_CERT_FILE and _KEY_FILE are set.
     tls = TlsFiles.from_env(os.environ)
     port_override = 0 if free_ports else None
-    stack: EmbeddedStack | Supervisor
-    if processes:
-        from services.supervisor import Supervisor
-
-        stack = Supervisor(data_dir, host, port_override, gateway_tls=tls, web_origins=web_origins)
-    else:  # imports every service, which the supervisor's children do instead
-        from services.embedded import EmbeddedStack
-
-        stack = EmbeddedStack(
-            data_dir, host, port_override, gateway_tls=tls, web_origins=web_origins
-        )
+    stack = _stack(processes, data_dir, host, port_override, tls, web_origins)
     if base_port is not None and not free_ports:
         shift = base_port - DEFAULT_PORTS["gateway"]
         stack.addresses = {name: f"{host}:{port + shift}" for name, port in DEFAULT_PORTS.items()}
@@ -324,6 +317,24 @@ async def _run_stack(
     finally:
         for address in recorded:
             remove_gateway_address(data_dir, address)
+
+
+def _stack(
+    processes: bool,
+    data_dir: Path,
+    host: str,
+    port_override: int | None,
+    tls: "TlsFiles | None",
+    web_origins: tuple[str, ...],
+) -> "EmbeddedStack | Supervisor":
+    if processes:
+        from services.supervisor import Supervisor
+
+        return Supervisor(data_dir, host, port_override, gateway_tls=tls, web_origins=web_origins)
+    # Imports every service, which the supervisor's children do instead.
+    from services.embedded import EmbeddedStack
+
+    return EmbeddedStack(data_dir, host, port_override, gateway_tls=tls, web_origins=web_origins)
 
 
 async def _check_model_server(base_url: str) -> None:

@@ -1,6 +1,8 @@
 """`agenthost sessions ...`: find, name, archive, fork, delete and export sessions."""
 
-from __future__ import annotations
+# Not `from __future__ import annotations`: typer reads every command's
+# parameters at each start of `agenthost`, and string annotations cost it an
+# eval apiece (about 20 ms of every command's start).
 
 import sys
 from datetime import UTC, datetime, timedelta
@@ -98,7 +100,7 @@ def sessions_list(
     """List your sessions, most recent first: title, time, markers, last message."""
     folder = str(workspace.expanduser().resolve()) if workspace is not None else None
 
-    async def work(client: AgentHostClient) -> None:
+    async def work(client: "AgentHostClient") -> None:
         workspace_id = (await client.create_workspace(folder)).id if folder else None
         sessions = await client.list_sessions(workspace_id, include_archived=archived)
         if as_json:
@@ -194,7 +196,7 @@ def sessions_search(
     folder = str(workspace.expanduser().resolve()) if workspace is not None else None
     after = since_time(since) if since is not None else None
 
-    async def work(client: AgentHostClient) -> None:
+    async def work(client: "AgentHostClient") -> None:
         workspace_id = (await client.create_workspace(folder)).id if folder else None
         found = await client.search_sessions(
             query,
@@ -224,7 +226,7 @@ def sessions_rename(
 ) -> None:
     """Give a session a title."""
 
-    async def work(client: AgentHostClient) -> None:
+    async def work(client: "AgentHostClient") -> None:
         line(row(await client.rename_session(session, title)))
 
     run_client(gateway, token, data_dir, work)
@@ -239,7 +241,7 @@ def sessions_archive(
 ) -> None:
     """Archive a session (lists leave it out unless --archived)."""
 
-    async def work(client: AgentHostClient) -> None:
+    async def work(client: "AgentHostClient") -> None:
         line(row(await client.archive_session(session)))
 
     run_client(gateway, token, data_dir, work)
@@ -254,7 +256,7 @@ def sessions_unarchive(
 ) -> None:
     """Bring an archived session back."""
 
-    async def work(client: AgentHostClient) -> None:
+    async def work(client: "AgentHostClient") -> None:
         line(row(await client.archive_session(session, archived=False)))
 
     run_client(gateway, token, data_dir, work)
@@ -272,7 +274,7 @@ def sessions_fork(
 ) -> None:
     """A new session with this one's log (up to a seq), in the same workspace."""
 
-    async def work(client: AgentHostClient) -> None:
+    async def work(client: "AgentHostClient") -> None:
         line(row(await client.fork_session(session, up_to)))
 
     run_client(gateway, token, data_dir, work)
@@ -291,7 +293,7 @@ def sessions_delete(
         errors.print("not deleted")
         raise typer.Exit(1)
 
-    async def work(client: AgentHostClient) -> None:
+    async def work(client: "AgentHostClient") -> None:
         await client.delete_session(session)
         line(f"deleted {session}")
 
@@ -310,7 +312,7 @@ def sessions_export(
 ) -> None:
     """A session's events as JSON lines."""
 
-    async def work(client: AgentHostClient) -> None:
+    async def work(client: "AgentHostClient") -> None:
         target = output.open("w", encoding="utf-8") if output else sys.stdout
         try:
             async for event_line in client.export_session(session):
