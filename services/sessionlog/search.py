@@ -60,6 +60,10 @@ WORD = re.compile(r"\w", re.UNICODE)
 # How long a search waits for the index to reach the log before it answers
 # from what is indexed (only a rebuild takes longer).
 FRESH_WAIT_S = 2.0
+# How long the follower lets appends gather before it indexes them: one round
+# (a read of the log, a transaction of the index) for all of them rather than
+# one an append. Searches do not wait for it: each catches up first.
+FOLLOW_DELAY_S = 0.5
 # Bumped when what is indexed changes: an index of another version is rebuilt.
 INDEX_VERSION = 1
 
@@ -390,9 +394,10 @@ class SearchIndex:
         """The log grew: the follower indexes the new events soon."""
         self._wake.set()
 
-    async def follow(self) -> None:
-        """Catch up at start (a rebuild, when the index is new) and after
-        every append, until cancelled."""
+    async def follow(self, delay_s: float = FOLLOW_DELAY_S) -> None:
+        """Catch up at start (a rebuild, when the index is new), then again
+        `delay_s` after an append, with whatever else was appended by then,
+        until cancelled."""
         while True:
             self._wake.clear()
             try:
@@ -401,6 +406,7 @@ class SearchIndex:
                 log.exception("search index could not catch up")
                 self.stats.errors.append(str(error))
             await self._wake.wait()
+            await asyncio.sleep(delay_s)
 
     async def forget(self, session_id: str) -> None:
         async with self._lock:
