@@ -22,7 +22,7 @@ rest give equal states (see the property tests).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -1018,12 +1018,16 @@ def dump_state(state: object) -> bytes:
 
 
 def _plain(value: object) -> Any:
+    if value is None or isinstance(value, (str, int, float)):
+        return value  # first: most of a state's values are these
     if isinstance(value, frozenset):
         return sorted(value)
     if isinstance(value, tuple):
         return [_plain(item) for item in value]
     if hasattr(value, "__dataclass_fields__"):
         return {name: _plain(getattr(value, name)) for name in value.__dataclass_fields__}
+    if isinstance(value, Sequence):  # a state's own sequence type (a list in JSON)
+        return [_plain(item) for item in value]
     return value
 
 

@@ -95,3 +95,25 @@ def test_a_turn_that_changed_nothing_leaves_no_record_but_its_id() -> None:
     assert isinstance(changed, ChangedTurns)
     assert changed.checkpointed == () and len(changed.ids) == 1000
     assert CHECKPOINTS_UNIT.view(changed) == {"turns": []}
+
+
+@settings(max_examples=100, deadline=None)
+@given(logs(), logs(), logs())
+def test_states_folded_on_from_one_state_keep_their_own_turns(
+    start: list[ev.Event], one: list[ev.Event], other: list[ev.Event]
+) -> None:
+    """The states of one fold share their turn ids (TurnIds): folding two
+    logs on from the same state, a step of each in turn, leaves each its own
+    turns and the state they started from as it was."""
+    _, shared = _folded(start)
+    dumped = CHECKPOINTS_UNIT.dump(shared)
+    first, second = shared, shared
+    for step in range(max(len(one), len(other))):
+        if step < len(one):
+            first = CHECKPOINTS_UNIT.apply(first, one[step])
+        if step < len(other):
+            second = CHECKPOINTS_UNIT.apply(second, other[step])
+    assert first == _folded(start + one)[1]
+    assert second == _folded(start + other)[1]
+    assert CHECKPOINTS_UNIT.dump(shared) == dumped
+    assert CHECKPOINTS_UNIT.dump(second) == CHECKPOINTS_UNIT.dump(_folded(start + other)[1])

@@ -9,9 +9,9 @@ session's projection stays small to fold, store and load.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, replace
-from typing import Any
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, overload
 
 from agenthost.sessionlog.v1 import events_pb2 as ev
 
@@ -169,6 +169,63 @@ def load_history(data: dict[str, Any]) -> History:
     return History(tuple(_record(t) for t in data["turns"]))
 
 
+class TurnIds(Sequence[str]):
+    """Every turn's id in order, a turn's number being its index + 1. The
+    states folded on from one another share one list: the newest appends to
+    it in place, each state reading only its own first `len` ids, so a
+    turn's start costs no copy of every id before it. Adding to a state that
+    is not the newest copies its ids first, leaving the other as it was."""
+
+    __slots__ = ("_count", "_ids")
+
+    def __init__(self, ids: list[str] | None = None, count: int | None = None) -> None:
+        self._ids = [] if ids is None else ids
+        self._count = len(self._ids) if count is None else count
+
+    def add(self, turn_id: str) -> TurnIds:
+        ids = self._ids if len(self._ids) == self._count else self._ids[: self._count]
+        ids.append(turn_id)
+        return TurnIds(ids, self._count + 1)
+
+    def number(self, turn_id: str) -> int:
+        """A turn's number (0: none, as for a rewind to before the first)."""
+        try:
+            return self._ids.index(turn_id, 0, self._count) + 1
+        except ValueError:
+            return 0
+
+    def __len__(self) -> int:
+        return self._count
+
+    @overload
+    def __getitem__(self, index: int) -> str: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[str]: ...
+
+    def __getitem__(self, index: int | slice) -> str | Sequence[str]:
+        if isinstance(index, slice):
+            return self._ids[: self._count][index]
+        if not -self._count <= index < self._count:
+            raise IndexError(index)
+        return self._ids[index % self._count]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._ids[: self._count])
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, TurnIds):
+            return NotImplemented
+        if self._count != other._count:
+            return False
+        return self._ids is other._ids or self._ids[: self._count] == other._ids[: other._count]
+
+    __hash__ = None  # type: ignore[assignment]  # equal by value, and grows in place
+
+    def __repr__(self) -> str:
+        return f"TurnIds({self._ids[: self._count]!r})"
+
+
 @dataclass(frozen=True)
 class ChangedTurns:
     """What the `checkpoints` view is folded from: the records of the turns
@@ -178,16 +235,13 @@ class ChangedTurns:
     is history_view's of the same events; its cost grows with the turns that
     changed files, not with every turn."""
 
-    ids: tuple[str, ...] = ()
+    ids: TurnIds = field(default_factory=TurnIds)
     current: TurnRecord | None = None
     checkpointed: tuple[TurnRecord, ...] = ()
 
     def number(self, turn_id: str) -> int:
         """A turn's number (0: none, as for a rewind to before the first)."""
-        try:
-            return self.ids.index(turn_id) + 1
-        except ValueError:
-            return 0
+        return self.ids.number(turn_id)
 
 
 def fold_changed_turns(state: ChangedTurns, event: ev.Event) -> ChangedTurns:
@@ -195,8 +249,9 @@ def fold_changed_turns(state: ChangedTurns, event: ev.Event) -> ChangedTurns:
     current = state.current
     if kind == "turn_start":
         turn_id = event.turn_start.turn_id
-        ids = (*state.ids, turn_id)
-        return replace(state, ids=ids, current=TurnRecord(turn_id, len(ids), start_seq=event.seq))
+        ids = state.ids.add(turn_id)
+        current = TurnRecord(turn_id, len(ids), start_seq=event.seq)
+        return ChangedTurns(ids, current, state.checkpointed)
     if kind == "user_message":
         if current is None or current.prompt:
             return state
@@ -274,7 +329,7 @@ def changed_turns_view(state: ChangedTurns) -> dict[str, Any]:
 def load_changed_turns(data: dict[str, Any]) -> ChangedTurns:
     current = data["current"]
     return ChangedTurns(
-        tuple(data["ids"]),
+        TurnIds(list(data["ids"])),
         None if current is None else _record(current),
         tuple(_record(t) for t in data["checkpointed"]),
     )
