@@ -1026,9 +1026,9 @@ def _plain(value: object) -> Any:
         return [_plain(item) for item in value]
     if hasattr(value, "__dataclass_fields__"):
         return {name: _plain(getattr(value, name)) for name in value.__dataclass_fields__}
-    if isinstance(value, Sequence):  # a state's own sequence type (a list in JSON)
-        return [_plain(item) for item in value]
-    return value
+    if isinstance(value, Sequence) and not isinstance(value, (bytes, bytearray)):
+        return [_plain(item) for item in value]  # a state's own sequence type (TurnIds)
+    return value  # JSON refuses what it cannot hold (bytes): loudly, not as a list of ints
 
 
 def load_plan(data: dict[str, Any]) -> PlanState:
