@@ -4,9 +4,7 @@ process (the embedded default) or each in its own (--processes). The
 into it through the `agenthost.commands` entry point, so the client never
 imports the services."""
 
-# Not `from __future__ import annotations`: typer reads every command's
-# parameters at each start of `agenthost`, and string annotations cost it an
-# eval apiece (about 20 ms of every command's start).
+# Not `from __future__ import annotations`, as clients/cli/app.py says why.
 
 import asyncio
 import json

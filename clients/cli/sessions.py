@@ -1,8 +1,6 @@
 """`agenthost sessions ...`: find, name, archive, fork, delete and export sessions."""
 
-# Not `from __future__ import annotations`: typer reads every command's
-# parameters at each start of `agenthost`, and string annotations cost it an
-# eval apiece (about 20 ms of every command's start).
+# Not `from __future__ import annotations`, as clients/cli/app.py says why.
 
 import sys
 from datetime import UTC, datetime, timedelta

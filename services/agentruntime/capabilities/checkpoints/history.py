@@ -165,10 +165,6 @@ def _record(data: dict[str, Any]) -> TurnRecord:
     return TurnRecord(**{**data, "files": tuple(FileRecord(**f) for f in data["files"])})
 
 
-def load_history(data: dict[str, Any]) -> History:
-    return History(tuple(_record(t) for t in data["turns"]))
-
-
 class TurnIds(Sequence[str]):
     """Every turn's id in order, a turn's number being its index + 1. The
     states folded on from one another share one list: the newest appends to
