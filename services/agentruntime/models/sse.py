@@ -31,6 +31,8 @@ class EventDataDecoder:
 
     def feed(self, block: bytes) -> list[str]:
         """The data of every event `block` completes, in order."""
+        if not block:
+            return []  # nothing arrived: a CR that ended the last block still waits
         if self._after_cr and block.startswith(_LF):
             block = block[1:]
         self._after_cr = block.endswith(_CR)

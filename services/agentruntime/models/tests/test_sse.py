@@ -49,5 +49,9 @@ def test_every_line_ending_means_the_same(ending: bytes, at: list[int]) -> None:
     assert decoded(cut(stream, at)) == EVENTS
 
 
+def test_an_empty_block_between_a_cr_and_its_lf_changes_nothing() -> None:
+    assert decoded([b"data: one\r", b"", b"\ndata: two\r\n\r\n"]) == ["one\ntwo"]
+
+
 def test_an_event_the_body_leaves_unfinished_is_dropped() -> None:
     assert decoded([b"data: done\n\ndata: half", b"way\n"]) == ["done"]
