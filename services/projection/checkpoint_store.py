@@ -65,6 +65,11 @@ class SessionCheckpoint:
     watermark: int
     units: Mapping[str, UnitCheckpoint]
 
+    @property
+    def size(self) -> int:
+        """The bytes of its units' states."""
+        return sum(len(unit.state) for unit in self.units.values())
+
 
 class CheckpointStore(Protocol):
     async def open(self) -> None: ...

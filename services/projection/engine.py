@@ -10,7 +10,8 @@ folds the gap from the log. So the subscription and `get`'s catch-up reads
 may overlap freely, and the stored position is only a hint of where to
 resume: a re-delivered event is skipped, a missed one is read on demand.
 
-Checkpoints are taken every `checkpoint_every` events per session, on
+Checkpoints are taken every `checkpoint_every` events per session, or
+after more when its last checkpoint was big (CHECKPOINT_BYTES_PER_EVENT), on
 eviction and on stop; never per event. Saving one may suspend (PostgreSQL),
 so folding goes on meanwhile: a session is counted as saved only up to the
 events its checkpoint held, and an evicted session stays reachable until its
@@ -95,6 +96,14 @@ class _Watcher:
                 raise item.error
             return None
         return item
+
+
+# A session's checkpoints write at most this much per event folded between
+# them: a long session's state (a growing list of its turns) is saved after
+# proportionally more events, so its checkpoints cost about as much per event
+# as a short one's, rather than more with every turn. What a restart refolds
+# grows the same way: a 1 MB state comes back from at most 4,096 events.
+CHECKPOINT_BYTES_PER_EVENT = 256
 
 
 class ProjectionEngine:
@@ -393,7 +402,8 @@ class ProjectionEngine:
         return not self._watchers.get(session_id) and not self._locks.in_use(session_id)
 
     async def _checkpoint_if_due(self, projection: SessionProjection) -> None:
-        if projection.unsaved_events >= self._checkpoint_every:
+        due_after = max(self._checkpoint_every, projection.checkpoint_spacing)
+        if projection.unsaved_events >= due_after:
             await self._checkpoint([projection])
 
     async def _checkpoint(
@@ -406,8 +416,9 @@ class ProjectionEngine:
         taken = [(p, p.unsaved_events, p.checkpoint()) for p in due]
         written = await self._store.save_sessions([c for _, _, c in taken], position)
         self.stats.checkpoints_written += written
-        for projection, counted, _ in taken:
+        for projection, counted, checkpoint in taken:
             projection.unsaved_events = max(0, projection.unsaved_events - counted)
+            projection.checkpoint_spacing = checkpoint.size // CHECKPOINT_BYTES_PER_EVENT
         if position is not None:
             self._saved_position = max(self._saved_position, position)
 

@@ -59,8 +59,10 @@ class SessionProjection:
         self._slots = slots
         self._last_seq = watermark
         self._watermark = self._lowest()
-        # Events folded since the last checkpoint was taken.
+        # Events folded since the last checkpoint was taken, and how many
+        # the next waits for at least (the engine's choice, by the last one's size).
         self.unsaved_events = 0
+        self.checkpoint_spacing = 0
 
     @classmethod
     def restore(

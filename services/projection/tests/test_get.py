@@ -7,11 +7,21 @@ import time
 import pytest
 
 from services.common.errors import SessionNotFound
+from services.projection.engine import CHECKPOINT_BYTES_PER_EVENT
 from services.projection.errors import ProjectionFailed
 from services.sessionlog.domain import SessionLog
 
 from .conftest import EngineFactory
-from .units import Event, MessageCounter, TitleUnit, UserMessageCounter, assistant, title, user
+from .units import (
+    Event,
+    MessageCounter,
+    TitleUnit,
+    UserMessageCounter,
+    UserTexts,
+    assistant,
+    title,
+    user,
+)
 
 
 async def test_a_get_right_after_an_append_reflects_it(
@@ -88,6 +98,26 @@ async def test_a_cold_get_of_a_100k_event_session_after_a_restart_reads_from_the
         assert await third.get("big") == expected
         assert third.stats.events_read == 0
     assert time.monotonic() - started < 30
+
+
+async def test_a_big_state_is_checkpointed_after_as_many_more_events_as_it_is_big(
+    log: SessionLog, engine_factory: EngineFactory
+) -> None:
+    # Each text adds two events' worth of checkpoint (its JSON takes 512 bytes).
+    text = "x" * (2 * CHECKPOINT_BYTES_PER_EVENT - 4)
+    await log.create_session("s1", "/w")
+    async with engine_factory(UserTexts(), start=False, crash=True, checkpoint_every=4) as first:
+        for _ in range(40):
+            await log.append("s1", [user(text)])
+            await first.get("s1")
+        # At 4 events (the minimum), then 8 later (the 2 kB it saved), then
+        # 24 later (6 kB); the next would wait for 72. Every 4: ten.
+        assert first.stats.checkpoints_written == 3
+    # The process died: a restart refolds what came after the last, at 36.
+
+    async with engine_factory(UserTexts(), start=False) as second:
+        assert await second.get("s1") == (39, {"texts": {"texts": [{"text": text}] * 40}})
+        assert second.stats.events_read == 4
 
 
 async def test_a_new_state_version_refolds_that_unit_and_keeps_the_others(
