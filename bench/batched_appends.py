@@ -123,10 +123,13 @@ async def run(sizes: Sizes, data_dir: Path) -> list[Figure]:
             )
     finally:
         baseline_db.db.close()
+    # The stack's guard is below what issue 32's round reached (0.4x) before
+    # the search index and the capabilities' projection units, which every
+    # appended event now also goes through on the stack's loop (bench/RESULTS.md).
     return AppendRates(
         name=f"batched appends, {sizes.batch} events per call",
         appends=f"session log Append of {sizes.batch}, one writer",
         alone=by_itself,
         in_stack=through_stack,
         baseline=rate_side(f"SQLite {sizes.batch}-row transactions, one writer", baseline),
-    ).figures(0.5, 0.4, "baseline: WAL, synchronous=FULL, same disk, same tables, in a thread")
+    ).figures(0.5, 0.3, "baseline: WAL, synchronous=FULL, same disk, same tables, in a thread")
