@@ -108,7 +108,8 @@ def main() -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     parent = args.data_dir or args.out
     parent.mkdir(parents=True, exist_ok=True)
-    root = Path(tempfile.mkdtemp(prefix="data-", dir=parent))
+    # Absolute: sessions are made with folders under it as their cwd.
+    root = Path(tempfile.mkdtemp(prefix="data-", dir=parent)).resolve()
     modules = [m for m in FIGURES if not args.only or m.NAME in args.only]
     report = Report("smoke" if args.smoke else "full", machine(root))
     started = time.perf_counter()

@@ -398,7 +398,8 @@ def main() -> int:
     VERSIONS.update(versions())
     isolated = offline()
     about = machine(args.out)
-    results = asyncio.run(run(args.hosts, many, sizes, args.out))
+    # Absolute: the hosts' sessions are made with folders under it as their cwd.
+    results = asyncio.run(run(args.hosts, many, sizes, args.out.resolve()))
     markdown = "\n".join(
         [
             "# agenthost beside its peers (`make bench-peers`)",
