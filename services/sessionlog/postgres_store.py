@@ -314,11 +314,13 @@ class PostgresSessionStore:
 
     async def change_lease(self, session_id: str, change: LeaseChange) -> Lease:
         """Under the append lock, so a wave of any replica reads the token
-        either before this change or after its commit, never in between."""
+        either before this change or after its commit, never in between. Two
+        round trips, as a wave: BEGIN, the lock and the read; the write and
+        COMMIT."""
 
         async def apply() -> Lease:
             connection = self._connection(write=True)
-            async with storage_errors(), connection.transaction():
+            async with storage_errors(), _pipelined_transaction(connection):
                 await connection.execute("SELECT pg_advisory_xact_lock(%s)", (APPEND_LOCK,))
                 row = await _one(
                     connection,

@@ -156,6 +156,10 @@ def read(
         raise SessionNotFound(session_id)
     events: list[Event]
     if direction is Direction.FORWARD:
+        if (from_seq or 0) > last_seq:
+            # Nothing after the log's end: most catch-ups find nothing, and
+            # where the store is across a network this asks it once, not twice.
+            return ReadResult([], last_seq)
         events = yield EventsFrom(session_id, from_seq or 0, limit)
     else:
         start = last_seq if from_seq is None else from_seq
