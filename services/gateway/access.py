@@ -39,7 +39,7 @@ class SessionAccess:
     async def check(self, account: str, session_id: str) -> None:
         """SessionNotFound unless `account` owns the session."""
         if not self._checked.recall((account, session_id)):
-            if await self._workspaces.find_session_workspace(account, session_id) is None:
+            if not await self._workspaces.owns_session(account, session_id):
                 parent = await self._parent_of(session_id)
                 if not parent:
                     raise SessionNotFound(session_id)

@@ -283,7 +283,7 @@ class Hub:
         found: str | None = None
         try:
             for account in list(self._connections):
-                if await self._workspaces.find_session_workspace(account, session_id):
+                if await self._workspaces.owns_session(account, session_id):
                     found = account
                     break
         except Exception as error:  # workspace service down: ask again next time

@@ -161,6 +161,16 @@ class WorkspaceClient:
         )
         return reply.workspace if reply.HasField("workspace") else None
 
+    @calls_peer
+    async def owns_session(self, account_id: str, session_id: str) -> bool:
+        """Whether a workspace of the account holds the session."""
+        reply: pb.OwnsSessionResponse = await self._stub.OwnsSession(
+            pb.OwnsSessionRequest(account_id=account_id, session_id=session_id),
+            timeout=call_timeout(),
+            wait_for_ready=True,
+        )
+        return reply.owned
+
     async def workspace_members(self, session_id: str) -> tuple[str, Sequence[str]]:
         """The path of the workspace holding the session and its other sessions."""
         reply: pb.ListWorkspaceMembersResponse = await self._stub.ListWorkspaceMembers(

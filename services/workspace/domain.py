@@ -154,16 +154,32 @@ class Workspaces:
 
     async def find_session_workspace(self, account_id: str, session_id: str) -> Workspace | None:
         """The account's workspace holding the session (archived or not)."""
+        found = await self._account_membership(account_id, session_id)
+        if found is None:
+            return None
+        workspace = (await self._load([found[1]]))[0].workspace
+        # Resolution may have dropped a membership that was never ours.
+        members = workspace.session_ids + workspace.archived_session_ids
+        return workspace if session_id in members else None
+
+    async def owns_session(self, account_id: str, session_id: str) -> bool:
+        """Whether a workspace of the account holds the session (archived or
+        not): find_session_workspace's answer, resolving this session's
+        membership only, not every member of its workspace."""
+        found = await self._account_membership(account_id, session_id)
+        return found is not None and session_id in await self._resolve([found[0]])
+
+    async def _account_membership(
+        self, account_id: str, session_id: str
+    ) -> tuple[Membership, WorkspaceRecord] | None:
+        """The session's membership and workspace, when the account's."""
         membership = await self._store.get_membership(session_id)
         if membership is None:
             return None
         record = await self._store.get_workspace(membership.workspace_id)
         if record is None or record.account_id != account_id:
             return None
-        workspace = (await self._load([record]))[0].workspace
-        # Resolution may have dropped a membership that was never ours.
-        members = workspace.session_ids + workspace.archived_session_ids
-        return workspace if session_id in members else None
+        return membership, record
 
     # -- sessions ----------------------------------------------------------------
 
@@ -269,7 +285,7 @@ class Workspaces:
 
     async def remove_session(self, account_id: str, session_id: str) -> None:
         """The session leaves the account's workspace; unknown is harmless."""
-        if await self.find_session_workspace(account_id, session_id) is not None:
+        if await self.owns_session(account_id, session_id):
             await self._store.remove_membership(session_id)
 
     async def workspace_members(self, session_id: str) -> tuple[str, list[str]]:

@@ -103,6 +103,12 @@ class WorkspaceServicer(pb_grpc.WorkspaceServiceServicer):
         found = await self.workspaces.find_session_workspace(request.account_id, request.session_id)
         return pb.FindSessionWorkspaceResponse(workspace=_optional(found))
 
+    async def OwnsSession(
+        self, request: pb.OwnsSessionRequest, context: grpc.aio.ServicerContext
+    ) -> pb.OwnsSessionResponse:
+        owned = await self.workspaces.owns_session(request.account_id, request.session_id)
+        return pb.OwnsSessionResponse(owned=owned)
+
     async def ListWorkspaceMembers(
         self, request: pb.ListWorkspaceMembersRequest, context: grpc.aio.ServicerContext
     ) -> pb.ListWorkspaceMembersResponse:

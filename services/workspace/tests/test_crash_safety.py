@@ -91,6 +91,25 @@ async def test_find_and_recent_resolve_a_member_whose_session_was_never_created(
     assert (await log.get_session("s-orphan")).cwd == folders("/src/app")
 
 
+async def test_an_access_check_resolves_its_own_session_and_no_other(
+    workspaces: Workspaces,
+    workspace: Workspace,
+    store: WorkspaceStore,
+    log: SessionLog,
+    clock: ManualClock,
+    folders: Folders,
+) -> None:
+    await crash_after_membership(store, workspace, "s-orphan", clock)
+    await crash_after_membership(store, workspace, "s-checked", clock)
+
+    assert await workspaces.owns_session("acct", "s-checked")
+
+    assert (await log.get_session("s-checked")).cwd == folders("/src/app")
+    # The other member was not read: its repair waits for a read of the workspace.
+    with pytest.raises(SessionNotFound):
+        await log.get_session("s-orphan")
+
+
 async def test_a_session_log_that_fails_mid_creation_leaves_a_member_that_resolves(
     store: WorkspaceStore, log_path: Path, clock: ManualClock, folders: Folders
 ) -> None:
@@ -157,6 +176,7 @@ async def test_a_member_whose_id_the_log_gives_another_cwd_is_dropped(
 
     assert shown.session_ids == ()
     assert await workspaces.find_session_workspace("acct", "s-foreign") is None
+    assert not await workspaces.owns_session("acct", "s-foreign")
     assert not reused and session.id != "s-foreign"
     assert await store.get_membership("s-foreign") is None
     assert (await log.get_session("s-foreign")).cwd == folders("/elsewhere")  # untouched

@@ -231,6 +231,11 @@ async def test_find_session_workspace_names_the_owning_workspace(
     assert found_archived is not None and found_archived.id == two.id
     assert await workspaces.find_session_workspace("acct", outside.id) is None
     assert await workspaces.find_session_workspace("acct", "s-unknown") is None
+    # The access check asks the same, and answers the same.
+    for session_id, owned in [(session.id, True), (archived.id, True), (outside.id, False)]:
+        assert await workspaces.owns_session("acct", session_id) is owned
+        assert await workspaces.owns_session("bob", session_id) is False
+    assert await workspaces.owns_session("acct", "s-unknown") is False
 
 
 # -- account scoping ----------------------------------------------------------------
