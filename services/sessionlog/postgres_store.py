@@ -554,19 +554,13 @@ async def _answer(
         case algorithms.EventsBetween(session_id, start, end):
             where = "session_id = %s AND seq >= %s AND seq < %s ORDER BY seq"
             return await _events(fetch, where, (session_id, start, end))
-        case algorithms.NthMessageBack(session_id, end, offset):
+        case algorithms.MessagesBack(session_id, end, offset):
             rows = await fetch(
                 "SELECT seq FROM events WHERE session_id = %s AND is_message AND seq < %s "
-                "ORDER BY seq DESC LIMIT 1 OFFSET %s",
+                "ORDER BY seq DESC LIMIT 2 OFFSET %s",
                 (session_id, end, offset),
             )
-            return int(rows[0]["seq"]) if rows else None
-        case algorithms.MessageBefore(session_id, seq):
-            rows = await fetch(
-                "SELECT 1 FROM events WHERE session_id = %s AND is_message AND seq < %s LIMIT 1",
-                (session_id, seq),
-            )
-            return bool(rows)
+            return [int(row["seq"]) for row in rows]
         case algorithms.AddSession(session):
             await fetch(INSERT_SESSION, session)
         case algorithms.AddEvents(events):

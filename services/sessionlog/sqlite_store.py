@@ -451,19 +451,13 @@ def _answer(db: sqlite3.Connection, ask: algorithms.Ask) -> object:
         case algorithms.EventsBetween(session_id, start, end):
             where = "session_id = ? AND seq >= ? AND seq < ? ORDER BY seq"
             return _events(db, where, (session_id, start, end))
-        case algorithms.NthMessageBack(session_id, end, offset):
-            row = db.execute(
+        case algorithms.MessagesBack(session_id, end, offset):
+            rows = db.execute(
                 "SELECT seq FROM events WHERE session_id = ? AND is_message = 1 AND seq < ? "
-                "ORDER BY seq DESC LIMIT 1 OFFSET ?",
+                "ORDER BY seq DESC LIMIT 2 OFFSET ?",
                 (session_id, end, offset),
-            ).fetchone()
-            return None if row is None else int(row[0])
-        case algorithms.MessageBefore(session_id, seq):
-            row = db.execute(
-                "SELECT 1 FROM events WHERE session_id = ? AND is_message = 1 AND seq < ? LIMIT 1",
-                (session_id, seq),
-            ).fetchone()
-            return row is not None
+            ).fetchall()
+            return [int(row[0]) for row in rows]
         case algorithms.AddSession(session):
             db.execute(INSERT_SESSION, session)
         case algorithms.AddEvents(events):

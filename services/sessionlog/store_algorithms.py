@@ -15,9 +15,9 @@ The asks, and what each is answered with:
 - `EventsBack(session_id, up_to_seq, limit)`: events with seq <= up_to_seq, descending;
 - `EventsThrough(session_id, last_seq)`: events with seq <= last_seq, ascending;
 - `EventsBetween(session_id, start, end)`: events with start <= seq < end, ascending;
-- `NthMessageBack(session_id, end, offset)`: the seq of the message `offset`
-  places before `end` (0: the last one before it), or None;
-- `MessageBefore(session_id, seq)`: whether a message comes before `seq`;
+- `MessagesBack(session_id, end, offset)`: the seqs of the messages `offset`
+  and `offset + 1` places before `end` (0: the last one before it), newest
+  first, those there are (none, one or both);
 - `AddSession(row)`, `AddEvents(rows)`, `Touch(row)`: writes, answered None;
 - `Forked(session_id)`: a fork's events are written (a backend that wakes
   subscribers of other replicas does it here), answered None;
@@ -87,16 +87,10 @@ class EventsBetween:
 
 
 @dataclass(frozen=True)
-class NthMessageBack:
+class MessagesBack:
     session_id: str
     end: int
     offset: int
-
-
-@dataclass(frozen=True)
-class MessageBefore:
-    session_id: str
-    seq: int
 
 
 @dataclass(frozen=True)
@@ -134,8 +128,7 @@ Ask = (
     | EventsBack
     | EventsThrough
     | EventsBetween
-    | NthMessageBack
-    | MessageBefore
+    | MessagesBack
     | AddSession
     | AddEvents
     | Touch
@@ -184,11 +177,10 @@ def tail_page(session_id: str, before_seq: int | None, message_limit: int) -> Al
 def page_start(session_id: str, end: int, message_limit: int) -> Algorithm[int]:
     """First seq of the page ending before `end`: the oldest of its
     `message_limit` messages, or 0 when no older message exists."""
-    start = yield NthMessageBack(session_id, end, message_limit - 1)
-    if start is None:
-        return 0
-    older = yield MessageBefore(session_id, start)
-    return int(start) if older else 0
+    # The page's oldest message and the one before it, in one ask: without
+    # an older message the page starts at the log's start.
+    seqs: list[int] = yield MessagesBack(session_id, end, message_limit - 1)
+    return seqs[0] if len(seqs) == 2 else 0
 
 
 def fork(

@@ -241,6 +241,18 @@ async def test_tail_page_of_lazy_and_small_sessions(log: SessionLog) -> None:
     assert kinds(page.events) == ["plan_mode", "user_message"] and not page.has_more
 
 
+async def test_a_tail_page_of_exactly_its_messages_starts_at_the_log_start(
+    log: SessionLog,
+) -> None:
+    await log.create_session("s", "/w")
+    await log.append("s", [plan_mode(True), *(user(f"m{n}") for n in range(50))])
+    page = await log.tail_page("s", message_limit=50)
+    assert (page.events[0].seq, len(page.events), page.has_more) == (0, 51, False)
+    await log.append("s", [user("one more")])
+    page = await log.tail_page("s", message_limit=50)
+    assert (page.events[0].seq, len(page.events), page.has_more) == (2, 50, True)
+
+
 async def test_tail_page_carries_the_sessions_summary(log: SessionLog) -> None:
     await log.create_session("s", "/w")
     lazy = await log.tail_page("s")
